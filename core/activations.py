@@ -1,0 +1,307 @@
+"""What autograd saves for backward: the activation memory of one micro-batch, tensor by tensor.
+
+The model follows the mechanisms, not a fitted factor. For each op of a Hugging Face decoder block it asks what
+``torch.autograd`` saves (``tools/autograd/derivatives.yaml``: an op saves an input only when the gradient of
+another input that requires grad needs it; e.g. ``mm`` saves ``self`` only if ``mat2`` requires grad, so a frozen
+linear keeps no input), in which dtype, and whether two ops share one storage:
+
+- RMSNorm (``LlamaRMSNorm.forward``) upcasts to fp32 and saves that fp32 copy and ``rsqrt`` (``pow``, ``mul``) when
+  its input requires grad, and the normalized tensor when its weight is trained. LayerNorm saves its input,
+  mean and rstd (``native_layer_norm``).
+- Linear saves its input when its weight is trained. Under autocast each linear saves its *own* bf16 copy of an
+  fp32 input (autocast caches casts of leaf weights only: ``autocast_mode.cpp`` ``cached_cast``), and a bf16 copy
+  of its weight (``param_copy`` in the oracle) when its input requires grad.
+- RoPE multiplies by cos/sin (saved once, not per layer); under autocast ``bf16 q * fp32 cos`` promotes to fp32.
+- SDPA / FlashAttention saves q, k, v (GQA: k/v at kv-head width), the output and an fp32 log-sum-exp
+  (``_scaled_dot_product_flash_attention``); eager attention saves q, k (repeated to all heads), the fp32
+  softmax, its 16-bit copy (``.to(query.dtype)`` or autocast's cast), and v (repeated).
+- SwiGLU saves gate (SiLU input), SiLU output and up (the product's operands) and the product (down_proj input);
+  a GELU MLP (BLOOM's ``GeLUFunction``) saves its input and output.
+- peft LoRA: A saves its input (its own fp32 copy on a 16-bit base, ``_cast_input_dtype``; its own bf16 copy under
+  autocast), B saves A's output [tokens, r].
+- Loss (``ForCausalLMLoss``): logits are upcast to fp32, ``log_softmax`` saves its fp32 [b*s, V] output,
+  ``nll_loss`` the shifted int64 labels.
+
+Every rule was checked tensor by tensor against ../shared/oracle (tests/data/oracle_truth.json): per-layer and
+per-region saved bytes agree exactly for all llama/qwen2/bloom cases there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from core.arch import Arch
+from core.precision import Regime
+
+INT8_GROUP = 64  # int8 activation compression: one fp32 scale per 64 values
+
+
+@dataclass(frozen=True, slots=True)
+class ActCtx:
+    """What the activation model needs to know about a plan, per micro-batch."""
+
+    arch: Arch
+    b: int
+    s: int
+    reg: Regime
+    full: bool  # base weights are trained (full fine-tuning)
+    lora: frozenset[str]  # block roles with LoRA adapters
+    quantized: bool  # bitsandbytes base: dequantized on the fly, no saved weight copies
+    eager: bool
+    selective: bool
+    gc: bool  # full activation checkpointing
+    rank: int = 8  # LoRA rank
+
+    @property
+    def T(self) -> int:
+        return self.b * self.s
+
+    @property
+    def lora_copy_bytes(self) -> int:
+        """Bytes per element of LoRA A's own copy of its input; 0 when A shares the input tensor.
+
+        fp32 model: shared. Autocast: the A matmul casts to bf16 (a copy per adapter). bf16-pure: peft keeps the
+        adapters in fp32 (``autocast_adapter_dtype=True``) and casts the input up (a copy per adapter). Master
+        regimes (DeepSpeed casts the whole model, adapters included, to 16 bit): shared."""
+        if self.reg.compute == "autocast":
+            return 2
+        if self.reg.compute == "half" and not self.reg.master_bytes:
+            return 4
+        return 0
+
+    @property
+    def lora_out_bytes(self) -> int:
+        """LoRA A's output [tokens, r], saved by B: in the adapter's compute dtype."""
+        if self.reg.compute == "autocast" or self.reg.master_bytes:
+            return 2
+        return 4
+
+
+@dataclass(slots=True)
+class Saved:
+    """Saved bytes of a region, split by how tensor parallelism divides them."""
+
+    rep: int = 0  # replicated over the tensor-parallel group (layer inputs, norms) unless sequence parallel
+    split: int = 0  # divided by tensor parallelism (heads, MLP width)
+    copies: int = 0  # autocast's saved 16-bit weight copies (divided by tensor parallelism)
+    frozen_copies: int = 0  # the part of `copies` that belongs to frozen weights (not in autocast's cache)
+    cache: int = 0  # autocast's cached copies of trained weights alive during the forward (GC: not saved)
+    elems: int = 0  # elements of activation tensors (for int8 compression)
+    work: int = 0  # largest transient of this region's backward
+    notes: list[tuple[str, int]] | None = field(default=None)
+
+    def add(self, label: str, n_bytes: int, elems: int, split: bool) -> None:
+        if n_bytes <= 0:
+            return
+        if split:
+            self.split += n_bytes
+        else:
+            self.rep += n_bytes
+        self.elems += elems
+        if self.notes is not None:
+            self.notes.append((label, n_bytes))
+
+    def local(self, tp: int, sp: bool) -> int:
+        """Bytes on one tensor-parallel rank."""
+        return (self.rep // tp if sp else self.rep) + self.split // tp
+
+
+def _norm(c: ActCtx, out: Saved, label: str, x_rg: bool, w_trained: bool, in_bytes: int) -> bool:
+    """Saved tensors of one norm; returns whether its output requires grad."""
+    T, h = c.T, c.arch.h
+    if c.arch.fam.norm == "rms":
+        if x_rg:
+            out.add(f"{label}: fp32 input + rsqrt", 4 * T * h + 4 * T, T * h + T, False)
+        if w_trained:
+            out.add(f"{label}: normalized", in_bytes * T * h, T * h, False)
+    elif x_rg or w_trained:
+        out.add(f"{label}: input + mean/rstd", in_bytes * T * h + 8 * T, T * h + 2 * T, False)
+    return x_rg or w_trained
+
+
+def _linears(
+    c: ActCtx, out: Saved, roles: tuple[str, ...], in_bytes: int, in_rg: bool, input_saved: bool, split_in: bool
+) -> dict[str, bool]:
+    """Linears that consume one input tensor: their saved inputs, LoRA tensors and autocast weight copies.
+
+    Returns, per role, whether the output requires grad. ``input_saved``: the input is already a saved storage.
+    """
+    arch, T = c.arch, c.T
+    autocast = c.reg.compute == "autocast"
+    need_input = False
+    out_rg: dict[str, bool] = {}
+    for role in roles:
+        lin = arch.linear(role)
+        d_in = lin.d_in
+        if c.full:
+            if autocast and in_bytes == 4:
+                out.add(f"{role}_proj: bf16 copy of input", 2 * T * d_in, T * d_in, split_in)
+            else:
+                need_input = True
+            if autocast:
+                out.cache += 2 * lin.weight_params
+                if in_rg:
+                    out.copies += 2 * lin.weight_params
+        elif autocast and not c.quantized and in_rg:
+            out.copies += 2 * lin.weight_params  # frozen weight's bf16 copy, needed for the input gradient
+            out.frozen_copies += 2 * lin.weight_params
+        if role in c.lora:
+            r = c.rank
+            copy = c.lora_copy_bytes
+            if copy:
+                out.add(f"{role} LoRA A: own copy of input", copy * T * d_in, T * d_in, split_in)
+            else:
+                need_input = True
+            out.add(f"{role} LoRA A output", c.lora_out_bytes * T * r, T * r, False)
+            if autocast:
+                a_w, b_w = 2 * r * d_in, 2 * r * lin.d_out
+                out.cache += a_w + b_w
+                out.copies += b_w + (a_w if in_rg else 0)
+        out_rg[role] = c.full or role in c.lora or in_rg
+    if need_input and not input_saved:
+        d_in = arch.linear(roles[0]).d_in
+        out.add(f"{'/'.join(roles)} input", in_bytes * T * d_in, T * d_in, split_in)
+    return out_rg
+
+
+def _attention(c: ActCtx, out: Saved, x_rg: bool, n_bytes: int) -> bool:
+    """Saved tensors of self-attention after its norm; returns whether its output requires grad."""
+    arch, reg = c.arch, c.reg
+    b, s, T, a = c.b, c.s, c.T, arch.a
+    h_q, h_kv = arch.h_q, arch.h_kv
+    C = reg.act_bytes
+    fused = arch.fam.fused_qkv
+    if fused:
+        rg = _linears(c, out, ("qkv",), n_bytes, x_rg, False, False)
+        any_rg = rg["qkv"]
+    else:
+        rg = _linears(c, out, ("q", "k", "v"), n_bytes, x_rg, False, False)
+        any_rg = rg["q"] or rg["k"] or rg["v"]
+    flash_like = not c.eager or c.selective
+    S = 4 if reg.compute == "fp32" else 2  # attention matmuls/SDPA are autocast lower-precision ops
+    if any_rg:
+        if flash_like:
+            out.add("attention q, k, v", S * T * (h_q + 2 * h_kv), T * (h_q + 2 * h_kv), True)
+            out.add("attention output", S * T * h_q, T * h_q, True)
+            if not c.eager:
+                out.add("flash log-sum-exp (fp32)", 4 * b * a * s, b * a * s, True)
+        elif fused:
+            out.add("q, k, v copies", 3 * C * T * h_q, 3 * T * h_q, True)
+            _scores(c, out)
+        else:
+            out.add("q and k (k repeated to all heads)", 2 * S * T * h_q, 2 * T * h_q, True)
+            _scores(c, out)
+            out.add("v (repeated to all heads)", C * T * h_q, T * h_q, True)
+    rg_o = _linears(c, out, ("o",), S if flash_like else C, any_rg, flash_like and any_rg, True)
+    if c.eager:
+        out.work += (C + 4) * b * a * s * s  # softmax backward (selective: its recompute): probs + fp32 scores
+    return rg_o["o"]
+
+
+def _scores(c: ActCtx, out: Saved) -> None:
+    b, s, a = c.b, c.s, c.arch.a
+    out.add("softmax probabilities (fp32)", 4 * b * a * s * s, b * a * s * s, True)
+    if c.reg.compute != "fp32":
+        out.add("16-bit copy of the probabilities", 2 * b * a * s * s, b * a * s * s, True)
+
+
+def _mlp(c: ActCtx, out: Saved, m_rg: bool, m_bytes: int) -> bool:
+    arch, T, f = c.arch, c.T, c.arch.f
+    C = c.reg.act_bytes
+    if arch.fam.gated_mlp:
+        rg = _linears(c, out, ("gate", "up"), m_bytes, m_rg, False, False)
+        if rg["gate"]:
+            out.add("SiLU input (gate)", C * T * f, T * f, True)
+        if rg["up"]:
+            out.add("SiLU output", C * T * f, T * f, True)
+        if rg["gate"]:
+            out.add("up projection output", C * T * f, T * f, True)
+        prod_rg = rg["gate"] or rg["up"]
+    else:
+        rg = _linears(c, out, ("up",), m_bytes, m_rg, False, False)
+        if rg["up"]:
+            out.add("GELU input", C * T * f, T * f, True)
+        prod_rg = rg["up"]
+    rg_d = _linears(c, out, ("down",), C, prod_rg, False, True)
+    out.work = max(out.work, C * 3 * T * f + 2 * c.reg.resid_bytes * T * arch.h)  # grads of the MLP's tensors
+    return rg_d["down"]
+
+
+def layer_saved(c: ActCtx, x_rg: bool, notes: bool = False) -> Saved:
+    """Saved bytes of one decoder block whose input does (or, LoRA's first block, does not) require grad."""
+    out = Saved(notes=[] if notes else None)
+    R = c.reg.resid_bytes
+    n_rg = _norm(c, out, "input norm", x_rg, c.full, R)
+    attn_rg = _attention(c, out, n_rg, R)
+    x2_rg = x_rg or attn_rg
+    m_rg = _norm(c, out, "post-attention norm", x2_rg, c.full, R)
+    _mlp(c, out, m_rg, R)
+    return out
+
+
+def checkpointed_layer(c: ActCtx) -> int:
+    """Full recompute keeps each block's input (the residual stream) as the checkpoint."""
+    return c.reg.resid_bytes * c.T * c.arch.h
+
+
+def rope_bytes(c: ActCtx) -> int:
+    """RoPE cos and sin, [1, s, head_dim] each in the embedding's dtype, saved once (not per layer)."""
+    if c.arch.fam.positional != "rope":
+        return 0
+    return 2 * c.s * c.arch.d * c.reg.resid_bytes
+
+
+def embed_saved(c: ActCtx, out_rg: bool) -> Saved:
+    """Token ids (embedding backward needs them when the embedding trains) and BLOOM's embedding LayerNorm."""
+    out = Saved()
+    if c.full:
+        out.add("input ids (int64)", 8 * c.T, c.T, False)
+    if c.arch.fam.embed_norm:
+        _norm(c, out, "embedding norm", out_rg, c.full, c.reg.resid_bytes)
+    return out
+
+
+def head_saved(c: ActCtx) -> Saved:
+    """Final norm, lm_head input and the loss's labels (the fp32 log-softmax is `logits_bytes`)."""
+    arch, T, R = c.arch, c.T, c.reg.resid_bytes
+    out = Saved()
+    _norm(c, out, "final norm", True, c.full, R)
+    if c.full:
+        if c.reg.compute == "autocast":
+            out.add("lm_head: bf16 copy of input", 2 * T * arch.h, T * arch.h, False)
+        else:
+            out.add("lm_head input", R * T * arch.h, T * arch.h, False)
+    if c.reg.compute == "autocast":
+        out.copies += 2 * arch.V * arch.h  # lm_head weight copy (its input requires grad in every method)
+        if c.full:
+            out.cache += 2 * arch.V * arch.h
+        else:
+            out.frozen_copies += 2 * arch.V * arch.h
+    out.add("shifted labels (int64) + nll_loss total_weight", 8 * T + 4, T, False)
+    return out
+
+
+def logsoftmax_bytes(c: ActCtx) -> int:
+    """The loss's saved fp32 log-softmax, [b*s, V] (HF ``ForCausalLMLoss`` upcasts logits to fp32)."""
+    return 4 * c.T * c.arch.V
+
+
+def closure_bytes(c: ActCtx) -> int:
+    """Tensors non-reentrant checkpointing keeps alive through its closures (not saved tensors): RoPE cos/sin,
+    position ids, and the materialised 4D mask of eager attention (BLOOM: ALiBi bias + mask)."""
+    if not c.gc:
+        return 0
+    b, s, R = c.b, c.s, c.reg.resid_bytes
+    n = 8 * s
+    if c.arch.fam.positional == "rope":
+        n += 2 * s * c.arch.d * R
+    else:
+        n += 4 * b * c.arch.a * s
+    if c.eager:
+        n += R * b * s * s
+    return n
+
+
+def int8_bytes(elems: int) -> int:
+    """int8 compression of saved activations: 1 byte per value plus an fp32 scale per group."""
+    return elems + 4 * -(-elems // INT8_GROUP)

@@ -1,0 +1,261 @@
+"""``estimate(plan)``: the peak GPU memory of a steady-state training step, moment by moment.
+
+Not every kind of memory is alive at once, so the peak is the largest of a few moments of the step (measured in
+../shared/oracle, README "What the runs show"):
+
+- **forward** (end of the last micro-batch's forward, at the loss): everything saved so far, autocast's cached
+  weight copies, and the lm_head output (plus its fp32 upcast) next to the saved fp32 log-softmax.
+- **backward start** (the loss's backward): everything the forward kept plus two fp32 [b*s, V] gradients
+  (``nll_loss_backward``, ``_log_softmax_backward_data``), before any parameter gradient exists.
+- **backward** through the blocks: activations are freed block by block while gradients appear; memory is
+  linear in the block index, so the top and bottom blocks bound it; plus each block's transient.
+- **optimizer step**: weights + gradients + optimizer state + the step's temporaries.
+
+With ``set_to_none`` gradients are absent from the first micro-batch's forward; from micro-batch 2 on
+(gradient accumulation) they are all there (oracle ``llama_ga2``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from core import presets
+from core.activations import (
+    ActCtx,
+    Saved,
+    checkpointed_layer,
+    closure_bytes,
+    embed_saved,
+    head_saved,
+    int8_bytes,
+    layer_saved,
+    logsoftmax_bytes,
+    rope_bytes,
+)
+from core.arch import Arch, lora_params_per_layer, lora_roles
+from core.explain import component_formulas
+from core.overhead import overhead_terms
+from core.plan import Plan
+from core.precision import REGIMES
+from core.result import Component, Estimate, Phase
+from core.states import Stage, States, model_states, stages
+
+
+@dataclass(frozen=True, slots=True)
+class StageActs:
+    """Activation bytes of one micro-batch on one stage, per TP rank."""
+
+    layers: int  # saved by all blocks of the stage
+    first_layer: int  # saved by the stage's first block (LoRA: block 0 saves less)
+    embed: int
+    head: int
+    rope: int
+    logsm: int  # saved fp32 log-softmax
+    loss_grads: int  # the loss's two fp32 gradients at backward start
+    logits_fwd: int  # lm_head output (+ fp32 upcast) while the loss is computed
+    copies: int  # saved 16-bit weight copies at the start of backward
+    copies_fwd: int  # weight copies alive at the end of forward (autocast cache)
+    head_copies: int
+    closure: int  # checkpoint closures
+    layer_work: int  # largest backward transient of a block (incl. recompute)
+    dy: int  # gradient of the hidden states flowing between blocks
+
+    @property
+    def saved(self) -> int:
+        return self.layers + self.embed + self.head + self.rope
+
+
+def _stage_acts(plan: Plan, ctx: ActCtx, stage: Stage, first: Saved, rest: Saved) -> StageActs:
+    s = plan.strategy
+    tp, sp = s.tensor_parallel, s.sequence_parallel
+    arch, T = ctx.arch, ctx.T
+    n = stage.layers
+    int8 = s.activation_compression == "int8"
+
+    def local(x: Saved) -> int:
+        b = x.local(tp, sp)
+        if int8 and (x.rep + x.split):
+            return b * int8_bytes(x.elems) // (x.rep + x.split)
+        return b
+
+    rest_b = local(rest)
+    first_b = local(first) if stage.first else rest_b
+    if ctx.gc:
+        ck = checkpointed_layer(ctx) // (tp if sp else 1)
+        ck = int8_bytes(ck // ctx.reg.resid_bytes) if int8 else ck
+        layers, first_layer = n * ck, ck
+        layer_copies = 0
+        work = rest_b + rest.cache // tp + rest.work // tp  # recompute one block, re-cast its weights, backward
+    else:
+        layers = first_b + (n - 1) * rest_b
+        first_layer = first_b
+        layer_copies = ((first.copies if stage.first else rest.copies) + (n - 1) * rest.copies) // tp
+        work = rest.work // tp + (rest_b if int8 else 0)
+    cache = ((first.cache if stage.first else rest.cache) + (n - 1) * rest.cache) // tp
+    frozen = ((first.frozen_copies if stage.first else rest.frozen_copies) + (n - 1) * rest.frozen_copies) // tp
+    embed = embed_saved(ctx, ctx.full or ctx.gc).local(tp, sp) if stage.first else 0
+    head = logsm = loss_grads = logits_fwd = head_copies = head_cache = 0
+    if stage.last:
+        hs = head_saved(ctx)
+        head = hs.local(tp, sp)
+        head_copies = hs.copies // tp
+        head_cache = hs.cache // tp
+        frozen += hs.frozen_copies // tp
+        C = ctx.reg.act_bytes
+        if s.fused_cross_entropy:
+            chunk = _fused_ce_chunk(T, arch)
+            loss_grads = chunk * arch.V * (8 + C) // tp
+            logits_fwd = loss_grads
+        else:
+            logsm = logsoftmax_bytes(ctx) // tp
+            loss_grads = 2 * logsm
+            logits_fwd = (C * T * arch.V + (4 * T * arch.V if C != 4 else 0)) // tp
+    copies = layer_copies + head_copies
+    copies_fwd = max(copies, cache + head_cache + frozen)
+    rope = 0 if ctx.gc else rope_bytes(ctx)
+    dy = ctx.reg.resid_bytes * T * arch.h // (tp if sp else 1)
+    return StageActs(
+        layers, first_layer, embed, head, rope, logsm, loss_grads, logits_fwd, copies, copies_fwd, head_copies,
+        closure_bytes(ctx), work, dy,
+    )
+
+
+def _fused_ce_chunk(T: int, arch: Arch) -> int:
+    """Liger's fused linear cross-entropy processes ``next_pow2(ceil(T / ceil(V/h)))`` tokens at a time
+    (liger_kernel/ops/fused_linear_cross_entropy.py), so a chunk of logits is about the size of the hidden
+    states; Cut Cross-Entropy needs even less."""
+    inc = -(-arch.V // arch.h)
+    chunk = -(-T // inc)
+    return min(T, 1 << max(chunk - 1, 0).bit_length())
+
+
+def _phases(plan: Plan, ctx: ActCtx, stage: Stage, st: States, a: StageActs) -> list[Phase]:
+    """The candidate moments of the step on one stage, each with what is live then."""
+    t, z = plan.training, plan.strategy.zero_stage
+    accum = t.grad_accum_steps > 1
+    m = stage.in_flight
+    G = st.grads
+    gk = G if accum else 0  # gradients already accumulated when the last micro-batch runs
+    others = (m - 1) * a.saved  # other micro-batches in flight on this stage (pipeline 1F1B)
+    base = {"parameters": st.params, "optimizer_states": st.optimizer}
+    bwd = base | {"gathered_parameters": st.gathered, "checkpoint_buffers": m * a.closure}
+
+    def new_grads(done: int) -> int:
+        """Gradient bytes present after `done` bytes were produced in this backward."""
+        if accum or z >= 2:
+            return G
+        return min(G, done)
+
+    fused_head_grad = st.head_grad if plan.strategy.fused_cross_entropy and not accum else 0
+    phases = [
+        Phase(
+            "forward",
+            "end of forward of the last micro-batch: the loss is computed from the lm_head output",
+            bwd | {"gradients": gk + fused_head_grad, "activations": others + a.saved + a.copies_fwd,
+                   "logits": a.logsm + a.logits_fwd},
+        ),
+        Phase(
+            "backward",
+            "start of backward: everything the forward kept plus the loss's two fp32 [b*s, V] gradients",
+            bwd | {"gradients": gk + fused_head_grad, "activations": others + a.saved + a.copies,
+                   "logits": a.logsm + a.loss_grads, "temporaries": 0 if stage.last else a.dy},
+        ),
+    ]
+    if stage.layers:
+        n = stage.layers
+        layer_g = st.layer_grad
+        head_g = st.head_grad
+        fresh = layer_g if (accum or z >= 2) else 0  # a block's new gradient before it is added or reduced
+        copies_layers = a.copies - a.head_copies
+        per_layer_copies = copies_layers // n if n else 0
+        top_acts = others + a.saved - a.head
+        phases.append(Phase(
+            "backward",
+            "backward of the last block: its transients on top of all other blocks' activations",
+            bwd | {"gradients": new_grads(head_g + layer_g), "activations": top_acts + copies_layers,
+                   "temporaries": a.dy + a.layer_work + fresh},
+        ))
+        bottom_acts = others + a.embed + a.first_layer + a.rope
+        phases.append(Phase(
+            "backward",
+            "backward of the first block: nearly all gradients exist, little activation memory is left",
+            bwd | {"gradients": new_grads(head_g + n * layer_g), "activations": bottom_acts + per_layer_copies,
+                   "temporaries": a.dy + a.layer_work + fresh},
+        ))
+    arch = ctx.arch
+    tail = 0
+    if stage.first and ctx.full:  # embedding backward: a dense [V, h] gradient, added in place if one exists
+        tail = arch.V * arch.h * st.grad_bytes // plan.strategy.tensor_parallel if (accum or arch.tied) else 0
+    phases.append(Phase(
+        "backward",
+        "end of backward: all gradients, the embedding's gradient being accumulated",
+        bwd | {"gradients": G, "activations": others + a.embed, "temporaries": a.dy + tail},
+    ))
+    phases.append(Phase(
+        "optimizer",
+        "optimizer step: weights, gradients, optimizer state and the step's temporaries",
+        base | {"gradients": G, "temporaries": st.optimizer_temp},
+    ))
+    return phases
+
+
+def estimate(plan: Plan) -> Estimate:
+    """Per-GPU memory of the busiest rank at the peak of a steady-state step (see module docstring)."""
+    m, t, s = plan.model, plan.training, plan.strategy
+    arch = m.arch()
+    reg = REGIMES[t.precision]
+    gpu = presets.gpu(plan.hardware.gpu)
+    tp, pp, dp = s.tensor_parallel, s.pipeline_parallel, plan.data_parallel
+    full = t.method == "full"
+    roles = () if full else lora_roles(arch, t.lora_targets)
+    quant = t.base_quantization
+    ctx = ActCtx(
+        arch, t.micro_batch_size, t.seq_len, reg, full, frozenset(roles), quant != "none",
+        s.attention == "eager", s.gradient_checkpointing == "selective", s.gradient_checkpointing == "full",
+        t.lora_rank,
+    )
+    rest = layer_saved(ctx, True)
+    first = rest if (full or ctx.gc) else layer_saved(ctx, False)
+
+    best: tuple[int, Phase, States, str, list[Phase]] | None = None
+    for stage in stages(arch.L, pp, t.grad_accum_steps):
+        st = model_states(
+            arch, stage, reg, method=t.method, lora_roles=roles, lora_rank=t.lora_rank, quantization=quant,
+            double_quant=t.double_quantization, optimizer=t.optimizer, optimizer_impl=t.optimizer_impl,
+            zero=s.zero_stage, dp=dp, tp=tp, offload_optimizer=s.offload_optimizer, offload_params=s.offload_parameters,
+        )
+        acts = _stage_acts(plan, ctx, stage, first, rest)
+        phases = _phases(plan, ctx, stage, st, acts)
+        peak = max(phases, key=lambda p: p.total)
+        name = "all" if pp == 1 else ("first" if stage.first else "last")
+        if best is None or peak.total > best[0]:
+            best = (peak.total, peak, st, name, phases)
+    assert best is not None
+    _, peak, st, stage_name, phases = best
+
+    trainable = arch.total_params if full else arch.L * lora_params_per_layer(arch, roles, t.lora_rank)
+    total_params = arch.total_params + (0 if full else trainable)
+    terms = overhead_terms(plan, st, peak.total)
+    largest = {k: max(p.live.get(k, 0) for p in phases) for k in phases[0].live | phases[1].live | phases[-1].live}
+    formulas = component_formulas(plan, arch, reg, st, ctx, roles, trainable, largest)
+    components = {
+        kind: Component(kind, largest.get(kind, 0), *formulas[kind])
+        for kind in ("parameters", "gradients", "optimizer_states", "activations", "logits", "gathered_parameters",
+                     "temporaries", "checkpoint_buffers")
+        if kind in ("parameters", "gradients", "optimizer_states", "activations", "logits") or largest.get(kind, 0)
+    }
+    components["overhead"] = Component("overhead", sum(x.bytes for x in terms), *formulas["overhead"])
+    gpus_node = plan.hardware.gpus_per_node
+    return Estimate(
+        plan=plan,
+        params_total=total_params,
+        params_trainable=trainable,
+        components=components,
+        phases=tuple(phases),
+        peak=peak,
+        overhead_terms=terms,
+        gpu_capacity=gpu.memory_bytes,
+        cpu_per_node=st.cpu * gpus_node,
+        nvme_per_node=st.nvme * gpus_node,
+        stage=stage_name,
+    )

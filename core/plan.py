@@ -1,0 +1,345 @@
+"""The plan: one frozen pydantic model with the tables of a plan file.
+
+``[model]`` (HF config.json key names, optionally from a preset), ``[hardware]``, ``[training]``, ``[strategy]``
+and the optional ``[overhead]`` (the GPU-only terms PyTorch's tensors do not see). Every change goes through
+`Plan.with_changes`, which re-validates; a bad value is a `PlanError` naming its dotted key.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, field_validator, model_validator
+
+from core import presets
+from core.arch import ALL_ROLES, FAMILIES, Arch, build_arch
+from core.errors import PlanError
+
+Precision = Literal["fp32", "bf16-autocast", "fp16-autocast", "bf16-master", "fp16-master", "bf16-pure"]
+Optimizer = Literal["adamw", "adamw-8bit", "sgd", "sgd-momentum", "adafactor", "lion"]
+OptimizerImpl = Literal["auto", "foreach", "for-loop", "fused"]
+Method = Literal["full", "lora", "qlora"]
+Quantization = Literal["none", "int8", "nf4", "fp4"]
+Checkpointing = Literal["none", "selective", "full"]
+Attention = Literal["eager", "flash"]
+Offload = Literal["none", "cpu", "nvme"]
+
+PRECISIONS: tuple[str, ...] = Precision.__args__  # type: ignore[attr-defined]
+OPTIMIZERS: tuple[str, ...] = Optimizer.__args__  # type: ignore[attr-defined]
+METHODS: tuple[str, ...] = Method.__args__  # type: ignore[attr-defined]
+TABLES = ("model", "hardware", "training", "strategy", "overhead")
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+
+class ModelConfig(BaseModel):
+    """Architecture, with Hugging Face ``config.json`` key names. ``preset`` fills every key not given."""
+
+    model_config = _FROZEN
+
+    preset: str | None = None
+    model_type: str
+    vocab_size: PositiveInt
+    hidden_size: PositiveInt
+    intermediate_size: PositiveInt
+    num_hidden_layers: PositiveInt
+    num_attention_heads: PositiveInt
+    num_key_value_heads: PositiveInt
+    tie_word_embeddings: bool
+    head_dim: PositiveInt | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_from_preset(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("preset"), str):
+            base = presets.model_preset(data["preset"]).config
+            data = {**base, **data}
+        if isinstance(data, dict) and "num_key_value_heads" not in data and "num_attention_heads" in data:
+            data = {**data, "num_key_value_heads": data["num_attention_heads"]}  # HF default: MHA
+        if isinstance(data, dict) and "tie_word_embeddings" not in data and data.get("model_type") in FAMILIES:
+            data = {**data, "tie_word_embeddings": FAMILIES[data["model_type"]].default_tied}
+        return data
+
+    @field_validator("model_type")
+    @classmethod
+    def _known_family(cls, v: str) -> str:
+        if v not in FAMILIES:
+            raise ValueError(f"unsupported model_type {v!r}; supported: {', '.join(FAMILIES)}")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ModelConfig:
+        fam = FAMILIES[self.model_type]
+        if self.num_attention_heads % self.num_key_value_heads:
+            raise PlanError(
+                f"num_key_value_heads={self.num_key_value_heads} must divide "
+                f"num_attention_heads={self.num_attention_heads}", "model.num_key_value_heads"
+            )
+        if self.head_dim is None and self.hidden_size % self.num_attention_heads:
+            raise PlanError(
+                f"hidden_size={self.hidden_size} is not divisible by num_attention_heads={self.num_attention_heads}"
+                " (set head_dim)", "model.num_attention_heads"
+            )
+        if fam.fixed_mlp_ratio and self.intermediate_size != fam.fixed_mlp_ratio * self.hidden_size:
+            raise PlanError(
+                f"must be {fam.fixed_mlp_ratio} x hidden_size = "
+                f"{fam.fixed_mlp_ratio * self.hidden_size} for {self.model_type} (its MLP is fixed)",
+                "model.intermediate_size",
+            )
+        if fam.fused_qkv and self.num_key_value_heads != self.num_attention_heads:
+            raise PlanError(f"{self.model_type} has no grouped-query attention: must equal num_attention_heads",
+                            "model.num_key_value_heads")
+        return self
+
+    def arch(self) -> Arch:
+        return build_arch(
+            self.model_type, self.vocab_size, self.hidden_size, self.intermediate_size, self.num_hidden_layers,
+            self.num_attention_heads, self.num_key_value_heads, self.tie_word_embeddings, self.head_dim,
+        )
+
+
+class HardwareConfig(BaseModel):
+    model_config = _FROZEN
+
+    gpu: str = "a100-80gb"
+    gpus_per_node: int = Field(default=8, ge=1, le=1024)
+    nodes: int = Field(default=1, ge=1, le=100_000)
+    price_per_gpu_hour: float | None = Field(default=None, ge=0, description="overrides the preset's price")
+
+    @field_validator("gpu")
+    @classmethod
+    def _known_gpu(cls, v: str) -> str:
+        presets.gpu(v)  # raises PlanError (a ValueError) with close matches
+        return v
+
+    @property
+    def total_gpus(self) -> int:
+        return self.gpus_per_node * self.nodes
+
+
+class TrainingConfig(BaseModel):
+    model_config = _FROZEN
+
+    micro_batch_size: int = Field(default=1, ge=1, le=1_000_000)
+    seq_len: int = Field(default=2048, ge=1, le=100_000_000)
+    grad_accum_steps: int = Field(default=1, ge=1, le=1_000_000)
+    precision: Precision = "bf16-autocast"
+    optimizer: Optimizer = "adamw"
+    optimizer_impl: OptimizerImpl = "auto"
+    method: Method = "full"
+    lora_rank: int = Field(default=8, ge=1, le=65_536)
+    lora_targets: tuple[str, ...] = ("q", "v")
+    quantization: Quantization | None = Field(default=None, description="base weights for lora/qlora")
+    double_quantization: bool = True
+    learning_rate: float | None = Field(default=None, gt=0)
+    grad_clip: float | None = Field(default=None, ge=0)
+    loss_scaling: Literal["dynamic", "static", "none"] = "dynamic"
+    tokens: int | None = Field(default=None, ge=1, description="token budget for time-to-train")
+    mfu: float | None = Field(default=None, gt=0, le=1, description="model FLOPs utilization")
+
+    @field_validator("lora_targets", mode="before")
+    @classmethod
+    def _targets_tuple(cls, v: Any) -> Any:
+        return (v,) if isinstance(v, str) else v
+
+    @field_validator("lora_targets")
+    @classmethod
+    def _known_targets(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        if not v:
+            raise ValueError("at least one target (q k v o gate up down, qkv, or all-linear)")
+        for t in v:
+            if t not in (*ALL_ROLES, "all-linear"):
+                raise ValueError(f"unknown target {t!r}; use q k v o gate up down, qkv (fused), or all-linear")
+        return tuple(dict.fromkeys(v))
+
+    @property
+    def base_quantization(self) -> str:
+        """The base weights' format: ``nf4`` by default for QLoRA, none otherwise."""
+        if self.quantization is not None:
+            return self.quantization
+        return "nf4" if self.method == "qlora" else "none"
+
+
+class StrategyConfig(BaseModel):
+    model_config = _FROZEN
+
+    gradient_checkpointing: Checkpointing = "none"
+    attention: Attention = "flash"
+    activation_compression: Literal["none", "int8"] = "none"
+    fused_cross_entropy: bool = False
+    zero_stage: int = Field(default=0, ge=0, le=3)
+    offload_optimizer: Offload = "none"
+    offload_parameters: Offload = "none"
+    tensor_parallel: int = Field(default=1, ge=1, le=1024)
+    pipeline_parallel: int = Field(default=1, ge=1, le=1024)
+    sequence_parallel: bool = False
+
+
+class OverheadConfig(BaseModel):
+    """GPU-only memory outside the tensors of a training step; each term is named and adjustable."""
+
+    model_config = _FROZEN
+
+    cuda_context_mib: int = Field(default=512, ge=0, description="CUDA context, kernels, cuBLAS handles")
+    allocator_reserve_percent: float = Field(default=5.0, ge=0, le=100, description="caching-allocator slack")
+    nccl_mib_per_group: int = Field(default=768, ge=0, description="NCCL buffers per process group in use")
+    zero_bucket_elements: int = Field(default=500_000_000, ge=0, description="DeepSpeed reduce_bucket_size")
+    ddp_gradient_as_bucket_view: bool = Field(default=False, description="DDP's default keeps a bucket copy")
+
+
+class Plan(BaseModel):
+    model_config = _FROZEN
+
+    model: ModelConfig
+    hardware: HardwareConfig = HardwareConfig()
+    training: TrainingConfig = TrainingConfig()
+    strategy: StrategyConfig = StrategyConfig()
+    overhead: OverheadConfig = OverheadConfig()
+
+    @model_validator(mode="after")
+    def _combinations(self) -> Plan:
+        _check_combinations(self)
+        return self
+
+    # -- derived sizes ----------------------------------------------------------------------------------------
+    @property
+    def data_parallel(self) -> int:
+        s = self.strategy
+        return self.hardware.total_gpus // (s.tensor_parallel * s.pipeline_parallel)
+
+    def dump(self) -> dict[str, Any]:
+        """The normalized plan as plain data (TOML/JSON ready; None omitted, TOML has no null)."""
+        return self.model_dump(mode="json", exclude_none=True)
+
+    def with_changes(self, changes: dict[str, Any]) -> Plan:
+        """A new, validated plan with dotted-key changes (``{"strategy.zero_stage": 3}``).
+
+        Choosing a new ``model.preset`` replaces every model key not also given in ``changes``.
+        """
+        raw = self.dump()
+        new_preset = changes.get("model.preset")
+        if "model.preset" in changes and new_preset != self.model.preset:
+            raw["model"] = {}
+        for key, value in changes.items():
+            table, _, field = key.partition(".")
+            if table not in TABLES or not field or "." in field:
+                raise PlanError(f"not a plan key (use table.key with a table of {', '.join(TABLES)})", key)
+            if value is None:
+                raw.setdefault(table, {}).pop(field, None)
+            else:
+                raw.setdefault(table, {})[field] = value
+        return plan_from_dict(raw)
+
+
+def _check_combinations(p: Plan) -> None:
+    t, s, m = p.training, p.strategy, p.model
+    fam = FAMILIES[m.model_type]
+    quant = t.base_quantization
+    if t.method == "qlora" and quant not in ("nf4", "fp4"):
+        raise PlanError("qlora needs a 4-bit base (nf4 or fp4); use method = \"lora\" for an int8 or 16-bit base",
+                        "training.quantization")
+    if t.method == "full" and quant != "none":
+        raise PlanError("full fine-tuning trains every weight and cannot keep a quantized base; use lora or qlora",
+                        "training.quantization")
+    if t.method != "full":
+        if fam.fused_qkv and any(r in t.lora_targets for r in ("q", "k", "v")):
+            raise PlanError(f"{m.model_type} has one fused query_key_value projection: target \"qkv\", not q/k/v",
+                            "training.lora_targets")
+        if not fam.fused_qkv and "qkv" in t.lora_targets:
+            raise PlanError(f"{m.model_type} has separate q, k, v projections: target them, not \"qkv\"",
+                            "training.lora_targets")
+        if not fam.gated_mlp and "gate" in t.lora_targets:
+            raise PlanError(f"{m.model_type} has no gate projection (its MLP is up -> GELU -> down)",
+                            "training.lora_targets")
+    if t.optimizer_impl == "fused" and t.optimizer not in ("adamw", "sgd", "sgd-momentum"):
+        raise PlanError(f"PyTorch has no fused {t.optimizer}; use auto, foreach or for-loop", "training.optimizer_impl")
+    tp, pp = s.tensor_parallel, s.pipeline_parallel
+    total = p.hardware.total_gpus
+    if total % (tp * pp):
+        raise PlanError(f"{total} GPUs are not divisible by tensor_parallel x pipeline_parallel = {tp * pp}",
+                        "strategy.tensor_parallel" if tp > 1 else "strategy.pipeline_parallel")
+    if tp > 1 and (m.num_attention_heads % tp or m.num_key_value_heads % tp):
+        raise PlanError(f"tensor_parallel={tp} must divide num_attention_heads={m.num_attention_heads} and "
+                        f"num_key_value_heads={m.num_key_value_heads} (Megatron splits heads across ranks)",
+                        "strategy.tensor_parallel")
+    if pp > m.num_hidden_layers:
+        raise PlanError(f"pipeline_parallel={pp} exceeds num_hidden_layers={m.num_hidden_layers}",
+                        "strategy.pipeline_parallel")
+    if s.sequence_parallel and tp == 1:
+        raise PlanError("sequence parallelism splits along the tensor-parallel group: set tensor_parallel > 1",
+                        "strategy.sequence_parallel")
+    if s.zero_stage >= 2 and pp > 1:
+        raise PlanError("ZeRO-2/3 cannot be combined with pipeline parallelism (DeepSpeed's PipelineEngine "
+                        "supports ZeRO-1 only)", "strategy.zero_stage")
+    if s.offload_parameters != "none" and s.zero_stage != 3:
+        raise PlanError("offload_parameters needs ZeRO-3 (zero_stage = 3)", "strategy.offload_parameters")
+    if s.offload_optimizer == "cpu" and s.zero_stage == 0:
+        raise PlanError("offload_optimizer needs ZeRO (zero_stage >= 1; DeepSpeed ZeRO-Offload)",
+                        "strategy.offload_optimizer")
+    if s.offload_optimizer == "nvme" and s.zero_stage != 3:
+        raise PlanError("NVMe offload needs ZeRO-3 (ZeRO-Infinity)", "strategy.offload_optimizer")
+    if s.offload_parameters != "none" and s.offload_optimizer == "none":
+        raise PlanError("offloading parameters without the optimizer is not a DeepSpeed configuration; "
+                        "set offload_optimizer too", "strategy.offload_parameters")
+
+
+def _pydantic_error(exc: ValidationError) -> PlanError:
+    err = exc.errors()[0]
+    loc = [str(x) for x in err["loc"]]
+    ctx_error = (err.get("ctx") or {}).get("error")
+    if isinstance(ctx_error, PlanError):
+        return PlanError(ctx_error.message, ctx_error.where or ".".join(loc) or None)
+    key = ".".join(loc)
+    if err["type"] == "extra_forbidden":
+        parent = loc[:-1]
+        known = _known_keys(parent)
+        hint = presets.suggest(loc[-1], known) if known else ""
+        what = "table" if not parent else "key"
+        return PlanError(f"unknown {what}{hint or ''}" + ("" if hint else _known_list(parent, known)), key)
+    msg = err["msg"]
+    if msg.startswith("Value error, "):
+        msg = msg[len("Value error, "):]
+    if err["type"] == "missing":
+        msg = "missing (no preset gives it)" if loc and loc[0] == "model" else "missing"
+    if "input" in err and err["type"] not in ("missing",) and not isinstance(err["input"], dict):
+        msg = f"{msg} (got {err['input']!r})"
+    return PlanError(msg, key or None)
+
+
+def _known_keys(parent: list[str]) -> list[str]:
+    if not parent:
+        return list(TABLES)
+    section = Plan.model_fields.get(parent[0])
+    if section is None or len(parent) != 1:
+        return []
+    ann = section.annotation
+    return list(getattr(ann, "model_fields", {}))
+
+
+def _known_list(parent: list[str], known: list[str]) -> str:
+    return f" (known: {', '.join(known)})" if known else ""
+
+
+def plan_from_dict(raw: dict[str, Any]) -> Plan:
+    """Validate plain data (a parsed TOML file) into a `Plan`; errors become one `PlanError` line."""
+    if "model" not in raw:
+        raise PlanError("missing [model] table (give at least preset = \"...\")", "model")
+    try:
+        return Plan.model_validate(raw)
+    except ValidationError as exc:
+        raise _pydantic_error(exc) from None
+
+
+DEFAULT_PLAN_DATA: dict[str, Any] = {
+    "model": {"preset": "llama-7b"},
+    "hardware": {"gpu": "a100-80gb", "gpus_per_node": 8, "nodes": 1},
+    "training": {"micro_batch_size": 1, "seq_len": 2048, "grad_accum_steps": 1, "precision": "bf16-autocast",
+                 "optimizer": "adamw", "method": "full"},
+    "strategy": {"gradient_checkpointing": "full", "attention": "flash", "zero_stage": 3},
+}
+
+
+def default_plan() -> Plan:
+    """The plan `vramplan` and `vramplan estimate` start from: full fine-tuning of LLaMA-7B on one 8 x A100-80GB
+    node with ZeRO-3, full activation checkpointing and flash attention."""
+    return plan_from_dict(DEFAULT_PLAN_DATA)

@@ -1,0 +1,38 @@
+"""Units. Everything inside vramplan is an integer number of bytes; GiB appear only at display time."""
+
+from __future__ import annotations
+
+KiB = 1024
+MiB = 1024**2
+GiB = 1024**3
+
+
+def gib(n_bytes: int | float) -> float:
+    return n_bytes / GiB
+
+
+def fmt_gib(n_bytes: int | float, digits: int = 1) -> str:
+    """``12.3 GiB``; small values get more digits so they never read as zero."""
+    value = n_bytes / GiB
+    if 0 < abs(value) < 0.1 and digits < 3:
+        return f"{value:.3f} GiB"
+    return f"{value:.{digits}f} GiB"
+
+
+def fmt_bytes(n_bytes: int | float) -> str:
+    """Human-readable size with the largest sensible binary unit."""
+    value = float(n_bytes)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.2f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def fmt_count(n: int) -> str:
+    """Parameter counts: ``6.74 B``, ``131.1 M``, ``4,096``."""
+    if n >= 10**9:
+        return f"{n / 1e9:.2f} B"
+    if n >= 10**6:
+        return f"{n / 1e6:.1f} M"
+    return f"{n:,}"
