@@ -177,14 +177,14 @@ def _attention(c: ActCtx, out: Saved, x_rg: bool, n_bytes: int) -> bool:
     else:
         rg = _linears(c, out, ("q", "k", "v"), n_bytes, x_rg, False, False)
         any_rg = rg["q"] or rg["k"] or rg["v"]
-    flash_like = not c.eager or c.selective
     S = 4 if reg.compute == "fp32" else 2  # attention matmuls/SDPA are autocast lower-precision ops
     if any_rg:
-        if flash_like:
+        if not c.eager:
             out.add("attention q, k, v", S * T * (h_q + 2 * h_kv), T * (h_q + 2 * h_kv), True)
             out.add("attention output", S * T * h_q, T * h_q, True)
-            if not c.eager:
-                out.add("flash log-sum-exp (fp32)", 4 * b * a * s, b * a * s, True)
+            out.add("flash log-sum-exp (fp32)", 4 * b * a * s, b * a * s, True)
+        elif c.selective:  # Korthikanti et al. 2022 §5: the core (QK^T, softmax, AV) keeps only its inputs
+            out.add("attention core inputs q, k, v", S * T * (h_q + 2 * h_kv), T * (h_q + 2 * h_kv), True)
         elif fused:
             out.add("q, k, v copies", 3 * C * T * h_q, 3 * T * h_q, True)
             _scores(c, out)
@@ -192,9 +192,16 @@ def _attention(c: ActCtx, out: Saved, x_rg: bool, n_bytes: int) -> bool:
             out.add("q and k (k repeated to all heads)", 2 * S * T * h_q, 2 * T * h_q, True)
             _scores(c, out)
             out.add("v (repeated to all heads)", C * T * h_q, T * h_q, True)
-    rg_o = _linears(c, out, ("o",), S if flash_like else C, any_rg, flash_like and any_rg, True)
+    # o_proj's input: the flash output (already saved) or the eager core's merged-heads copy
+    rg_o = _linears(c, out, ("o",), S if not c.eager else C, any_rg, any_rg and not c.eager, True)
     if c.eager:
-        out.work += (C + 4) * b * a * s * s  # softmax backward (selective: its recompute): probs + fp32 scores
+        out.work += (C + 4) * b * a * s * s  # softmax backward: grad of the probabilities + fp32 grad of scores
+        if c.selective and any_rg:  # the recomputed core holds what eager attention saves, during its backward
+            core = Saved()  # q, k, v are the kept inputs; GQA's repeated k/v are new copies
+            if not fused and h_kv < h_q:
+                core.add("", 2 * S * T * h_q, 0, True)
+            _scores(c, core)
+            out.work += core.split
     return rg_o["o"]
 
 
@@ -288,10 +295,11 @@ def logsoftmax_bytes(c: ActCtx) -> int:
 
 def closure_bytes(c: ActCtx) -> int:
     """Tensors non-reentrant checkpointing keeps alive through its closures (not saved tensors): RoPE cos/sin,
-    position ids, and the materialised 4D mask of eager attention (BLOOM: ALiBi bias + mask)."""
-    if not c.gc:
-        return 0
+    position ids, and the materialised 4D mask of eager attention (BLOOM: ALiBi bias + mask). Selective
+    recompute of an eager attention core keeps the mask too."""
     b, s, R = c.b, c.s, c.reg.resid_bytes
+    if not c.gc:
+        return R * b * s * s if (c.selective and c.eager) else 0
     n = 8 * s
     if c.arch.fam.positional == "rope":
         n += 2 * s * c.arch.d * R

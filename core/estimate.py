@@ -37,7 +37,7 @@ from core.explain import component_formulas
 from core.overhead import overhead_terms
 from core.plan import Plan
 from core.precision import REGIMES
-from core.result import Component, Estimate, Phase
+from core.result import KINDS, Component, Estimate, Phase
 from core.states import Stage, States, model_states, stages
 
 
@@ -78,6 +78,10 @@ def _stage_acts(plan: Plan, ctx: ActCtx, stage: Stage, first: Saved, rest: Saved
             return b * int8_bytes(x.elems) // (x.rep + x.split)
         return b
 
+    if s.zero_stage == 3:
+        # ZeRO-3 / FSDP gather each module's 16-bit weights for use and free them after: autograd's saved weights
+        # are re-gathered in backward (the gathered_parameters term), no whole-model 16-bit copy persists.
+        first, rest = _without_copies(first), _without_copies(rest)
     rest_b = local(rest)
     first_b = local(first) if stage.first else rest_b
     if ctx.gc:
@@ -85,22 +89,32 @@ def _stage_acts(plan: Plan, ctx: ActCtx, stage: Stage, first: Saved, rest: Saved
         ck = int8_bytes(ck // ctx.reg.resid_bytes) if int8 else ck
         layers, first_layer = n * ck, ck
         layer_copies = 0
-        work = rest_b + rest.cache // tp + rest.work // tp  # recompute one block, re-cast its weights, backward
+        # backward recomputes one block (its saved tensors; an fp32 block input is the checkpoint itself, not a
+        # copy), re-casts its weights under autocast, then runs its backward
+        own_input = ctx.arch.fam.norm == "layer" or ctx.reg.resid_bytes == 4  # RMSNorm saves an fp32 version
+        shared = ck if own_input and not int8 else 0
+        work = rest_b - shared + rest.cache // tp + rest.work // tp
     else:
         layers = first_b + (n - 1) * rest_b
         first_layer = first_b
         layer_copies = ((first.copies if stage.first else rest.copies) + (n - 1) * rest.copies) // tp
-        work = rest.work // tp + (rest_b if int8 else 0)
+        work = rest.work // tp + (rest.local(tp, sp) if int8 else 0)  # int8: one block decompressed
     cache = ((first.cache if stage.first else rest.cache) + (n - 1) * rest.cache) // tp
-    frozen = ((first.frozen_copies if stage.first else rest.frozen_copies) + (n - 1) * rest.frozen_copies) // tp
+    # frozen weights' saved copies (not in autocast's cache); checkpointed blocks save none
+    frozen = (
+        0
+        if ctx.gc
+        else ((first.frozen_copies if stage.first else rest.frozen_copies) + (n - 1) * rest.frozen_copies) // tp
+    )
     embed = embed_saved(ctx, ctx.full or ctx.gc).local(tp, sp) if stage.first else 0
     head = logsm = loss_grads = logits_fwd = head_copies = head_cache = 0
     if stage.last:
         hs = head_saved(ctx)
         head = hs.local(tp, sp)
-        head_copies = hs.copies // tp
-        head_cache = hs.cache // tp
-        frozen += hs.frozen_copies // tp
+        if s.zero_stage != 3:
+            head_copies = hs.copies // tp
+            head_cache = hs.cache // tp
+            frozen += hs.frozen_copies // tp
         C = ctx.reg.act_bytes
         if s.fused_cross_entropy:
             chunk = _fused_ce_chunk(T, arch)
@@ -115,9 +129,25 @@ def _stage_acts(plan: Plan, ctx: ActCtx, stage: Stage, first: Saved, rest: Saved
     rope = 0 if ctx.gc else rope_bytes(ctx)
     dy = ctx.reg.resid_bytes * T * arch.h // (tp if sp else 1)
     return StageActs(
-        layers, first_layer, embed, head, rope, logsm, loss_grads, logits_fwd, copies, copies_fwd, head_copies,
-        closure_bytes(ctx), work, dy,
+        layers,
+        first_layer,
+        embed,
+        head,
+        rope,
+        logsm,
+        loss_grads,
+        logits_fwd,
+        copies,
+        copies_fwd,
+        head_copies,
+        closure_bytes(ctx),
+        work,
+        dy,
     )
+
+
+def _without_copies(x: Saved) -> Saved:
+    return Saved(x.rep, x.split, 0, 0, 0, x.elems, x.work)
 
 
 def _fused_ce_chunk(T: int, arch: Arch) -> int:
@@ -140,25 +170,37 @@ def _phases(plan: Plan, ctx: ActCtx, stage: Stage, st: States, a: StageActs) -> 
     base = {"parameters": st.params, "optimizer_states": st.optimizer}
     bwd = base | {"gathered_parameters": st.gathered, "checkpoint_buffers": m * a.closure}
 
+    dp = plan.data_parallel
+
     def new_grads(done: int) -> int:
-        """Gradient bytes present after `done` bytes were produced in this backward."""
-        if accum or z >= 2:
+        """Gradient bytes present after `done` bytes were produced in this backward (ZeRO-2/3 keep their shard)."""
+        if accum:
             return G
-        return min(G, done)
+        return min(G, done // dp if z >= 2 else done)
 
     fused_head_grad = st.head_grad if plan.strategy.fused_cross_entropy and not accum else 0
     phases = [
         Phase(
             "forward",
             "end of forward of the last micro-batch: the loss is computed from the lm_head output",
-            bwd | {"gradients": gk + fused_head_grad, "activations": others + a.saved + a.copies_fwd,
-                   "logits": a.logsm + a.logits_fwd},
+            bwd
+            | {
+                "gradients": gk + fused_head_grad,
+                "activations": others + a.saved + a.copies,
+                "autocast_cache": a.copies_fwd - a.copies,
+                "logits": a.logsm + a.logits_fwd,
+            },
         ),
         Phase(
             "backward",
             "start of backward: everything the forward kept plus the loss's two fp32 [b*s, V] gradients",
-            bwd | {"gradients": gk + fused_head_grad, "activations": others + a.saved + a.copies,
-                   "logits": a.logsm + a.loss_grads, "temporaries": 0 if stage.last else a.dy},
+            bwd
+            | {
+                "gradients": gk + fused_head_grad,
+                "activations": others + a.saved + a.copies,
+                "logits": a.logsm + a.loss_grads,
+                "temporaries": 0 if stage.last else a.dy,
+            },
         ),
     ]
     if stage.layers:
@@ -166,36 +208,62 @@ def _phases(plan: Plan, ctx: ActCtx, stage: Stage, st: States, a: StageActs) -> 
         layer_g = st.layer_grad
         head_g = st.head_grad
         fresh = layer_g if (accum or z >= 2) else 0  # a block's new gradient before it is added or reduced
+        head_fresh = head_g if z >= 2 else 0  # the lm_head's unsharded gradient still waiting in a reduce bucket
+        own = 0 if z >= 2 else layer_g  # the block's gradients: ZeRO-2/3 hold them unsharded in `fresh` instead
         copies_layers = a.copies - a.head_copies
         per_layer_copies = copies_layers // n if n else 0
         top_acts = others + a.saved - a.head
-        phases.append(Phase(
-            "backward",
-            "backward of the last block: its transients on top of all other blocks' activations",
-            bwd | {"gradients": new_grads(head_g + layer_g), "activations": top_acts + copies_layers,
-                   "temporaries": a.dy + a.layer_work + fresh},
-        ))
+        phases.append(
+            Phase(
+                "backward",
+                "backward of the last block: its transients on top of all other blocks' activations",
+                bwd
+                | {
+                    "gradients": new_grads(own + (0 if z >= 2 else head_g)),
+                    "activations": top_acts + copies_layers,
+                    "temporaries": a.dy + a.layer_work + fresh + head_fresh,
+                },
+            )
+        )
         bottom_acts = others + a.embed + a.first_layer + a.rope
-        phases.append(Phase(
-            "backward",
-            "backward of the first block: nearly all gradients exist, little activation memory is left",
-            bwd | {"gradients": new_grads(head_g + n * layer_g), "activations": bottom_acts + per_layer_copies,
-                   "temporaries": a.dy + a.layer_work + fresh},
-        ))
+        phases.append(
+            Phase(
+                "backward",
+                "backward of the first block: nearly all gradients exist, little activation memory is left",
+                bwd
+                | {
+                    "gradients": new_grads(head_g + (n - 1) * layer_g + own),
+                    "activations": bottom_acts + per_layer_copies,
+                    "temporaries": a.dy + a.layer_work + fresh,
+                },
+            )
+        )
     arch = ctx.arch
     tail = 0
-    if stage.first and ctx.full:  # embedding backward: a dense [V, h] gradient, added in place if one exists
-        tail = arch.V * arch.h * st.grad_bytes // plan.strategy.tensor_parallel if (accum or arch.tied) else 0
-    phases.append(Phase(
-        "backward",
-        "end of backward: all gradients, the embedding's gradient being accumulated",
-        bwd | {"gradients": G, "activations": others + a.embed, "temporaries": a.dy + tail},
-    ))
-    phases.append(Phase(
-        "optimizer",
-        "optimizer step: weights, gradients, optimizer state and the step's temporaries",
-        base | {"gradients": G, "temporaries": st.optimizer_temp},
-    ))
+    # embedding backward: a dense [V, h] gradient, added in place if one exists (ZeRO-2/3: produced unsharded,
+    # then reduce-scattered)
+    if stage.first and ctx.full and (accum or arch.tied or z >= 2):
+        tail = arch.V * arch.h * st.grad_bytes // plan.strategy.tensor_parallel
+    phases.append(
+        Phase(
+            "backward",
+            "end of backward: all gradients, the embedding's gradient being accumulated",
+            bwd
+            | {
+                "gradients": G,
+                "activations": others + a.embed,
+                "temporaries": a.dy + tail,
+                "checkpoint_buffers": (m - 1) * a.closure,  # released with the last block's backward
+            },
+        )
+    )
+    phases.append(
+        Phase(
+            "optimizer",
+            "optimizer step: weights, gradients, optimizer state and the step's temporaries",
+            base | {"gradients": G, "temporaries": st.optimizer_temp},
+        )
+    )
     return phases
 
 
@@ -210,8 +278,16 @@ def estimate(plan: Plan) -> Estimate:
     roles = () if full else lora_roles(arch, t.lora_targets)
     quant = t.base_quantization
     ctx = ActCtx(
-        arch, t.micro_batch_size, t.seq_len, reg, full, frozenset(roles), quant != "none",
-        s.attention == "eager", s.gradient_checkpointing == "selective", s.gradient_checkpointing == "full",
+        arch,
+        t.micro_batch_size,
+        t.seq_len,
+        reg,
+        full,
+        frozenset(roles),
+        quant != "none",
+        s.attention == "eager",
+        s.gradient_checkpointing == "selective",
+        s.gradient_checkpointing == "full",
         t.lora_rank,
     )
     rest = layer_saved(ctx, True)
@@ -220,9 +296,21 @@ def estimate(plan: Plan) -> Estimate:
     best: tuple[int, Phase, States, str, list[Phase]] | None = None
     for stage in stages(arch.L, pp, t.grad_accum_steps):
         st = model_states(
-            arch, stage, reg, method=t.method, lora_roles=roles, lora_rank=t.lora_rank, quantization=quant,
-            double_quant=t.double_quantization, optimizer=t.optimizer, optimizer_impl=t.optimizer_impl,
-            zero=s.zero_stage, dp=dp, tp=tp, offload_optimizer=s.offload_optimizer, offload_params=s.offload_parameters,
+            arch,
+            stage,
+            reg,
+            method=t.method,
+            lora_roles=roles,
+            lora_rank=t.lora_rank,
+            quantization=quant,
+            double_quant=t.double_quantization,
+            optimizer=t.optimizer,
+            optimizer_impl=t.optimizer_impl,
+            zero=s.zero_stage,
+            dp=dp,
+            tp=tp,
+            offload_optimizer=s.offload_optimizer,
+            offload_params=s.offload_parameters,
         )
         acts = _stage_acts(plan, ctx, stage, first, rest)
         phases = _phases(plan, ctx, stage, st, acts)
@@ -236,13 +324,11 @@ def estimate(plan: Plan) -> Estimate:
     trainable = arch.total_params if full else arch.L * lora_params_per_layer(arch, roles, t.lora_rank)
     total_params = arch.total_params + (0 if full else trainable)
     terms = overhead_terms(plan, st, peak.total)
-    largest = {k: max(p.live.get(k, 0) for p in phases) for k in phases[0].live | phases[1].live | phases[-1].live}
+    largest = {k: max(p.live.get(k, 0) for p in phases) for k in KINDS[:-1]}
     formulas = component_formulas(plan, arch, reg, st, ctx, roles, trainable, largest)
+    always = ("parameters", "gradients", "optimizer_states", "activations", "logits")
     components = {
-        kind: Component(kind, largest.get(kind, 0), *formulas[kind])
-        for kind in ("parameters", "gradients", "optimizer_states", "activations", "logits", "gathered_parameters",
-                     "temporaries", "checkpoint_buffers")
-        if kind in ("parameters", "gradients", "optimizer_states", "activations", "logits") or largest.get(kind, 0)
+        kind: Component(kind, largest[kind], *formulas[kind]) for kind in KINDS[:-1] if kind in always or largest[kind]
     }
     components["overhead"] = Component("overhead", sum(x.bytes for x in terms), *formulas["overhead"])
     gpus_node = plan.hardware.gpus_per_node

@@ -47,14 +47,18 @@ def component_formulas(
     p += _shard(dp, "ZeRO-3") if z == 3 else ""
     if s.offload_parameters != "none":
         p += f", offloaded to {s.offload_parameters}"
-    out["parameters"] = (f"{p} = {fmt_gib(largest.get('parameters', 0), 2)}",
-                         f"{reg.summary}; " + (ZERO_SRC if z == 3 else "transformers/peft module parameters"))
+    out["parameters"] = (
+        f"{p} = {fmt_gib(largest.get('parameters', 0), 2)}",
+        f"{reg.summary}; " + (ZERO_SRC if z == 3 else "transformers/peft module parameters"),
+    )
 
     g = f"{st.trainable_local:,} trainable x {st.grad_bytes} B" + (_shard(dp, "ZeRO-2/3") if z >= 2 else "")
     if s.offload_optimizer != "none" and z >= 2:
         g += ", partition streamed to the host"
-    out["gradients"] = (f"{g} = {fmt_gib(largest.get('gradients', 0), 2)}",
-                        "one gradient per trainable parameter, in its dtype; freed by zero_grad(set_to_none=True)")
+    out["gradients"] = (
+        f"{g} = {fmt_gib(largest.get('gradients', 0), 2)}",
+        "one gradient per trainable parameter, in its dtype; freed by zero_grad(set_to_none=True)",
+    )
 
     state_elem = reg.state_bytes if full else 4
     if opt.factored:
@@ -67,8 +71,7 @@ def component_formulas(
     o = f"{st.trainable_local:,} x ({master}{per})" + (_shard(dp, "ZeRO-1+") if z >= 1 else "")
     if s.offload_optimizer != "none":
         o += f", offloaded to {s.offload_optimizer} (0 on the GPU)"
-    out["optimizer_states"] = (f"{o} = {fmt_gib(largest.get('optimizer_states', 0), 2)}",
-                               f"{opt.name}: {opt.source}")
+    out["optimizer_states"] = (f"{o} = {fmt_gib(largest.get('optimizer_states', 0), 2)}", f"{opt.name}: {opt.source}")
 
     b, seq, h = t.micro_batch_size, t.seq_len, arch.h
     if ctx.gc:
@@ -89,13 +92,21 @@ def component_formulas(
         src = "Liger fused_linear_cross_entropy / Cut Cross-Entropy (Wijmans et al. 2025)"
     else:
         lg = f"3 x 4 B x b*s*V{_shard(tp, 'vocab-parallel')} (fp32 log-softmax + 2 gradients), V={arch.V:,}"
-        src = ("transformers ForCausalLMLoss upcasts logits to fp32; at the start of backward the saved "
-               "log-softmax and the nll_loss and log_softmax gradients are live (measured in ../shared/oracle)")
+        src = (
+            "transformers ForCausalLMLoss upcasts logits to fp32; at the start of backward the saved "
+            "log-softmax and the nll_loss and log_softmax gradients are live (measured in ../shared/oracle)"
+        )
     out["logits"] = (f"{lg} = {fmt_gib(largest.get('logits', 0), 2)}", src)
     out["gathered_parameters"] = (
         f"2 x largest module (current + prefetched) + its gradients = {fmt_gib(largest.get('gathered_parameters', 0))}",
         "ZeRO-3 / FSDP all-gather modules before use (DeepSpeed estimate_zero3_model_states_mem_needs: 4 x "
         "largest layer; FSDP BACKWARD_PRE prefetch)",
+    )
+    out["autocast_cache"] = (
+        f"bf16 copies of trained weights cached while the forward runs: 2 B x matmul weights = "
+        f"{fmt_gib(largest.get('autocast_cache', 0), 2)}",
+        "torch/csrc/autograd/autocast_mode.cpp cached_cast: casts of leaf tensors that require grad are cached "
+        "until autocast exits; with checkpointing they are not saved, but alive at the end of the forward",
     )
     impl = resolve_impl(t.optimizer_impl, reg)
     out["temporaries"] = (
@@ -109,6 +120,8 @@ def component_formulas(
         f"{fmt_gib(largest.get('checkpoint_buffers', 0), 3)}",
         "torch/utils/checkpoint.py non-reentrant checkpoint keeps its inputs' closures alive",
     )
-    out["overhead"] = ("CUDA context + allocator reserve + communication buffers (see overhead terms)",
-                       "plan [overhead] table; each term cites its source")
+    out["overhead"] = (
+        "CUDA context + allocator reserve + communication buffers (see overhead terms)",
+        "plan [overhead] table; each term cites its source",
+    )
     return out

@@ -34,29 +34,40 @@ def overhead_terms(plan: Plan, st: States, tensor_peak: int) -> tuple[OverheadTe
     ]
     groups = sum(1 for n in (dp, tp, pp) if n > 1)
     if groups:
-        terms.append(OverheadTerm(
-            "nccl",
-            groups * o.nccl_mib_per_group * MiB,
-            f"{groups} process group(s) x {o.nccl_mib_per_group} MiB (overhead.nccl_mib_per_group)",
-            "NCCL's own cudaMalloc'd channel buffers (NCCL_BUFFSIZE 4 MiB per channel and peer), invisible to "
-            "PyTorch's allocator: ~1.6 GB for one communicator with all-reduce (NVIDIA/nccl#864)",
-        ))
+        terms.append(
+            OverheadTerm(
+                "nccl",
+                groups * o.nccl_mib_per_group * MiB,
+                f"{groups} process group(s) x {o.nccl_mib_per_group} MiB (overhead.nccl_mib_per_group)",
+                "NCCL's own cudaMalloc'd channel buffers (NCCL_BUFFSIZE 4 MiB per channel and peer), invisible to "
+                "PyTorch's allocator: ~1.6 GB for one communicator with all-reduce (NVIDIA/nccl#864)",
+            )
+        )
     if s.zero_stage >= 1 and dp > 1:
-        elems = min(o.zero_bucket_elements, st.trainable_local)
-        terms.append(OverheadTerm(
-            "zero_buckets",
-            2 * elems * st.grad_bytes,
-            f"2 x min(reduce_bucket_size {o.zero_bucket_elements:.3g}, trainable {st.trainable_local:,}) x "
-            f"{st.grad_bytes} B",
-            "DeepSpeed reduce buckets (deepspeed/runtime/zero/config.py reduce_bucket_size = 5e8 elements; "
-            "stage_1_and_2.py keeps two ipg buffers with overlap_comm)",
-        ))
+        h = plan.model.hidden_size
+        bucket = o.zero_bucket_elements if o.zero_bucket_elements is not None else h * h
+        elems = min(bucket, st.trainable_local)
+        buffers = 2 if s.zero_stage == 3 else 1  # overlap_comm: DeepSpeed's default is on for ZeRO-3 only
+        terms.append(
+            OverheadTerm(
+                "zero_buckets",
+                buffers * elems * st.grad_bytes,
+                f"{buffers} x min(reduce_bucket_size {bucket:.3g}, trainable {st.trainable_local:,}) x "
+                f"{st.grad_bytes} B",
+                "DeepSpeed gradient reduce buckets (stage_1_and_2.py / stage3.py ipg buffers, two with overlap_comm, "
+                "which deepspeed/runtime/zero/config.py turns on for ZeRO-3); bucket size: "
+                "overhead.zero_bucket_elements, default hidden_size^2 as HF Trainer's 'auto' sets it "
+                "(transformers/integrations/deepspeed.py; DeepSpeed's own default is 5e8)",
+            )
+        )
     if s.zero_stage == 0 and dp > 1 and not o.ddp_gradient_as_bucket_view:
-        terms.append(OverheadTerm(
-            "ddp_buckets",
-            st.grads,
-            "one bucket copy of the gradients (overhead.ddp_gradient_as_bucket_view = false)",
-            "torch.nn.parallel.DistributedDataParallel: without gradient_as_bucket_view the all-reduce buckets "
-            "hold a second copy of every gradient (PyTorch DDP docs)",
-        ))
+        terms.append(
+            OverheadTerm(
+                "ddp_buckets",
+                st.grads,
+                "one bucket copy of the gradients (overhead.ddp_gradient_as_bucket_view = false)",
+                "torch.nn.parallel.DistributedDataParallel: without gradient_as_bucket_view the all-reduce buckets "
+                "hold a second copy of every gradient (PyTorch DDP docs)",
+            )
+        )
     return tuple(terms)

@@ -73,12 +73,14 @@ class ModelConfig(BaseModel):
         if self.num_attention_heads % self.num_key_value_heads:
             raise PlanError(
                 f"num_key_value_heads={self.num_key_value_heads} must divide "
-                f"num_attention_heads={self.num_attention_heads}", "model.num_key_value_heads"
+                f"num_attention_heads={self.num_attention_heads}",
+                "model.num_key_value_heads",
             )
         if self.head_dim is None and self.hidden_size % self.num_attention_heads:
             raise PlanError(
                 f"hidden_size={self.hidden_size} is not divisible by num_attention_heads={self.num_attention_heads}"
-                " (set head_dim)", "model.num_attention_heads"
+                " (set head_dim)",
+                "model.num_attention_heads",
             )
         if fam.fixed_mlp_ratio and self.intermediate_size != fam.fixed_mlp_ratio * self.hidden_size:
             raise PlanError(
@@ -87,14 +89,23 @@ class ModelConfig(BaseModel):
                 "model.intermediate_size",
             )
         if fam.fused_qkv and self.num_key_value_heads != self.num_attention_heads:
-            raise PlanError(f"{self.model_type} has no grouped-query attention: must equal num_attention_heads",
-                            "model.num_key_value_heads")
+            raise PlanError(
+                f"{self.model_type} has no grouped-query attention: must equal num_attention_heads",
+                "model.num_key_value_heads",
+            )
         return self
 
     def arch(self) -> Arch:
         return build_arch(
-            self.model_type, self.vocab_size, self.hidden_size, self.intermediate_size, self.num_hidden_layers,
-            self.num_attention_heads, self.num_key_value_heads, self.tie_word_embeddings, self.head_dim,
+            self.model_type,
+            self.vocab_size,
+            self.hidden_size,
+            self.intermediate_size,
+            self.num_hidden_layers,
+            self.num_attention_heads,
+            self.num_key_value_heads,
+            self.tie_word_embeddings,
+            self.head_dim,
         )
 
 
@@ -183,7 +194,9 @@ class OverheadConfig(BaseModel):
     cuda_context_mib: int = Field(default=512, ge=0, description="CUDA context, kernels, cuBLAS handles")
     allocator_reserve_percent: float = Field(default=5.0, ge=0, le=100, description="caching-allocator slack")
     nccl_mib_per_group: int = Field(default=768, ge=0, description="NCCL buffers per process group in use")
-    zero_bucket_elements: int = Field(default=500_000_000, ge=0, description="DeepSpeed reduce_bucket_size")
+    zero_bucket_elements: int | None = Field(
+        default=None, ge=0, description="DeepSpeed reduce_bucket_size; unset: hidden_size^2 (HF Trainer's 'auto')"
+    )
     ddp_gradient_as_bucket_view: bool = Field(default=False, description="DDP's default keeps a bucket copy")
 
 
@@ -236,51 +249,71 @@ def _check_combinations(p: Plan) -> None:
     fam = FAMILIES[m.model_type]
     quant = t.base_quantization
     if t.method == "qlora" and quant not in ("nf4", "fp4"):
-        raise PlanError("qlora needs a 4-bit base (nf4 or fp4); use method = \"lora\" for an int8 or 16-bit base",
-                        "training.quantization")
+        raise PlanError(
+            'qlora needs a 4-bit base (nf4 or fp4); use method = "lora" for an int8 or 16-bit base',
+            "training.quantization",
+        )
     if t.method == "full" and quant != "none":
-        raise PlanError("full fine-tuning trains every weight and cannot keep a quantized base; use lora or qlora",
-                        "training.quantization")
+        raise PlanError(
+            "full fine-tuning trains every weight and cannot keep a quantized base; use lora or qlora",
+            "training.quantization",
+        )
     if t.method != "full":
         if fam.fused_qkv and any(r in t.lora_targets for r in ("q", "k", "v")):
-            raise PlanError(f"{m.model_type} has one fused query_key_value projection: target \"qkv\", not q/k/v",
-                            "training.lora_targets")
+            raise PlanError(
+                f'{m.model_type} has one fused query_key_value projection: target "qkv", not q/k/v',
+                "training.lora_targets",
+            )
         if not fam.fused_qkv and "qkv" in t.lora_targets:
-            raise PlanError(f"{m.model_type} has separate q, k, v projections: target them, not \"qkv\"",
-                            "training.lora_targets")
+            raise PlanError(
+                f'{m.model_type} has separate q, k, v projections: target them, not "qkv"', "training.lora_targets"
+            )
         if not fam.gated_mlp and "gate" in t.lora_targets:
-            raise PlanError(f"{m.model_type} has no gate projection (its MLP is up -> GELU -> down)",
-                            "training.lora_targets")
+            raise PlanError(
+                f"{m.model_type} has no gate projection (its MLP is up -> GELU -> down)", "training.lora_targets"
+            )
     if t.optimizer_impl == "fused" and t.optimizer not in ("adamw", "sgd", "sgd-momentum"):
         raise PlanError(f"PyTorch has no fused {t.optimizer}; use auto, foreach or for-loop", "training.optimizer_impl")
     tp, pp = s.tensor_parallel, s.pipeline_parallel
     total = p.hardware.total_gpus
     if total % (tp * pp):
-        raise PlanError(f"{total} GPUs are not divisible by tensor_parallel x pipeline_parallel = {tp * pp}",
-                        "strategy.tensor_parallel" if tp > 1 else "strategy.pipeline_parallel")
+        raise PlanError(
+            f"{total} GPUs are not divisible by tensor_parallel x pipeline_parallel = {tp * pp}",
+            "strategy.tensor_parallel" if tp > 1 else "strategy.pipeline_parallel",
+        )
     if tp > 1 and (m.num_attention_heads % tp or m.num_key_value_heads % tp):
-        raise PlanError(f"tensor_parallel={tp} must divide num_attention_heads={m.num_attention_heads} and "
-                        f"num_key_value_heads={m.num_key_value_heads} (Megatron splits heads across ranks)",
-                        "strategy.tensor_parallel")
+        raise PlanError(
+            f"tensor_parallel={tp} must divide num_attention_heads={m.num_attention_heads} and "
+            f"num_key_value_heads={m.num_key_value_heads} (Megatron splits heads across ranks)",
+            "strategy.tensor_parallel",
+        )
     if pp > m.num_hidden_layers:
-        raise PlanError(f"pipeline_parallel={pp} exceeds num_hidden_layers={m.num_hidden_layers}",
-                        "strategy.pipeline_parallel")
+        raise PlanError(
+            f"pipeline_parallel={pp} exceeds num_hidden_layers={m.num_hidden_layers}", "strategy.pipeline_parallel"
+        )
     if s.sequence_parallel and tp == 1:
-        raise PlanError("sequence parallelism splits along the tensor-parallel group: set tensor_parallel > 1",
-                        "strategy.sequence_parallel")
+        raise PlanError(
+            "sequence parallelism splits along the tensor-parallel group: set tensor_parallel > 1",
+            "strategy.sequence_parallel",
+        )
     if s.zero_stage >= 2 and pp > 1:
-        raise PlanError("ZeRO-2/3 cannot be combined with pipeline parallelism (DeepSpeed's PipelineEngine "
-                        "supports ZeRO-1 only)", "strategy.zero_stage")
+        raise PlanError(
+            "ZeRO-2/3 cannot be combined with pipeline parallelism (DeepSpeed's PipelineEngine supports ZeRO-1 only)",
+            "strategy.zero_stage",
+        )
     if s.offload_parameters != "none" and s.zero_stage != 3:
         raise PlanError("offload_parameters needs ZeRO-3 (zero_stage = 3)", "strategy.offload_parameters")
     if s.offload_optimizer == "cpu" and s.zero_stage == 0:
-        raise PlanError("offload_optimizer needs ZeRO (zero_stage >= 1; DeepSpeed ZeRO-Offload)",
-                        "strategy.offload_optimizer")
+        raise PlanError(
+            "offload_optimizer needs ZeRO (zero_stage >= 1; DeepSpeed ZeRO-Offload)", "strategy.offload_optimizer"
+        )
     if s.offload_optimizer == "nvme" and s.zero_stage != 3:
         raise PlanError("NVMe offload needs ZeRO-3 (ZeRO-Infinity)", "strategy.offload_optimizer")
     if s.offload_parameters != "none" and s.offload_optimizer == "none":
-        raise PlanError("offloading parameters without the optimizer is not a DeepSpeed configuration; "
-                        "set offload_optimizer too", "strategy.offload_parameters")
+        raise PlanError(
+            "offloading parameters without the optimizer is not a DeepSpeed configuration; set offload_optimizer too",
+            "strategy.offload_parameters",
+        )
 
 
 def _pydantic_error(exc: ValidationError) -> PlanError:
@@ -298,7 +331,7 @@ def _pydantic_error(exc: ValidationError) -> PlanError:
         return PlanError(f"unknown {what}{hint or ''}" + ("" if hint else _known_list(parent, known)), key)
     msg = err["msg"]
     if msg.startswith("Value error, "):
-        msg = msg[len("Value error, "):]
+        msg = msg[len("Value error, ") :]
     if err["type"] == "missing":
         msg = "missing (no preset gives it)" if loc and loc[0] == "model" else "missing"
     if "input" in err and err["type"] not in ("missing",) and not isinstance(err["input"], dict):
@@ -323,7 +356,7 @@ def _known_list(parent: list[str], known: list[str]) -> str:
 def plan_from_dict(raw: dict[str, Any]) -> Plan:
     """Validate plain data (a parsed TOML file) into a `Plan`; errors become one `PlanError` line."""
     if "model" not in raw:
-        raise PlanError("missing [model] table (give at least preset = \"...\")", "model")
+        raise PlanError('missing [model] table (give at least preset = "...")', "model")
     try:
         return Plan.model_validate(raw)
     except ValidationError as exc:
@@ -333,8 +366,14 @@ def plan_from_dict(raw: dict[str, Any]) -> Plan:
 DEFAULT_PLAN_DATA: dict[str, Any] = {
     "model": {"preset": "llama-7b"},
     "hardware": {"gpu": "a100-80gb", "gpus_per_node": 8, "nodes": 1},
-    "training": {"micro_batch_size": 1, "seq_len": 2048, "grad_accum_steps": 1, "precision": "bf16-autocast",
-                 "optimizer": "adamw", "method": "full"},
+    "training": {
+        "micro_batch_size": 1,
+        "seq_len": 2048,
+        "grad_accum_steps": 1,
+        "precision": "bf16-autocast",
+        "optimizer": "adamw",
+        "method": "full",
+    },
     "strategy": {"gradient_checkpointing": "full", "attention": "flash", "zero_stage": 3},
 }
 

@@ -51,11 +51,23 @@ class Regime:
 REGIMES: dict[str, Regime] = {
     "fp32": Regime("fp32", 4, 4, 0, 4, "fp32", None, "fp32 weights, gradients, optimizer state and activations"),
     "bf16-autocast": Regime(
-        "bf16-autocast", 4, 4, 0, 4, "autocast", "bf16",
+        "bf16-autocast",
+        4,
+        4,
+        0,
+        4,
+        "autocast",
+        "bf16",
         "PyTorch AMP: fp32 model and optimizer, bf16 matmuls on saved bf16 copies",
     ),
     "fp16-autocast": Regime(
-        "fp16-autocast", 4, 4, 0, 4, "autocast", "fp16",
+        "fp16-autocast",
+        4,
+        4,
+        0,
+        4,
+        "autocast",
+        "fp16",
         "PyTorch AMP with GradScaler: fp32 model and optimizer, fp16 matmuls",
     ),
     "bf16-master": Regime(
@@ -85,28 +97,53 @@ class OptimizerSpec:
 
 OPTIMIZERS: dict[str, OptimizerSpec] = {
     "adamw": OptimizerSpec(
-        "AdamW", 2, False, False, 2, 1,
+        "AdamW",
+        2,
+        False,
+        False,
+        2,
+        1,
         "torch/optim/adamw.py: exp_avg + exp_avg_sq per parameter; foreach step: torch._foreach_sqrt of all "
         "exp_avg_sq (one model-sized temporary), for-loop: sqrt and div of the largest tensor; fused: none "
         "(measured: ../shared/oracle llama_base, llama_adamw_forloop)",
     ),
     "adamw-8bit": OptimizerSpec(
-        "AdamW 8-bit (bitsandbytes)", 2, True, False, 0, 0,
+        "AdamW 8-bit (bitsandbytes)",
+        2,
+        True,
+        False,
+        0,
+        0,
         "bitsandbytes optim/optimizer.py Optimizer2State: state1/state2 uint8 with blockwise (256) fp32 absmax; "
         "the update is one fused kernel per tensor (Dettmers et al. 2022, 8-bit Optimizers)",
     ),
     "sgd": OptimizerSpec("SGD", 0, False, False, 0, 0, "torch/optim/sgd.py: no state without momentum"),
     "sgd-momentum": OptimizerSpec(
-        "SGD with momentum", 1, False, False, 0, 0,
+        "SGD with momentum",
+        1,
+        False,
+        False,
+        0,
+        0,
         "torch/optim/sgd.py: one momentum_buffer per parameter, updated in place",
     ),
     "adafactor": OptimizerSpec(
-        "Adafactor", 0, False, True, 3, 3,
+        "Adafactor",
+        0,
+        False,
+        True,
+        3,
+        3,
         "Shazeer & Stern 2018; transformers optimization.py Adafactor (beta1=None): row + column second moments "
         "for matrices, a full one for vectors; the step upcasts and squares one tensor at a time",
     ),
     "lion": OptimizerSpec(
-        "Lion", 1, False, False, 2, 2,
+        "Lion",
+        1,
+        False,
+        False,
+        2,
+        2,
         "Chen et al. 2023 (Lion); lion-pytorch: one exp_avg per parameter, update = sign(...) built per tensor",
     ),
 }

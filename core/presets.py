@@ -86,9 +86,7 @@ def _first_error(exc: ValidationError) -> str:
     return f"{loc}: {err['msg']}" if loc else err["msg"]
 
 
-def _load_dir(
-    reg: Registry, directory: Path, kind: str, strict: bool, label: str | None = None
-) -> None:
+def _load_dir(reg: Registry, directory: Path, kind: str, strict: bool, label: str | None = None) -> None:
     if not directory.is_dir():
         return
     schema = ModelPreset if kind == "models" else GpuSpec

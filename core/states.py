@@ -113,13 +113,16 @@ def model_states(
         if quantization != "none":
             q = sum(quantized_bytes(lin.d_in, lin.d_out, quantization, double_quant) for lin in arch.linears) // tp
             w_frozen = n * q + (frozen - n * lin_w) * frozen_bytes
+            layer_store = q + (lin_b + norms) * frozen_bytes
         else:
             w_frozen = frozen * frozen_bytes
+            layer_store = (lin_w + lin_b + norms) * frozen_bytes
         adapter = 2 if reg.master_bytes else 4  # peft keeps adapters fp32 (autocast_adapter_dtype=True)
         w_bytes = w_frozen + trainable * adapter
         g_elem, state_elem, master = adapter, 4, reg.master_bytes
-        largest = max((lora_rank * max(lin.d_in, lin.d_out) for lin in arch.linears if lin.role in lora_roles),
-                      default=0)
+        largest = max(
+            (lora_rank * max(lin.d_in, lin.d_out) for lin in arch.linears if lin.role in lora_roles), default=0
+        )
         factored = n * sum(lora_rank * 2 + lin.d_in + lin.d_out for lin in arch.linears if lin.role in lora_roles)
         params_local = frozen + trainable
         layer_train, head_train = lora_layer, 0
@@ -174,10 +177,15 @@ def model_states(
         param_gpu = 0
     gathered = 0
     if zero == 3 and dp > 1:
-        unit = max(lin_w + lin_b + norms, vocab if (stage.first or stage.last) else 0)
-        gathered = 2 * unit * (reg.weight_bytes if method == "full" else frozen_bytes) + unit * g_elem * (
-            1 if method == "full" else 0
-        )
+        # the module in use (the largest: a block or the vocabulary) + the next block prefetched, as stored for
+        # compute: 16 bit under FSDP MixedPrecision / DeepSpeed, the quantized bytes of a QLoRA base
+        if method == "full":
+            elem = 4 if reg.compute == "fp32" else 2
+            layer_b, vocab_b = (lin_w + lin_b + norms) * elem, vocab * elem
+        else:
+            layer_b, vocab_b = layer_store, vocab * frozen_bytes
+        unit = max(layer_b, vocab_b if (stage.first or stage.last) else 0)
+        gathered = unit + layer_b
     return States(
         params=param_gpu,
         grads=grad_gpu,

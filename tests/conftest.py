@@ -1,0 +1,72 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+DATA = Path(__file__).parent / "data"
+ROOT = Path(__file__).parent.parent
+
+PRECISION = {"fp32": "fp32", "bf16-mixed": "bf16-autocast", "bf16": "bf16-pure"}
+
+
+def case_plan_data(case: dict[str, Any], gpu: str = "h200") -> dict[str, Any]:
+    """A measured case (tests/data/*truth.json ``resolved_case``) as plan data, with the mapping of
+    ../shared/oracle/README.md (family -> model_type, bf16-mixed -> bf16-autocast, sdpa -> flash, ...)."""
+    fam = case["family"]
+    tie = case.get("tie_embeddings")
+    tie = (fam == "bloom") if tie is None else tie
+    training: dict[str, Any] = {
+        "micro_batch_size": case["micro_batch_size"],
+        "seq_len": case["seq_len"],
+        "grad_accum_steps": case.get("grad_accum_steps", 1),
+        "precision": PRECISION[case["precision"]],
+        "optimizer": case["optimizer"],
+        "optimizer_impl": case.get("optimizer_impl", "foreach"),
+        "method": case["method"],
+    }
+    if case["method"] == "lora":
+        t = case.get("lora_targets", "qv")
+        if t == "qv":
+            targets = ["qkv"] if fam == "bloom" else ["q", "v"]
+        elif t == "all-linear":
+            targets = ["all-linear"]
+        else:
+            targets = list(t)
+        training |= {"lora_rank": case["lora_rank"], "lora_targets": targets}
+    return {
+        "model": {
+            "model_type": fam,
+            "vocab_size": case["vocab_size"],
+            "hidden_size": case["hidden_size"],
+            "intermediate_size": case.get("intermediate_size") or 4 * case["hidden_size"],
+            "num_hidden_layers": case["num_layers"],
+            "num_attention_heads": case["num_heads"],
+            "num_key_value_heads": case.get("num_kv_heads") or case["num_heads"],
+            "tie_word_embeddings": tie,
+        },
+        "hardware": {"gpu": gpu, "gpus_per_node": 1, "nodes": 1},
+        "training": training,
+        "strategy": {
+            "gradient_checkpointing": "full" if case["gradient_checkpointing"] else "none",
+            "attention": "flash" if case["attention"] == "sdpa" else "eager",
+            "zero_stage": 0,
+        },
+    }
+
+
+def load_truth(name: str) -> dict[str, Any]:
+    path = DATA / name
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+@pytest.fixture
+def tmp_plan(tmp_path: Path):
+    def write(text: str, name: str = "plan.toml") -> Path:
+        p = tmp_path / name
+        p.write_text(text)
+        return p
+
+    return write

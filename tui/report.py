@@ -1,0 +1,94 @@
+"""Plain-text reports for the headless CLI (no Rich, no Textual: they print fast over SSH)."""
+
+from __future__ import annotations
+
+from core import presets
+from core.presets import Registry
+from core.result import KIND_LABELS, Estimate
+from core.units import GiB, fmt_count
+
+
+def _g(n: int) -> str:
+    return f"{n / GiB:8.2f}"
+
+
+def plan_summary(est: Estimate) -> list[str]:
+    p = est.plan
+    m, hw, t, s = p.model, p.hardware, p.training, p.strategy
+    name = presets.model_preset(m.preset).name if m.preset else f"custom {m.model_type}"
+    gpu = presets.gpu(hw.gpu)
+    method = {"full": "full fine-tuning", "lora": f"LoRA r={t.lora_rank}", "qlora": f"QLoRA r={t.lora_rank}"}[
+        t.method
+    ]
+    parallel = [f"DP {p.data_parallel}"]
+    if s.tensor_parallel > 1:
+        parallel.append(f"TP {s.tensor_parallel}" + ("+SP" if s.sequence_parallel else ""))
+    if s.pipeline_parallel > 1:
+        parallel.append(f"PP {s.pipeline_parallel}")
+    if s.zero_stage:
+        parallel.append(f"ZeRO-{s.zero_stage}")
+    if s.offload_optimizer != "none":
+        parallel.append(f"optimizer->{s.offload_optimizer}")
+    if s.offload_parameters != "none":
+        parallel.append(f"params->{s.offload_parameters}")
+    return [
+        f"{name} on {hw.gpus_per_node * hw.nodes} x {gpu.name} ({hw.nodes} node{'s' if hw.nodes > 1 else ''})",
+        f"{method}, {t.precision}, {t.optimizer}; micro-batch {t.micro_batch_size} x {t.seq_len} tokens, "
+        f"accumulation {t.grad_accum_steps}",
+        f"{', '.join(parallel)}; checkpointing {s.gradient_checkpointing}, {s.attention} attention"
+        + (", fused cross-entropy" if s.fused_cross_entropy else "")
+        + (", int8 activations" if s.activation_compression == "int8" else ""),
+        f"parameters {fmt_count(est.params_total)} (trainable {fmt_count(est.params_trainable)})",
+    ]
+
+
+def estimate_table(est: Estimate) -> str:
+    lines = plan_summary(est)
+    stage = "" if est.stage == "all" else f" ({est.stage} pipeline stage)"
+    lines += ["", f"per GPU{stage}, GiB          largest   at peak"]
+    live = est.live_at_peak
+    for kind, comp in est.components.items():
+        lines.append(f"  {KIND_LABELS[kind]:<24}{_g(comp.bytes)}  {_g(live.get(kind, 0))}")
+    lines.append("  " + "-" * 44)
+    lines.append(f"  {'peak (' + est.peak_phase + ')':<24}{'':8}  {_g(est.total)}")
+    cap = est.gpu_capacity
+    if est.fits:
+        verdict = f"fits: {est.headroom / GiB:.1f} GiB free ({est.headroom_fraction:.0%} headroom)"
+    else:
+        verdict = f"DOES NOT FIT by {-est.headroom / GiB:.1f} GiB"
+    lines.append(f"  of {cap / GiB:.1f} GiB per GPU: {verdict}")
+    lines.append(f"  peak moment: {est.peak.moment}")
+    if est.cpu_per_node or est.nvme_per_node:
+        extra = f"host RAM per node {est.cpu_per_node / GiB:.1f} GiB"
+        if est.nvme_per_node:
+            extra += f", NVMe per node {est.nvme_per_node / GiB:.1f} GiB"
+        lines.append(f"  {extra}")
+    return "\n".join(lines) + "\n"
+
+
+def model_listing(reg: Registry) -> str:
+    rows = ["models", f"  {'id':<16} {'name':<18} {'type':<8} {'params':>9} {'layers':>6} {'hidden':>6} {'vocab':>7}"]
+    for mp in reg.sorted_models():
+        c = mp.config
+        from core.arch import build_arch
+
+        n = build_arch(**c).total_params
+        user = "" if reg.origin.get(f"models/{mp.id}") == "built-in" else "  (user)"
+        rows.append(
+            f"  {mp.id:<16} {mp.name:<18} {c['model_type']:<8} {fmt_count(n):>9} {c['num_hidden_layers']:>6} "
+            f"{c['hidden_size']:>6} {c['vocab_size']:>7}{user}"
+        )
+    return "\n".join(rows) + "\n"
+
+
+def hardware_listing(reg: Registry) -> str:
+    rows = ["hardware", f"  {'id':<13} {'name':<30} {'memory':>9} {'bf16 TF':>8} {'HBM GB/s':>8} {'link GB/s':>9}"]
+    for g in reg.sorted_gpus():
+        tf = f"{g.bf16_tflops:g}" if g.bf16 else f"{g.fp16_tflops:g}*"
+        user = "" if reg.origin.get(f"hardware/{g.id}") == "built-in" else "  (user)"
+        rows.append(
+            f"  {g.id:<13} {g.name:<30} {g.memory_mib / 1024:>5.1f} GiB {tf:>8} {g.memory_bandwidth_gbs:>8g} "
+            f"{g.gpu_link_gbs:>9g}{user}"
+        )
+    rows.append("  * no bf16: fp16 figure; TFLOP/s are dense; link bandwidth per direction")
+    return "\n".join(rows) + "\n"
