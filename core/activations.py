@@ -29,6 +29,7 @@ per-region saved bytes agree exactly for all llama/qwen2/bloom cases there.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from core.arch import Arch
 from core.precision import Regime
@@ -234,9 +235,23 @@ def _mlp(c: ActCtx, out: Saved, m_rg: bool, m_bytes: int) -> bool:
     return rg_d["down"]
 
 
-def layer_saved(c: ActCtx, x_rg: bool, notes: bool = False) -> Saved:
-    """Saved bytes of one decoder block whose input does (or, LoRA's first block, does not) require grad."""
-    out = Saved(notes=[] if notes else None)
+@lru_cache(maxsize=1024)
+def layer_saved(c: ActCtx, x_rg: bool) -> Saved:
+    """Saved bytes of one decoder block whose input does (or, LoRA's first block, does not) require grad.
+
+    Cached (the result must not be mutated): a keystroke that changes no activation input reuses it."""
+    return _layer_saved(c, x_rg, None)
+
+
+def layer_notes(c: ActCtx, x_rg: bool) -> list[tuple[str, int]]:
+    """The same computation, itemised tensor by tensor (for explanations)."""
+    notes: list[tuple[str, int]] = []
+    _layer_saved(c, x_rg, notes)
+    return notes
+
+
+def _layer_saved(c: ActCtx, x_rg: bool, notes: list[tuple[str, int]] | None) -> Saved:
+    out = Saved(notes=notes)
     R = c.reg.resid_bytes
     n_rg = _norm(c, out, "input norm", x_rg, c.full, R)
     attn_rg = _attention(c, out, n_rg, R)
@@ -258,6 +273,7 @@ def rope_bytes(c: ActCtx) -> int:
     return 2 * c.s * c.arch.d * c.reg.resid_bytes
 
 
+@lru_cache(maxsize=256)
 def embed_saved(c: ActCtx, out_rg: bool) -> Saved:
     """Token ids (embedding backward needs them when the embedding trains) and BLOOM's embedding LayerNorm."""
     out = Saved()
@@ -268,6 +284,7 @@ def embed_saved(c: ActCtx, out_rg: bool) -> Saved:
     return out
 
 
+@lru_cache(maxsize=256)
 def head_saved(c: ActCtx) -> Saved:
     """Final norm, lm_head input and the loss's labels (the fp32 log-softmax is `logits_bytes`)."""
     arch, T, R = c.arch, c.T, c.reg.resid_bytes

@@ -15,7 +15,8 @@ Sources (the modules transformers builds, read at v5.24):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cache
 from typing import Literal
 
 Role = Literal["q", "k", "v", "o", "gate", "up", "down", "qkv"]
@@ -124,9 +125,11 @@ class Linear:
         return self.d_in * self.d_out + (self.d_out if self.bias else 0)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, eq=False)
 class Arch:
-    """The sizes of one model, with the family's structure applied. Built once per plan."""
+    """The sizes of one model, with the family's structure applied; derived sums are computed once.
+
+    Instances are canonical (`build_arch` caches them), so identity is equality and hashing is cheap."""
 
     fam: Family
     V: int  # vocab_size
@@ -138,59 +141,54 @@ class Arch:
     d: int  # head_dim
     tied: bool
     linears: tuple[Linear, ...]
+    # derived (set in __post_init__)
+    h_q: int = field(init=False)
+    h_kv: int = field(init=False)
+    norm_params: int = field(init=False)  # one norm: RMSNorm a weight, LayerNorm a weight and a bias
+    layer_weight_params: int = field(init=False)  # the block's linear weights
+    layer_bias_params: int = field(init=False)
+    layer_norm_params: int = field(init=False)
+    layer_params: int = field(init=False)
+    embed_params: int = field(init=False)  # token embedding (+ BLOOM's word_embeddings_layernorm)
+    head_params: int = field(init=False)  # final norm + an untied lm_head (a tied head reuses the embedding)
+    total_params: int = field(init=False)
+    max_linear_weight: int = field(init=False)
+    by_role: dict[str, Linear] = field(init=False, repr=False, compare=False)
 
-    @property
-    def h_q(self) -> int:
-        return self.a * self.d
-
-    @property
-    def h_kv(self) -> int:
-        return self.kv * self.d
-
-    @property
-    def norm_params(self) -> int:
-        """One norm's parameters: RMSNorm has a weight, LayerNorm a weight and a bias."""
-        return self.h if self.fam.norm == "rms" else 2 * self.h
-
-    @property
-    def layer_norm_params(self) -> int:
-        return 2 * self.norm_params
-
-    @property
-    def layer_linear_params(self) -> int:
-        return sum(lin.params for lin in self.linears)
-
-    @property
-    def layer_params(self) -> int:
-        return self.layer_linear_params + self.layer_norm_params
-
-    @property
-    def embed_params(self) -> int:
-        """Token embedding, plus BLOOM's word_embeddings_layernorm."""
-        return self.V * self.h + (self.norm_params if self.fam.embed_norm else 0)
-
-    @property
-    def head_params(self) -> int:
-        """Final norm plus an untied lm_head (a tied head reuses the embedding)."""
-        return self.norm_params + (0 if self.tied else self.V * self.h)
-
-    @property
-    def total_params(self) -> int:
-        return self.embed_params + self.L * self.layer_params + self.head_params
+    def __post_init__(self) -> None:
+        put = object.__setattr__
+        norm = self.h if self.fam.norm == "rms" else 2 * self.h
+        weights = sum(lin.weight_params for lin in self.linears)
+        biases = sum(lin.params - lin.weight_params for lin in self.linears)
+        layer = weights + biases + 2 * norm
+        embed = self.V * self.h + (norm if self.fam.embed_norm else 0)
+        head = norm + (0 if self.tied else self.V * self.h)
+        for name, value in (
+            ("h_q", self.a * self.d),
+            ("h_kv", self.kv * self.d),
+            ("norm_params", norm),
+            ("layer_weight_params", weights),
+            ("layer_bias_params", biases),
+            ("layer_norm_params", 2 * norm),
+            ("layer_params", layer),
+            ("embed_params", embed),
+            ("head_params", head),
+            ("total_params", embed + self.L * layer + head),
+            ("max_linear_weight", max(lin.weight_params for lin in self.linears)),
+            ("by_role", {lin.role: lin for lin in self.linears}),
+        ):
+            put(self, name, value)
 
     @property
     def matmul_weight_params(self) -> int:
         """Weights that feed a matmul (decoder linears and the lm_head; not the embedding lookup or norms)."""
-        return self.L * sum(lin.weight_params for lin in self.linears) + self.V * self.h
+        return self.L * self.layer_weight_params + self.V * self.h
 
     def linear(self, role: str) -> Linear:
-        for lin in self.linears:
-            if lin.role == role:
-                return lin
-        raise KeyError(role)
+        return self.by_role[role]
 
     def roles(self) -> tuple[str, ...]:
-        return tuple(lin.role for lin in self.linears)
+        return tuple(self.by_role)
 
 
 def block_linears(fam: Family, h: int, f: int, a: int, kv: int, d: int) -> tuple[Linear, ...]:
@@ -212,6 +210,7 @@ def block_linears(fam: Family, h: int, f: int, a: int, kv: int, d: int) -> tuple
     return (*attn, *mlp)
 
 
+@cache
 def build_arch(
     model_type: str,
     vocab_size: int,

@@ -18,6 +18,7 @@ With ``set_to_none`` gradients are absent from the first micro-batch's forward; 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from core import presets
 from core.activations import (
@@ -34,11 +35,24 @@ from core.activations import (
 )
 from core.arch import Arch, lora_params_per_layer, lora_roles
 from core.explain import component_formulas
-from core.overhead import overhead_terms
+from core.overhead import overhead_bytes, overhead_terms
 from core.plan import Plan
 from core.precision import REGIMES
-from core.result import KINDS, Component, Estimate, Phase
+from core.result import KINDS, Estimate, OverheadTerm, Phase
 from core.states import Stage, States, model_states, stages
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """The strategy settings the activation and phase model read (hashable: results are cached on it)."""
+
+    tp: int
+    sp: bool
+    dp: int
+    zero: int
+    int8: bool
+    fused_ce: bool
+    accum: bool  # more than one micro-batch per optimizer step
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,12 +79,13 @@ class StageActs:
         return self.layers + self.embed + self.head + self.rope
 
 
-def _stage_acts(plan: Plan, ctx: ActCtx, stage: Stage, first: Saved, rest: Saved) -> StageActs:
-    s = plan.strategy
-    tp, sp = s.tensor_parallel, s.sequence_parallel
+@lru_cache(maxsize=1024)
+def _stage_acts(ctx: ActCtx, stage: Stage, lay: Layout) -> StageActs:
+    tp, sp, int8 = lay.tp, lay.sp, lay.int8
     arch, T = ctx.arch, ctx.T
     n = stage.layers
-    int8 = s.activation_compression == "int8"
+    rest = layer_saved(ctx, True)
+    first = rest if (ctx.full or ctx.gc) else layer_saved(ctx, False)
 
     def local(x: Saved) -> int:
         b = x.local(tp, sp)
@@ -78,7 +93,7 @@ def _stage_acts(plan: Plan, ctx: ActCtx, stage: Stage, first: Saved, rest: Saved
             return b * int8_bytes(x.elems) // (x.rep + x.split)
         return b
 
-    if s.zero_stage == 3:
+    if lay.zero == 3:
         # ZeRO-3 / FSDP gather each module's 16-bit weights for use and free them after: autograd's saved weights
         # are re-gathered in backward (the gathered_parameters term), no whole-model 16-bit copy persists.
         first, rest = _without_copies(first), _without_copies(rest)
@@ -111,12 +126,12 @@ def _stage_acts(plan: Plan, ctx: ActCtx, stage: Stage, first: Saved, rest: Saved
     if stage.last:
         hs = head_saved(ctx)
         head = hs.local(tp, sp)
-        if s.zero_stage != 3:
+        if lay.zero != 3:
             head_copies = hs.copies // tp
             head_cache = hs.cache // tp
             frozen += hs.frozen_copies // tp
         C = ctx.reg.act_bytes
-        if s.fused_cross_entropy:
+        if lay.fused_ce:
             chunk = _fused_ce_chunk(T, arch)
             loss_grads = chunk * arch.V * (8 + C) // tp
             logits_fwd = loss_grads
@@ -159,18 +174,17 @@ def _fused_ce_chunk(T: int, arch: Arch) -> int:
     return min(T, 1 << max(chunk - 1, 0).bit_length())
 
 
-def _phases(plan: Plan, ctx: ActCtx, stage: Stage, st: States, a: StageActs) -> list[Phase]:
+@lru_cache(maxsize=1024)
+def _phases(ctx: ActCtx, stage: Stage, st: States, a: StageActs, lay: Layout) -> tuple[Phase, ...]:
     """The candidate moments of the step on one stage, each with what is live then."""
-    t, z = plan.training, plan.strategy.zero_stage
-    accum = t.grad_accum_steps > 1
+    z, accum = lay.zero, lay.accum
     m = stage.in_flight
     G = st.grads
     gk = G if accum else 0  # gradients already accumulated when the last micro-batch runs
     others = (m - 1) * a.saved  # other micro-batches in flight on this stage (pipeline 1F1B)
-    base = {"parameters": st.params, "optimizer_states": st.optimizer}
-    bwd = base | {"gathered_parameters": st.gathered, "checkpoint_buffers": m * a.closure}
+    P, OS, GA, CB = st.params, st.optimizer, st.gathered, m * a.closure
 
-    dp = plan.data_parallel
+    dp = lay.dp
 
     def new_grads(done: int) -> int:
         """Gradient bytes present after `done` bytes were produced in this backward (ZeRO-2/3 keep their shard)."""
@@ -178,13 +192,16 @@ def _phases(plan: Plan, ctx: ActCtx, stage: Stage, st: States, a: StageActs) -> 
             return G
         return min(G, done // dp if z >= 2 else done)
 
-    fused_head_grad = st.head_grad if plan.strategy.fused_cross_entropy and not accum else 0
+    fused_head_grad = st.head_grad if lay.fused_ce and not accum else 0
     phases = [
         Phase(
             "forward",
             "end of forward of the last micro-batch: the loss is computed from the lm_head output",
-            bwd
-            | {
+            {
+                "parameters": P,
+                "optimizer_states": OS,
+                "gathered_parameters": GA,
+                "checkpoint_buffers": CB,
                 "gradients": gk + fused_head_grad,
                 "activations": others + a.saved + a.copies,
                 "autocast_cache": a.copies_fwd - a.copies,
@@ -194,8 +211,11 @@ def _phases(plan: Plan, ctx: ActCtx, stage: Stage, st: States, a: StageActs) -> 
         Phase(
             "backward",
             "start of backward: everything the forward kept plus the loss's two fp32 [b*s, V] gradients",
-            bwd
-            | {
+            {
+                "parameters": P,
+                "optimizer_states": OS,
+                "gathered_parameters": GA,
+                "checkpoint_buffers": CB,
                 "gradients": gk + fused_head_grad,
                 "activations": others + a.saved + a.copies,
                 "logits": a.logsm + a.loss_grads,
@@ -217,8 +237,11 @@ def _phases(plan: Plan, ctx: ActCtx, stage: Stage, st: States, a: StageActs) -> 
             Phase(
                 "backward",
                 "backward of the last block: its transients on top of all other blocks' activations",
-                bwd
-                | {
+                {
+                    "parameters": P,
+                    "optimizer_states": OS,
+                    "gathered_parameters": GA,
+                    "checkpoint_buffers": CB,
                     "gradients": new_grads(own + (0 if z >= 2 else head_g)),
                     "activations": top_acts + copies_layers,
                     "temporaries": a.dy + a.layer_work + fresh + head_fresh,
@@ -230,8 +253,11 @@ def _phases(plan: Plan, ctx: ActCtx, stage: Stage, st: States, a: StageActs) -> 
             Phase(
                 "backward",
                 "backward of the first block: nearly all gradients exist, little activation memory is left",
-                bwd
-                | {
+                {
+                    "parameters": P,
+                    "optimizer_states": OS,
+                    "gathered_parameters": GA,
+                    "checkpoint_buffers": CB,
                     "gradients": new_grads(head_g + (n - 1) * layer_g + own),
                     "activations": bottom_acts + per_layer_copies,
                     "temporaries": a.dy + a.layer_work + fresh,
@@ -243,13 +269,15 @@ def _phases(plan: Plan, ctx: ActCtx, stage: Stage, st: States, a: StageActs) -> 
     # embedding backward: a dense [V, h] gradient, added in place if one exists (ZeRO-2/3: produced unsharded,
     # then reduce-scattered)
     if stage.first and ctx.full and (accum or arch.tied or z >= 2):
-        tail = arch.V * arch.h * st.grad_bytes // plan.strategy.tensor_parallel
+        tail = arch.V * arch.h * st.grad_bytes // lay.tp
     phases.append(
         Phase(
             "backward",
             "end of backward: all gradients, the embedding's gradient being accumulated",
-            bwd
-            | {
+            {
+                "parameters": P,
+                "optimizer_states": OS,
+                "gathered_parameters": GA,
                 "gradients": G,
                 "activations": others + a.embed,
                 "temporaries": a.dy + tail,
@@ -261,10 +289,10 @@ def _phases(plan: Plan, ctx: ActCtx, stage: Stage, st: States, a: StageActs) -> 
         Phase(
             "optimizer",
             "optimizer step: weights, gradients, optimizer state and the step's temporaries",
-            base | {"gradients": G, "temporaries": st.optimizer_temp},
+            {"parameters": P, "optimizer_states": OS, "gradients": G, "temporaries": st.optimizer_temp},
         )
     )
-    return phases
+    return tuple(phases)
 
 
 def estimate(plan: Plan) -> Estimate:
@@ -290,10 +318,16 @@ def estimate(plan: Plan) -> Estimate:
         s.gradient_checkpointing == "full",
         t.lora_rank,
     )
-    rest = layer_saved(ctx, True)
-    first = rest if (full or ctx.gc) else layer_saved(ctx, False)
-
-    best: tuple[int, Phase, States, str, list[Phase]] | None = None
+    lay = Layout(
+        tp,
+        s.sequence_parallel,
+        dp,
+        s.zero_stage,
+        s.activation_compression == "int8",
+        s.fused_cross_entropy,
+        t.grad_accum_steps > 1,
+    )
+    best: tuple[int, Phase, States, str, tuple[Phase, ...]] | None = None
     for stage in stages(arch.L, pp, t.grad_accum_steps):
         st = model_states(
             arch,
@@ -312,36 +346,41 @@ def estimate(plan: Plan) -> Estimate:
             offload_optimizer=s.offload_optimizer,
             offload_params=s.offload_parameters,
         )
-        acts = _stage_acts(plan, ctx, stage, first, rest)
-        phases = _phases(plan, ctx, stage, st, acts)
-        peak = max(phases, key=lambda p: p.total)
-        name = "all" if pp == 1 else ("first" if stage.first else "last")
-        if best is None or peak.total > best[0]:
-            best = (peak.total, peak, st, name, phases)
+        acts = _stage_acts(ctx, stage, lay)
+        phases = _phases(ctx, stage, st, acts, lay)
+        top, peak = max((sum(p.live.values()), i) for i, p in enumerate(phases))
+        if best is None or top > best[0]:
+            name = "all" if pp == 1 else ("first" if stage.first else "last")
+            best = (top, phases[peak], st, name, phases)
     assert best is not None
     _, peak, st, stage_name, phases = best
 
     trainable = arch.total_params if full else arch.L * lora_params_per_layer(arch, roles, t.lora_rank)
-    total_params = arch.total_params + (0 if full else trainable)
-    terms = overhead_terms(plan, st, peak.total)
-    largest = {k: max(p.live.get(k, 0) for p in phases) for k in KINDS[:-1]}
-    formulas = component_formulas(plan, arch, reg, st, ctx, roles, trainable, largest)
-    always = ("parameters", "gradients", "optimizer_states", "activations", "logits")
-    components = {
-        kind: Component(kind, largest[kind], *formulas[kind]) for kind in KINDS[:-1] if kind in always or largest[kind]
-    }
-    components["overhead"] = Component("overhead", sum(x.bytes for x in terms), *formulas["overhead"])
+    overheads = overhead_bytes(plan, st, best[0])
+    largest = dict.fromkeys(KINDS[:-1], 0)
+    for p in phases:
+        for k, v in p.live.items():
+            if v > largest[k]:
+                largest[k] = v
+
+    def explain() -> tuple[dict[str, tuple[str, str]], tuple[OverheadTerm, ...]]:
+        return (
+            component_formulas(plan, arch, reg, st, ctx, roles, trainable, largest),
+            overhead_terms(plan, st, overheads),
+        )
+
     gpus_node = plan.hardware.gpus_per_node
     return Estimate(
         plan=plan,
-        params_total=total_params,
+        params_total=arch.total_params + (0 if full else trainable),
         params_trainable=trainable,
-        components=components,
-        phases=tuple(phases),
+        largest=largest,
+        phases=phases,
         peak=peak,
-        overhead_terms=terms,
+        overhead_bytes=overheads,
         gpu_capacity=gpu.memory_bytes,
         cpu_per_node=st.cpu * gpus_node,
         nvme_per_node=st.nvme * gpus_node,
         stage=stage_name,
+        explainer=explain,
     )

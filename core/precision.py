@@ -22,7 +22,7 @@ from typing import Literal
 Compute = Literal["fp32", "autocast", "half"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Regime:
     name: str
     weight_bytes: int  # each model weight as held for compute

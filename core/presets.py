@@ -7,17 +7,19 @@ carries a ``source``: where its figures come from.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError
 
 from core.errors import PlanError
 from core.tomlio import read_toml
 from core.units import MiB
+
+T = TypeVar("T", bound=BaseModel)
 
 
 class GpuSpec(BaseModel):
@@ -66,10 +68,43 @@ class ModelPreset(BaseModel):
     config: dict[str, Any]
 
 
+class PresetTable(Mapping[str, T]):
+    """Presets of one kind by id. Built-in files are parsed and validated on first access (a headless command
+    needs one or two of them); user files are validated when their directory is added."""
+
+    def __init__(self, schema: type[T]) -> None:
+        self.schema = schema
+        self._paths: dict[str, Path] = {}
+        self._items: dict[str, T] = {}
+
+    def add_lazy(self, path: Path) -> None:
+        self._paths[path.stem] = path
+        self._items.pop(path.stem, None)
+
+    def add(self, item: T) -> None:
+        self._items[item.id] = item  # type: ignore[attr-defined]
+        self._paths.pop(item.id, None)  # type: ignore[attr-defined]
+
+    def __getitem__(self, key: str) -> T:
+        if key not in self._items:
+            path = self._paths[key]  # KeyError for an unknown id
+            self._items[key] = _validate(self.schema, path)
+        return self._items[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(sorted({*self._paths, *self._items}))
+
+    def __len__(self) -> int:
+        return len({*self._paths, *self._items})
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._paths or key in self._items
+
+
 @dataclass
 class Registry:
-    models: dict[str, ModelPreset] = field(default_factory=dict)
-    gpus: dict[str, GpuSpec] = field(default_factory=dict)
+    models: PresetTable[ModelPreset] = field(default_factory=lambda: PresetTable(ModelPreset))
+    gpus: PresetTable[GpuSpec] = field(default_factory=lambda: PresetTable(GpuSpec))
     origin: dict[str, str] = field(default_factory=dict)  # "models/<id>" -> "built-in" | path of a user file
     problems: list[str] = field(default_factory=list)  # broken user files: "path: problem"
 
@@ -86,28 +121,32 @@ def _first_error(exc: ValidationError) -> str:
     return f"{loc}: {err['msg']}" if loc else err["msg"]
 
 
-def _load_dir(reg: Registry, directory: Path, kind: str, strict: bool, label: str | None = None) -> None:
+def _validate(schema: type[T], path: Path) -> T:
+    """One preset file, validated; a problem is a `PlanError` naming the file."""
+    data = read_toml(path)
+    data.setdefault("id", path.stem)
+    try:
+        return schema.model_validate(data)
+    except ValidationError as exc:
+        raise PlanError(_first_error(exc), str(path)) from None
+
+
+def _load_dir(reg: Registry, directory: Path, kind: str, builtin: bool) -> None:
     if not directory.is_dir():
         return
-    schema = ModelPreset if kind == "models" else GpuSpec
-    target: dict[str, Any] = reg.models if kind == "models" else reg.gpus
+    table: PresetTable[Any] = reg.models if kind == "models" else reg.gpus
     for path in sorted(directory.glob("*.toml")):
+        if builtin:
+            table.add_lazy(path)
+            reg.origin[f"{kind}/{path.stem}"] = "built-in"
+            continue
         try:
-            data = read_toml(path)
-            data.setdefault("id", path.stem)
-            item = schema.model_validate(data)
+            item = _validate(table.schema, path)
         except PlanError as exc:
-            if strict:
-                raise
             reg.problems.append(exc.line())
             continue
-        except ValidationError as exc:
-            if strict:
-                raise PlanError(_first_error(exc), str(path)) from None
-            reg.problems.append(f"{path}: {_first_error(exc)}")
-            continue
-        target[item.id] = item
-        reg.origin[f"{kind}/{item.id}"] = label or str(path)
+        table.add(item)
+        reg.origin[f"{kind}/{item.id}"] = str(path)
 
 
 def load_registry(extra_dirs: Iterable[Path] = ()) -> Registry:
@@ -115,11 +154,11 @@ def load_registry(extra_dirs: Iterable[Path] = ()) -> Registry:
     from presets import DATA_DIR
 
     reg = Registry()
-    _load_dir(reg, DATA_DIR / "models", "models", strict=True, label="built-in")
-    _load_dir(reg, DATA_DIR / "hardware", "hardware", strict=True, label="built-in")
+    _load_dir(reg, DATA_DIR / "models", "models", builtin=True)
+    _load_dir(reg, DATA_DIR / "hardware", "hardware", builtin=True)
     for d in extra_dirs:
-        _load_dir(reg, d / "models", "models", strict=False)
-        _load_dir(reg, d / "hardware", "hardware", strict=False)
+        _load_dir(reg, d / "models", "models", builtin=False)
+        _load_dir(reg, d / "hardware", "hardware", builtin=False)
     return reg
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -70,24 +71,52 @@ class OverheadTerm:
     source: str
 
 
-@dataclass(frozen=True, slots=True)
+ALWAYS_SHOWN = ("parameters", "gradients", "optimizer_states", "activations", "logits")
+Explainer = Callable[[], tuple[dict[str, tuple[str, str]], tuple[OverheadTerm, ...]]]
+
+
+@dataclass(frozen=True)
 class Estimate:
+    """Numbers first (cheap to build: an estimate takes microseconds); formulas and sources on demand."""
+
     plan: Plan
     params_total: int
     params_trainable: int
-    components: dict[str, Component]
+    largest: dict[str, int]  # each kind at its largest over the step's moments
     phases: tuple[Phase, ...]  # candidate moments of the step (tensor bytes only)
     peak: Phase  # the moment with the most tensor bytes
-    overhead_terms: tuple[OverheadTerm, ...]
+    overhead_bytes: dict[str, int]  # named overhead terms
     gpu_capacity: int
     cpu_per_node: int
     nvme_per_node: int
     stage: str  # which pipeline stage is the busiest ("all" without pipeline parallelism)
-    notes: tuple[str, ...] = field(default=())
+    explainer: Explainer = field(repr=False, compare=False)
+    _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def _explained(self) -> tuple[dict[str, tuple[str, str]], tuple[OverheadTerm, ...]]:
+        if "explained" not in self._cache:
+            self._cache["explained"] = self.explainer()
+        return self._cache["explained"]
+
+    @property
+    def components(self) -> dict[str, Component]:
+        """Each kind at its largest (those that occur), with its formula and source."""
+        formulas, _ = self._explained()
+        out = {
+            kind: Component(kind, self.largest[kind], *formulas[kind])
+            for kind in KINDS[:-1]
+            if kind in ALWAYS_SHOWN or self.largest.get(kind)
+        }
+        out["overhead"] = Component("overhead", self.overhead, *formulas["overhead"])
+        return out
+
+    @property
+    def overhead_terms(self) -> tuple[OverheadTerm, ...]:
+        return self._explained()[1]
 
     @property
     def overhead(self) -> int:
-        return sum(t.bytes for t in self.overhead_terms)
+        return sum(self.overhead_bytes.values())
 
     @property
     def total(self) -> int:
@@ -119,8 +148,16 @@ class Estimate:
 
     def per_gpu(self) -> dict[str, int]:
         """Each kind at its largest, then the predicted peak (`total`)."""
-        out = {k: c.bytes for k, c in self.components.items()}
+        out = {k: self.largest[k] for k in KINDS[:-1] if k in ALWAYS_SHOWN or self.largest.get(k)}
+        out["overhead"] = self.overhead
         out["total"] = self.total
+        return out
+
+    def phase_totals(self) -> dict[str, int]:
+        """The largest tensor total of each phase (forward, backward, optimizer)."""
+        out: dict[str, int] = {}
+        for p in self.phases:
+            out[p.name] = max(out.get(p.name, 0), p.total)
         return out
 
     def to_json(self, version: str) -> dict[str, Any]:
@@ -139,8 +176,8 @@ class Estimate:
                 "cpu_per_node": self.cpu_per_node,
                 "nvme_per_node": self.nvme_per_node,
                 "stage": self.stage,
-                "overhead_terms": {t.name: t.bytes for t in self.overhead_terms},
-                "phases": {p.name: p.total for p in self.phases},
+                "overhead_terms": dict(self.overhead_bytes),
+                "phases": self.phase_totals(),
             },
             "explain": {k: {"formula": c.formula, "source": c.source} for k, c in self.components.items()},
         }

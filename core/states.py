@@ -13,6 +13,7 @@ ZeRO-Offload, Ren et al. 2021) and with ZeRO-3 the 16-bit parameter partition to
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from core.arch import Arch, lora_params_per_layer
 from core.precision import INT8_BLOCK, OPTIMIZERS, Regime, resolve_impl
@@ -67,6 +68,7 @@ class States:
     grad_bytes: int  # bytes per gradient element
 
 
+@lru_cache(maxsize=1024)
 def model_states(
     arch: Arch,
     stage: Stage,
@@ -87,8 +89,8 @@ def model_states(
 ) -> States:
     """Bytes of weights, gradients and optimizer state held by one GPU of `stage`."""
     V, h, n = arch.V, arch.h, stage.layers
-    lin_w = sum(lin.weight_params for lin in arch.linears) // tp
-    lin_b = sum(lin.params - lin.weight_params for lin in arch.linears) // tp
+    lin_w = arch.layer_weight_params // tp
+    lin_b = arch.layer_bias_params // tp
     norms = arch.layer_norm_params
     vocab = V * h // tp
     embed = (vocab + (arch.norm_params if arch.fam.embed_norm else 0)) if stage.first else 0
@@ -102,7 +104,7 @@ def model_states(
         g_elem = reg.grad_bytes
         state_elem = reg.state_bytes
         master = reg.master_bytes
-        largest = max(vocab if (stage.first or stage.last) else 0, max(lin.weight_params for lin in arch.linears) // tp)
+        largest = max(vocab if (stage.first or stage.last) else 0, arch.max_linear_weight // tp)
         factored = _factored_elems(arch, tp, n, stage) if spec.factored else 0
         layer_train, head_train = lin_w + lin_b + norms, (vocab if stage.last else 0)
     else:

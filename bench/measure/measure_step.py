@@ -37,6 +37,7 @@ Each case runs two passes:
   the fp32 log-softmax included). Region/module = innermost module running when the storage is first saved;
   everything from the lm_head's start on is head_and_loss. logits_like = saved activations whose last dim is V.
 """
+
 import argparse
 import bisect
 import gc
@@ -55,10 +56,25 @@ import transformers
 from torch.profiler import ProfilerActivity, profile, record_function
 from torch.utils._python_dispatch import TorchDispatchMode
 
-DEFAULTS = {"num_kv_heads": None, "tie_embeddings": None, "intermediate_size": None, "precision": "fp32",
-            "optimizer": "adamw", "optimizer_impl": "foreach", "gradient_checkpointing": False,
-            "attention": "sdpa", "method": "full", "lora_rank": 8, "lora_alpha": 16, "lora_targets": "qv",
-            "lora_dropout": 0.0, "steps": 2, "grad_accum_steps": 1, "lr": 1e-3, "seed": 0}
+DEFAULTS = {
+    "num_kv_heads": None,
+    "tie_embeddings": None,
+    "intermediate_size": None,
+    "precision": "fp32",
+    "optimizer": "adamw",
+    "optimizer_impl": "foreach",
+    "gradient_checkpointing": False,
+    "attention": "sdpa",
+    "method": "full",
+    "lora_rank": 8,
+    "lora_alpha": 16,
+    "lora_targets": "qv",
+    "lora_dropout": 0.0,
+    "steps": 2,
+    "grad_accum_steps": 1,
+    "lr": 1e-3,
+    "seed": 0,
+}
 CAST_OPS = {"_to_copy", "clone"}
 
 
@@ -79,15 +95,31 @@ def build(c):
     fam, tie = c["family"], c["tie_embeddings"]
     common = dict(vocab_size=c["vocab_size"], tie_word_embeddings=tie, use_cache=False)
     if fam == "bloom":
-        cfg = transformers.BloomConfig(n_embed=c["hidden_size"], n_layer=c["num_layers"], n_head=c["num_heads"],
-                                       hidden_dropout=0.0, attention_dropout=0.0, **common)
+        cfg = transformers.BloomConfig(
+            n_embed=c["hidden_size"],
+            n_layer=c["num_layers"],
+            n_head=c["num_heads"],
+            hidden_dropout=0.0,
+            attention_dropout=0.0,
+            **common,
+        )
     else:
-        cls = {"llama": transformers.LlamaConfig, "qwen2": transformers.Qwen2Config,
-               "mistral": transformers.MistralConfig}[fam]
+        cls = {
+            "llama": transformers.LlamaConfig,
+            "qwen2": transformers.Qwen2Config,
+            "mistral": transformers.MistralConfig,
+        }[fam]
         extra = {"sliding_window": None} if fam == "mistral" else {}
-        cfg = cls(hidden_size=c["hidden_size"], intermediate_size=c["intermediate_size"],
-                  num_hidden_layers=c["num_layers"], num_attention_heads=c["num_heads"],
-                  num_key_value_heads=c["num_kv_heads"], attention_dropout=0.0, **extra, **common)
+        cfg = cls(
+            hidden_size=c["hidden_size"],
+            intermediate_size=c["intermediate_size"],
+            num_hidden_layers=c["num_layers"],
+            num_attention_heads=c["num_heads"],
+            num_key_value_heads=c["num_kv_heads"],
+            attention_dropout=0.0,
+            **extra,
+            **common,
+        )
     model = transformers.AutoModelForCausalLM.from_config(cfg, attn_implementation=c["attention"])
     # drawn before LoRA's random init, so that a LoRA case trains on the same batch as its base case
     ids = torch.randint(0, c["vocab_size"], (c["micro_batch_size"], c["seq_len"]), dtype=torch.int64)
@@ -103,15 +135,26 @@ def build(c):
         t = (["query_key_value"] if fam == "bloom" else ["q_proj", "v_proj"]) if t == "qv" else t
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)
-            model = peft.get_peft_model(model, peft.LoraConfig(r=c["lora_rank"], lora_alpha=c["lora_alpha"],
-                                                               lora_dropout=c["lora_dropout"], target_modules=t,
-                                                               task_type="CAUSAL_LM"))
+            model = peft.get_peft_model(
+                model,
+                peft.LoraConfig(
+                    r=c["lora_rank"],
+                    lora_alpha=c["lora_alpha"],
+                    lora_dropout=c["lora_dropout"],
+                    target_modules=t,
+                    task_type="CAUSAL_LM",
+                ),
+            )
     params = [p for p in model.parameters() if p.requires_grad]
     if c["optimizer"] == "adamw":
         opt = torch.optim.AdamW(params, lr=c["lr"], foreach=c["optimizer_impl"] == "foreach")
     else:
-        opt = torch.optim.SGD(params, lr=c["lr"], momentum=0.9 if c["optimizer"] == "sgd-momentum" else 0.0,
-                              foreach=c["optimizer_impl"] == "foreach")
+        opt = torch.optim.SGD(
+            params,
+            lr=c["lr"],
+            momentum=0.9 if c["optimizer"] == "sgd-momentum" else 0.0,
+            foreach=c["optimizer_impl"] == "foreach",
+        )
     return model, opt, ids, ids.clone()
 
 
@@ -180,10 +223,12 @@ def profile_pass(c):
                     "inputs": storage_bytes([ids, labels]),
                     "optimizer_state": opt_state(opt)["bytes"] if steps > 1 else 0,
                 }
-        info["params"] = {"total": sum(q.numel() for q in model.parameters()),
-                          "trainable": sum(q.numel() for q in model.parameters() if q.requires_grad),
-                          "bytes": storage_bytes(list(model.parameters())),
-                          "buffers_bytes": storage_bytes(list(model.buffers()))}
+        info["params"] = {
+            "total": sum(q.numel() for q in model.parameters()),
+            "trainable": sum(q.numel() for q in model.parameters() if q.requires_grad),
+            "bytes": storage_bytes(list(model.parameters())),
+            "buffers_bytes": storage_bytes(list(model.buffers())),
+        }
         info["optimizer"]["impl"] = c["optimizer_impl"]
         del model, opt, ids, labels
         gc.collect()
@@ -193,6 +238,7 @@ def profile_pass(c):
 def analyse(prof, c):
     """Allocation events in time order, and each phase's start/peak/end from the running total."""
     from torch._C._profiler import _EventType
+
     allocs, ranges, kernels = [], [], set()
     stack = list(prof.profiler.kineto_results.experimental_event_tree())
     while stack:
@@ -221,18 +267,36 @@ def analyse(prof, c):
         ev = allocs[i:j]
         peak = max([start] + [a[2] for a in ev])
         first = next((k for k, a in enumerate(ev) if a[2] == peak), None)
-        phases.append({"step": step, "phase": ph, "micro_batch": mb, "start": start, "peak": peak,
-                       "end": ev[-1][2] if ev else start, "num_alloc_events": sum(a[1] > 0 for a in ev),
-                       "_first_peak_t": ev[first][0] if first is not None else t0})
+        phases.append(
+            {
+                "step": step,
+                "phase": ph,
+                "micro_batch": mb,
+                "start": start,
+                "peak": peak,
+                "end": ev[-1][2] if ev else start,
+                "num_alloc_events": sum(a[1] > 0 for a in ev),
+                "_first_peak_t": ev[first][0] if first is not None else t0,
+            }
+        )
     per_step = []
     for step in range(1, c["steps"] + 1):
         ps = [p for p in phases if p["step"] == step]
         base = ps[0]["start"]
         top = max(p["peak"] for p in ps)
         at = min((p for p in ps if p["peak"] == top), key=lambda p: p["_first_peak_t"])
-        per_step.append({"step": step, "baseline_bytes": base, "peak_bytes": top, "peak_above_baseline_bytes":
-                         top - base, "peak_phase": at["phase"], "peak_micro_batch": at["micro_batch"],
-                         "end_bytes": ps[-1]["end"], "phases": ps})
+        per_step.append(
+            {
+                "step": step,
+                "baseline_bytes": base,
+                "peak_bytes": top,
+                "peak_above_baseline_bytes": top - base,
+                "peak_phase": at["phase"],
+                "peak_micro_batch": at["micro_batch"],
+                "end_bytes": ps[-1]["end"],
+                "phases": ps,
+            }
+        )
     for p in phases:
         del p["_first_peak_t"]
     return per_step, consistent, sorted(kernels), len(allocs), offset, allocs[-1][2]
@@ -283,11 +347,27 @@ def saved_pass(c):
         k = s.data_ptr()
         if k not in recs and s.nbytes():
             keep.append(t)
-            cat = ("param" if k in pptr else "param_copy" if k in tracker.copies else "buffer" if k in bptr
-                   else "input" if t is ids or k == ids.untyped_storage().data_ptr() else "activation")
-            recs[k] = {"bytes": s.nbytes(), "category": cat, "dtype": str(t.dtype)[6:], "shape": list(t.shape),
-                       "module": stack[-1], "producer": type(t.grad_fn).__name__ if t.grad_fn else None,
-                       "head": state["head"], "src": tracker.copies.get(k)}
+            cat = (
+                "param"
+                if k in pptr
+                else "param_copy"
+                if k in tracker.copies
+                else "buffer"
+                if k in bptr
+                else "input"
+                if t is ids or k == ids.untyped_storage().data_ptr()
+                else "activation"
+            )
+            recs[k] = {
+                "bytes": s.nbytes(),
+                "category": cat,
+                "dtype": str(t.dtype)[6:],
+                "shape": list(t.shape),
+                "module": stack[-1],
+                "producer": type(t.grad_fn).__name__ if t.grad_fn else None,
+                "head": state["head"],
+                "src": tracker.copies.get(k),
+            }
         return t
 
     t0 = time.time()
@@ -323,19 +403,31 @@ def summarise(c, recs, calls, secs, n_sources):
         by_region[region] += r["bytes"]
         by_dtype[r["dtype"]] += r["bytes"]
     total = sum(r["bytes"] for r in act)
-    logits = [{k: r[k] for k in ("bytes", "dtype", "module", "producer", "shape")}
-              for r in act if r["shape"] and r["shape"][-1] == c["vocab_size"]]
+    logits = [
+        {k: r[k] for k in ("bytes", "dtype", "module", "producer", "shape")}
+        for r in act
+        if r["shape"] and r["shape"][-1] == c["vocab_size"]
+    ]
     top = sorted(act, key=lambda r: -r["bytes"])[:12]
-    return {"bytes": total, "by_region": dict(by_region), "by_dtype": dict(by_dtype),
-            "per_layer": [per_layer[i] for i in sorted(per_layer)], "layer_sub_total": dict(sub),
-            "excluded": excl, "param_copy_sources": n_sources,
-            "head_and_loss_bytes": by_region.get("head_and_loss", 0),
-            "bytes_excluding_head_and_loss": total - by_region.get("head_and_loss", 0),
-            "input_bytes": sum(r["bytes"] for r in act if r["category"] == "input"),
-            "lora_module_bytes": sum(r["bytes"] for r in act if ".lora_" in r["module"]),
-            "logits_like": logits, "logits_like_bytes": sum(x["bytes"] for x in logits),
-            "num_distinct_storages": len(act), "num_pack_calls": calls, "seconds": round(secs, 2),
-            "top": [{k: v for k, v in r.items() if k not in ("head", "src")} for r in top]}
+    return {
+        "bytes": total,
+        "by_region": dict(by_region),
+        "by_dtype": dict(by_dtype),
+        "per_layer": [per_layer[i] for i in sorted(per_layer)],
+        "layer_sub_total": dict(sub),
+        "excluded": excl,
+        "param_copy_sources": n_sources,
+        "head_and_loss_bytes": by_region.get("head_and_loss", 0),
+        "bytes_excluding_head_and_loss": total - by_region.get("head_and_loss", 0),
+        "input_bytes": sum(r["bytes"] for r in act if r["category"] == "input"),
+        "lora_module_bytes": sum(r["bytes"] for r in act if ".lora_" in r["module"]),
+        "logits_like": logits,
+        "logits_like_bytes": sum(x["bytes"] for x in logits),
+        "num_distinct_storages": len(act),
+        "num_pack_calls": calls,
+        "seconds": round(secs, 2),
+        "top": [{k: v for k, v in r.items() if k not in ("head", "src")} for r in top],
+    }
 
 
 # ---------------------------------------------------------------------------------------------------- a case
@@ -352,44 +444,92 @@ def measure(case):
     steady_base_enum = sum(info["enumerated"].values())
     ph = lambda s: [{k: v for k, v in p.items() if k != "step"} for p in s["phases"]]  # noqa: E731
     figures = {
-        "params_total": info["params"]["total"], "params_trainable": info["params"]["trainable"],
-        "param_bytes": info["params"]["bytes"], "grad_bytes": info["grads"]["bytes"],
-        "optimizer_state_bytes": info["optimizer"]["bytes"], "activation_bytes": acts["bytes"],
+        "params_total": info["params"]["total"],
+        "params_trainable": info["params"]["trainable"],
+        "param_bytes": info["params"]["bytes"],
+        "grad_bytes": info["grads"]["bytes"],
+        "optimizer_state_bytes": info["optimizer"]["bytes"],
+        "activation_bytes": acts["bytes"],
         "activation_bytes_excl_head_and_loss": acts["bytes_excluding_head_and_loss"],
-        "head_and_loss_bytes": acts["head_and_loss_bytes"], "logits_like_bytes": acts["logits_like_bytes"],
+        "head_and_loss_bytes": acts["head_and_loss_bytes"],
+        "logits_like_bytes": acts["logits_like_bytes"],
         "saved_weight_copy_bytes": acts["excluded"]["param_copy"],
-        "baseline_bytes": first["baseline_bytes"], "peak_bytes": first["peak_bytes"],
-        "peak_above_baseline_bytes": first["peak_above_baseline_bytes"], "peak_phase": first["peak_phase"],
-        "forward_retained_bytes": fwd1["end"] - fwd1["start"], "end_of_step_bytes": zg1["start"],
-        "steady_baseline_bytes": last["baseline_bytes"], "steady_peak_bytes": last["peak_bytes"],
+        "baseline_bytes": first["baseline_bytes"],
+        "peak_bytes": first["peak_bytes"],
+        "peak_above_baseline_bytes": first["peak_above_baseline_bytes"],
+        "peak_phase": first["peak_phase"],
+        "forward_retained_bytes": fwd1["end"] - fwd1["start"],
+        "end_of_step_bytes": zg1["start"],
+        "steady_baseline_bytes": last["baseline_bytes"],
+        "steady_peak_bytes": last["peak_bytes"],
         "steady_peak_above_baseline_bytes": last["peak_above_baseline_bytes"],
-        "steady_peak_phase": last["peak_phase"], "steady_peak_micro_batch": last["peak_micro_batch"],
+        "steady_peak_phase": last["peak_phase"],
+        "steady_peak_micro_batch": last["peak_micro_batch"],
     }
     return {
-        "id": c["id"], "resolved_case": c, "figures": figures, "loss": info["losses"][0], "activations": acts,
-        "params": info["params"], "grads": info["grads"], "optimizer": info["optimizer"],
-        "peak": {"method": "torch.profiler(profile_memory=True): allocator total_allocated per CPU alloc/free event",
-                 "phases": ph(first), "running_sum_consistent": consistent, "num_alloc_events": n_events,
-                 "allocator_counter_offset": offset, "session_end_bytes": final},
-        "steady": {"measured_step": c["steps"], "steps": c["steps"], "grad_accum_steps": c["grad_accum_steps"],
-                   "baseline_bytes": last["baseline_bytes"], "peak_bytes": last["peak_bytes"],
-                   "peak_above_baseline_bytes": last["peak_above_baseline_bytes"], "peak_phase": last["peak_phase"],
-                   "peak_micro_batch": last["peak_micro_batch"], "end_bytes": last["end_bytes"],
-                   "end_minus_baseline_bytes": last["end_bytes"] - last["baseline_bytes"],
-                   "baseline_enumerated": info["enumerated"], "baseline_enumerated_total": steady_base_enum,
-                   "grads": info["steady_grads"], "phases": ph(last), "losses": info["losses"],
-                   "per_step": [{k: v for k, v in s.items() if k != "phases"} for s in per_step]},
-        "consistency": {"steady_baseline_allocator_vs_enumerated": [last["baseline_bytes"], steady_base_enum],
-                        "steady_end_vs_baseline": [last["end_bytes"], last["baseline_bytes"]]},
-        "attention_kernels_seen": kernels, "seconds": round(time.time() - t0, 2),
-        "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
-                     "peft": peft.__version__, "python": platform.python_version()},
+        "id": c["id"],
+        "resolved_case": c,
+        "figures": figures,
+        "loss": info["losses"][0],
+        "activations": acts,
+        "params": info["params"],
+        "grads": info["grads"],
+        "optimizer": info["optimizer"],
+        "peak": {
+            "method": "torch.profiler(profile_memory=True): allocator total_allocated per CPU alloc/free event",
+            "phases": ph(first),
+            "running_sum_consistent": consistent,
+            "num_alloc_events": n_events,
+            "allocator_counter_offset": offset,
+            "session_end_bytes": final,
+        },
+        "steady": {
+            "measured_step": c["steps"],
+            "steps": c["steps"],
+            "grad_accum_steps": c["grad_accum_steps"],
+            "baseline_bytes": last["baseline_bytes"],
+            "peak_bytes": last["peak_bytes"],
+            "peak_above_baseline_bytes": last["peak_above_baseline_bytes"],
+            "peak_phase": last["peak_phase"],
+            "peak_micro_batch": last["peak_micro_batch"],
+            "end_bytes": last["end_bytes"],
+            "end_minus_baseline_bytes": last["end_bytes"] - last["baseline_bytes"],
+            "baseline_enumerated": info["enumerated"],
+            "baseline_enumerated_total": steady_base_enum,
+            "grads": info["steady_grads"],
+            "phases": ph(last),
+            "losses": info["losses"],
+            "per_step": [{k: v for k, v in s.items() if k != "phases"} for s in per_step],
+        },
+        "consistency": {
+            "steady_baseline_allocator_vs_enumerated": [last["baseline_bytes"], steady_base_enum],
+            "steady_end_vs_baseline": [last["end_bytes"], last["baseline_bytes"]],
+        },
+        "attention_kernels_seen": kernels,
+        "seconds": round(time.time() - t0, 2),
+        "versions": {
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+            "peft": peft.__version__,
+            "python": platform.python_version(),
+        },
     }
 
 
-COMPARED = ["params_total", "params_trainable", "param_bytes", "grad_bytes", "optimizer_state_bytes",
-            "activation_bytes", "logits_like_bytes", "saved_weight_copy_bytes", "steady_baseline_bytes",
-            "steady_peak_bytes", "steady_peak_phase", "steady_peak_micro_batch"]
+COMPARED = [
+    "params_total",
+    "params_trainable",
+    "param_bytes",
+    "grad_bytes",
+    "optimizer_state_bytes",
+    "activation_bytes",
+    "logits_like_bytes",
+    "saved_weight_copy_bytes",
+    "steady_baseline_bytes",
+    "steady_peak_bytes",
+    "steady_peak_phase",
+    "steady_peak_micro_batch",
+]
 
 
 def compare(results, truth_path):
@@ -407,8 +547,9 @@ def compare(results, truth_path):
             txt = f"{a:,}" if isinstance(a, int) and not isinstance(a, bool) else "null" if a is None else str(a)
             cells.append(txt if a == b else f"**{a} -> {b}**")
         key = ("phase", "micro_batch", "start", "peak", "end", "num_alloc_events")
-        same = [{k: p[k] for k in key} for p in o["steady"]["phases"]] == [{k: p[k] for k in key}
-                                                                          for p in r["steady"]["phases"]]
+        same = [{k: p[k] for k in key} for p in o["steady"]["phases"]] == [
+            {k: p[k] for k in key} for p in r["steady"]["phases"]
+        ]
         bad += not same
         cells.append(f"{'equal' if same else '**differ**'} ({len(o['steady']['phases'])})")
         rows.append(f"| {cid} | " + " | ".join(cells) + " |")
@@ -432,8 +573,11 @@ def main():
     for case in cases:
         results[case["id"]] = r = measure(case)
         f = r["figures"]
-        print(f"{case['id']:32s} act={f['activation_bytes']:>11,} steady_peak={f['steady_peak_bytes']:>12,} "
-              f"({f['steady_peak_phase']}) {r['seconds']}s", flush=True)
+        print(
+            f"{case['id']:32s} act={f['activation_bytes']:>11,} steady_peak={f['steady_peak_bytes']:>12,} "
+            f"({f['steady_peak_phase']}) {r['seconds']}s",
+            flush=True,
+        )
     with open(args.out, "w") as fh:
         json.dump(results, fh, indent=1, sort_keys=True)
     if args.compare:

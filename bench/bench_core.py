@@ -1,0 +1,126 @@
+"""Benchmark the core: estimate latency, validate+estimate throughput, and cold-process CLI time.
+
+Run: python bench/bench_core.py   (the README quotes its output; this is not a timed test)
+
+- warm: the same plan again (what a redraw costs: every memoised sub-result hits)
+- keystroke: a new plan each call, one field changed from the last (what an edit in the TUI costs)
+- cold: every memo cache cleared before each call (a plan never seen before, new model included)
+"""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from core import PlanError, cache, default_plan, estimate, plan_from_dict  # noqa: E402
+from core.plan import Plan  # noqa: E402
+
+
+def per_call_us(fn: Callable[[], object], calls: int = 500, repeats: int = 7) -> tuple[float, float]:
+    """(median, min) over `repeats` of the mean time per call, after a warm-up (CPython specialises hot code)."""
+    for _ in range(calls):
+        fn()
+    means = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        means.append((time.perf_counter() - t0) / calls * 1e6)
+    return statistics.median(means), min(means)
+
+
+def keystrokes(plan: Plan) -> Callable[[], object]:
+    """A cycle of one-field edits; each call estimates a plan that differs in one field from the previous one."""
+    edits = (
+        [("training.micro_batch_size", v) for v in range(1, 9)]
+        + [("strategy.zero_stage", z) for z in (0, 1, 2, 3)]
+        + [("training.seq_len", s) for s in (512, 1024, 2048, 4096, 8192)]
+        + [("strategy.gradient_checkpointing", g) for g in ("none", "selective", "full")]
+    )
+    plans = []
+    current = plan
+    for key, value in edits * 3:
+        try:
+            current = current.with_changes({key: value})
+        except PlanError:  # e.g. ZeRO-2/3 with pipeline parallelism
+            continue
+        plans.append(current)
+    it = itertools.cycle(plans)
+
+    def step() -> object:
+        return estimate(next(it))
+
+    return step
+
+
+def cold(plan: Plan) -> Callable[[], object]:
+    def step() -> object:
+        cache.clear()
+        return estimate(plan)
+
+    return step
+
+
+def process_ms(cmd: list[str], runs: int = 15) -> float:
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        subprocess.run(cmd, check=True, capture_output=True, cwd=ROOT)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1000
+
+
+def main() -> None:
+    plans = {
+        "default plan (LLaMA-7B, ZeRO-3, full checkpointing)": default_plan(),
+        "Qwen2.5-72B LoRA, TP 8 x PP 2, int8 activations": default_plan().with_changes(
+            {
+                "model.preset": "qwen2.5-72b",
+                "hardware.nodes": 2,
+                "training.method": "lora",
+                "strategy.tensor_parallel": 8,
+                "strategy.pipeline_parallel": 2,
+                "strategy.zero_stage": 1,
+                "strategy.activation_compression": "int8",
+                "training.grad_accum_steps": 8,
+            }
+        ),
+    }
+    print("core.estimate, microseconds per call (median / best of 7 runs)")
+    for name, plan in plans.items():
+        estimate(plan)
+        rows = {
+            "warm": per_call_us(lambda p=plan: estimate(p)),
+            "keystroke": per_call_us(keystrokes(plan)),
+            "cold": per_call_us(cold(plan), calls=200),
+        }
+        print(f"  {name}: " + ", ".join(f"{k} {m:.0f} / {b:.0f}" for k, (m, b) in rows.items()))
+    data = default_plan().dump()
+    n, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < 2.0:
+        data["training"]["micro_batch_size"] = 1 + n % 64
+        data["training"]["seq_len"] = 256 * (1 + n % 32)
+        estimate(plan_from_dict(data))
+        n += 1
+    print(f"validate + estimate (a new plan each time): {n / (time.perf_counter() - t0):,.0f} plans/s")
+    py = sys.executable
+    base = process_ms([py, "-c", "import pydantic, tomli_w"])
+    model = process_ms([py, "-c", "from pydantic import BaseModel\nclass A(BaseModel):\n    x: int\nA(x=1)"])
+    cli = process_ms([py, "-m", "tui", "estimate", "--json"])
+    print(
+        f"cold process, median of 15: python -c 'import pydantic, tomli_w' {base:.0f} ms; "
+        f"a one-field pydantic model {model:.0f} ms ({model / base:.2f}x); "
+        f"vramplan estimate --json {cli:.0f} ms ({cli / base:.2f}x)"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,166 @@
+"""The headless CLI: `vramplan estimate` and `vramplan presets`, its JSON contract and its errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from core import estimate
+from core.planio import resolve_plan
+from tui.cli import run
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tui", *args], capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
+
+
+def test_estimate_json_is_one_object_with_the_contract(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(["estimate", "--json"]) == 0
+    out = capsys.readouterr().out
+    data = json.loads(out)  # exactly one JSON object: json.loads fails on trailing data
+    assert set(data) >= {"version", "plan", "parameters", "memory"}
+    assert set(data["plan"]) >= {"model", "hardware", "training", "strategy"}
+    assert set(data["parameters"]) == {"total", "trainable"}
+    mem = data["memory"]
+    per_gpu = mem["per_gpu"]
+    for key in ("parameters", "gradients", "optimizer_states", "activations", "logits", "overhead", "total"):
+        assert isinstance(per_gpu[key], int)
+    assert isinstance(mem["peak_phase"], str)
+    assert isinstance(mem["gpu_capacity"], int)
+    assert isinstance(mem["fits"], bool)
+    assert isinstance(mem["cpu_per_node"], int)
+    assert mem["fits"] == (per_gpu["total"] <= mem["gpu_capacity"])
+    assert sum(mem["live_at_peak"].values()) == per_gpu["total"]
+
+
+def test_estimate_json_equals_core(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["estimate", "--model", "bloom-7b1", "--gpu", "h100-80gb", "--set", "strategy.zero_stage=3",
+            "--set", 'training.lora_targets=["qkv"]', "--set", "training.method=lora", "--json"]
+    assert run(args) == 0
+    data = json.loads(capsys.readouterr().out)
+    est = estimate(resolve_plan(None, "bloom-7b1", "h100-80gb", ["strategy.zero_stage=3",
+                                                                 'training.lora_targets=["qkv"]',
+                                                                 "training.method=lora"]))
+    assert data["memory"]["per_gpu"] == est.per_gpu()
+    assert data["plan"]["training"]["lora_targets"] == ["qkv"]
+    assert data["plan"]["model"]["preset"] == "bloom-7b1"
+
+
+def test_plan_file_round_trips_through_json(tmp_plan, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_plan(
+        """
+[model]
+preset = "llama-7b"
+num_hidden_layers = 16
+
+[hardware]
+gpu = "a100-80gb"
+gpus_per_node = 8
+nodes = 1
+
+[training]
+micro_batch_size = 2
+seq_len = 4096
+precision = "bf16-master"
+"""
+    )
+    assert run(["estimate", str(path), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["plan"]["model"]["num_hidden_layers"] == 16
+    assert data["plan"]["model"]["hidden_size"] == 4096  # from the preset
+    assert data["plan"]["training"]["seq_len"] == 4096
+
+
+def test_table_output_names_the_verdict(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(["estimate", "--set", "hardware.gpu=rtx-3070-8gb", "--set", "strategy.zero_stage=0"]) == 0
+    out = capsys.readouterr().out
+    assert "DOES NOT FIT" in out
+    assert "Optimizer states" in out
+
+
+def test_presets_lists_models_and_hardware(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(["presets"]) == 0
+    out = capsys.readouterr().out
+    for pid in ("llama-7b", "bloom-7b1", "qwen2.5-72b", "a100-80gb", "h100-80gb", "mi250x", "rtx-3070-8gb"):
+        assert pid in out
+    assert run(["presets", "hardware"]) == 0
+    out = capsys.readouterr().out
+    assert "a100-80gb" in out and "llama-7b" not in out
+
+
+BAD_FILES = {
+    "malformed": (b"[model\npreset = 'llama-7b'\n", "not valid TOML"),
+    "unknown_key": (b"[model]\npreset = 'llama-7b'\n[training]\nseq_lenght = 4\n", "training.seq_lenght: unknown key"),
+    "unknown_table": (b"[model]\npreset = 'llama-7b'\n[trainig]\n", "trainig: unknown table"),
+    "wrong_type": (b"[model]\npreset = 'llama-7b'\n[training]\nseq_len = 'long'\n", "training.seq_len"),
+    "out_of_range": (b"[model]\npreset = 'llama-7b'\n[strategy]\nzero_stage = 4\n", "strategy.zero_stage"),
+    "unknown_preset": (b"[model]\npreset = 'llama7b'\n", "did you mean llama-7b"),
+    "unknown_gpu": (b"[model]\npreset = 'llama-7b'\n[hardware]\ngpu = 'h100'\n", "hardware.gpu"),
+    "no_model": (b"[hardware]\ngpu = 'h100-80gb'\n", "missing [model]"),
+    "bad_combination": (
+        b"[model]\npreset = 'llama-7b'\n[strategy]\noffload_parameters = 'cpu'\nzero_stage = 2\n",
+        "strategy.offload_parameters",
+    ),
+    "non_utf8": (b"[model]\npreset = '\xff\xfe llama'\n", "not UTF-8"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_FILES))
+def test_bad_plan_files_give_one_line_and_exit_2(name: str, tmp_path: Path) -> None:
+    content, expected = BAD_FILES[name]
+    path = tmp_path / f"{name}.toml"
+    path.write_bytes(content)
+    r = cli("estimate", str(path))
+    assert r.returncode == 2
+    assert r.stdout == ""
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert "Traceback" not in r.stderr
+    assert expected in lines[0]
+    assert str(path) in lines[0]
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["estimate", "missing.toml"], "missing.toml: no such file"),
+        (["estimate", "tests"], "tests: is a directory"),
+        (["estimate", "--set", "strategy.zero_stage"], "expected table.key=value"),
+        (["estimate", "--set", "zero_stage=3"], "keys are table.key"),
+        (["estimate", "--set", "strategy.zero_stage=9"], "strategy.zero_stage"),
+        (["estimate", "--gpu", "a100"], "did you mean"),
+        (["estimate", "--model", "nope"], "unknown model preset"),
+        (["estimate", "--frobnicate"], "unrecognized arguments"),
+        (["presets", "gpus"], "invalid choice"),
+    ],
+)
+def test_bad_arguments_give_one_line_and_exit_2(args: list[str], expected: str) -> None:
+    r = cli(*args)
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert expected in lines[0]
+    assert "Traceback" not in r.stderr
+
+
+def test_headless_commands_never_import_textual() -> None:
+    code = (
+        "import sys, io, contextlib\n"
+        "from tui.__main__ import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    assert main(['estimate', '--json']) == 0\n"
+        "    assert main(['estimate']) == 0\n"
+        "    assert main(['presets']) == 0\n"
+        "bad = [m for m in sys.modules if m.split('.')[0] in ('textual', 'rich')]\n"
+        "assert not bad, bad\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert r.returncode == 0, r.stderr
