@@ -21,13 +21,19 @@ def test_readme_and_ci_run_the_same_test_command() -> None:
 def test_built_wheel_contains_presets(tmp_path: Path) -> None:
     r = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(ROOT)],
-        capture_output=True, text=True, timeout=600,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert r.returncode == 0, r.stderr[-2000:]
     (wheel,) = tmp_path.glob("vramplan-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    for required in ("presets/models/llama-7b.toml", "presets/hardware/a100-80gb.toml", "core/estimate.py",
-                     "tui/cli.py"):
+    for required in (
+        "presets/models/llama-7b.toml",
+        "presets/hardware/a100-80gb.toml",
+        "core/estimate.py",
+        "tui/cli.py",
+    ):
         assert required in names
     built_in = {p.relative_to(ROOT).as_posix() for p in (ROOT / "presets").rglob("*.toml")}
     assert built_in <= names

@@ -17,9 +17,7 @@ def plan_summary(est: Estimate) -> list[str]:
     m, hw, t, s = p.model, p.hardware, p.training, p.strategy
     name = presets.model_preset(m.preset).name if m.preset else f"custom {m.model_type}"
     gpu = presets.gpu(hw.gpu)
-    method = {"full": "full fine-tuning", "lora": f"LoRA r={t.lora_rank}", "qlora": f"QLoRA r={t.lora_rank}"}[
-        t.method
-    ]
+    method = {"full": "full fine-tuning", "lora": f"LoRA r={t.lora_rank}", "qlora": f"QLoRA r={t.lora_rank}"}[t.method]
     parallel = [f"DP {p.data_parallel}"]
     if s.tensor_parallel > 1:
         parallel.append(f"TP {s.tensor_parallel}" + ("+SP" if s.sequence_parallel else ""))

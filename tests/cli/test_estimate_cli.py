@@ -17,9 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tui", *args], capture_output=True, text=True, cwd=ROOT, timeout=60
-    )
+    return subprocess.run([sys.executable, "-m", "tui", *args], capture_output=True, text=True, cwd=ROOT, timeout=60)
 
 
 def test_estimate_json_is_one_object_with_the_contract(capsys: pytest.CaptureFixture[str]) -> None:
@@ -42,13 +40,30 @@ def test_estimate_json_is_one_object_with_the_contract(capsys: pytest.CaptureFix
 
 
 def test_estimate_json_equals_core(capsys: pytest.CaptureFixture[str]) -> None:
-    args = ["estimate", "--model", "bloom-7b1", "--gpu", "h100-80gb", "--set", "strategy.zero_stage=3",
-            "--set", 'training.lora_targets=["qkv"]', "--set", "training.method=lora", "--json"]
+    args = [
+        "estimate",
+        "--model",
+        "bloom-7b1",
+        "--gpu",
+        "h100-80gb",
+        "--set",
+        "strategy.zero_stage=3",
+        "--set",
+        'training.lora_targets=["qkv"]',
+        "--set",
+        "training.method=lora",
+        "--json",
+    ]
     assert run(args) == 0
     data = json.loads(capsys.readouterr().out)
-    est = estimate(resolve_plan(None, "bloom-7b1", "h100-80gb", ["strategy.zero_stage=3",
-                                                                 'training.lora_targets=["qkv"]',
-                                                                 "training.method=lora"]))
+    est = estimate(
+        resolve_plan(
+            None,
+            "bloom-7b1",
+            "h100-80gb",
+            ["strategy.zero_stage=3", 'training.lora_targets=["qkv"]', "training.method=lora"],
+        )
+    )
     assert data["memory"]["per_gpu"] == est.per_gpu()
     assert data["plan"]["training"]["lora_targets"] == ["qkv"]
     assert data["plan"]["model"]["preset"] == "bloom-7b1"

@@ -52,8 +52,10 @@ def test_new_model_preset_replaces_model_keys() -> None:
         ({"strategy.pipeline_parallel": 2, "strategy.zero_stage": 3}, "strategy.zero_stage"),
         ({"strategy.sequence_parallel": True}, "strategy.sequence_parallel"),
         ({"training.method": "lora", "training.lora_targets": ["x"]}, "training.lora_targets"),
-        ({"model.preset": "bloom-7b1", "training.method": "lora", "training.lora_targets": ["q", "v"]},
-         "training.lora_targets"),
+        (
+            {"model.preset": "bloom-7b1", "training.method": "lora", "training.lora_targets": ["q", "v"]},
+            "training.lora_targets",
+        ),
         ({"model.preset": "bloom-7b1", "model.intermediate_size": 1000}, "model.intermediate_size"),
         ({"hardware.gpu": "nope"}, "hardware.gpu"),
         ({"training.micro_batch_size": 0}, "training.micro_batch_size"),
@@ -68,8 +70,9 @@ def test_invalid_combinations_name_the_key(changes: dict, key: str) -> None:
 
 def test_gpu_count_divisible_by_tp_pp() -> None:
     with pytest.raises(PlanError) as exc:
-        default_plan().with_changes({"hardware.gpus_per_node": 6, "strategy.tensor_parallel": 4,
-                                     "strategy.zero_stage": 0})
+        default_plan().with_changes(
+            {"hardware.gpus_per_node": 6, "strategy.tensor_parallel": 4, "strategy.zero_stage": 0}
+        )
     assert "not divisible" in exc.value.message
 
 
@@ -81,8 +84,15 @@ def test_dump_load_round_trip_for_every_preset() -> None:
 
 @pytest.mark.parametrize(
     ("text", "value"),
-    [("3", 3), ("true", True), ('["q","v"]', ["q", "v"]), ("eager", "eager"), ('"x y"', "x y"), ("2.5", 2.5),
-     ("llama-7b", "llama-7b")],
+    [
+        ("3", 3),
+        ("true", True),
+        ('["q","v"]', ["q", "v"]),
+        ("eager", "eager"),
+        ('"x y"', "x y"),
+        ("2.5", 2.5),
+        ("llama-7b", "llama-7b"),
+    ],
 )
 def test_set_values_are_toml_literals_or_bare_strings(text: str, value: object) -> None:
     assert parse_value(text) == value
@@ -90,8 +100,23 @@ def test_set_values_are_toml_literals_or_bare_strings(text: str, value: object) 
 
 def test_every_hardware_preset_is_complete() -> None:
     gpus = registry().gpus
-    for gid in ("rtx-3070-8gb", "rtx-3090", "rtx-4090", "t4", "a10", "l40s", "v100-32gb", "a100-40gb", "a100-80gb",
-                "h100-80gb", "h100-pcie", "h200", "b200", "mi250x", "mi300x"):
+    for gid in (
+        "rtx-3070-8gb",
+        "rtx-3090",
+        "rtx-4090",
+        "t4",
+        "a10",
+        "l40s",
+        "v100-32gb",
+        "a100-40gb",
+        "a100-80gb",
+        "h100-80gb",
+        "h100-pcie",
+        "h200",
+        "b200",
+        "mi250x",
+        "mi300x",
+    ):
         g = gpus[gid]
         assert g.source and g.memory_mib > 0 and g.fp32_tflops > 0 and g.gpu_link_gbs > 0 and g.host_link_gbs > 0
         assert (g.bf16_tflops > 0) == g.bf16
