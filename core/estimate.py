@@ -181,7 +181,8 @@ def _phases(ctx: ActCtx, stage: Stage, st: States, a: StageActs, lay: Layout) ->
     m = stage.in_flight
     G = st.grads
     gk = G if accum else 0  # gradients already accumulated when the last micro-batch runs
-    others = (m - 1) * a.saved  # other micro-batches in flight on this stage (pipeline 1F1B)
+    # other micro-batches in flight on this stage (pipeline 1F1B), each with its own saved weight copies
+    others = (m - 1) * (a.saved + a.copies)
     P, OS, GA, CB = st.params, st.optimizer, st.gathered, m * a.closure
 
     dp = lay.dp

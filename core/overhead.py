@@ -40,7 +40,13 @@ def overhead_bytes(plan: Plan, st: States, tensor_peak: int) -> dict[str, int]:
         out["nccl"] = groups * o.nccl_mib_per_group * MiB
     if s.zero_stage >= 1 and dp > 1:
         out["zero_buckets"] = _zero_buffers(plan) * min(_bucket(plan), st.trainable_local) * st.grad_bytes
-    if s.zero_stage == 0 and dp > 1 and not o.ddp_gradient_as_bucket_view:
+    # torch DDP (HF Trainer, accelerate); with TP/PP, Megatron's DDP reduces from its contiguous grad buffer
+    if (
+        s.zero_stage == 0
+        and dp > 1
+        and s.tensor_parallel == s.pipeline_parallel == 1
+        and not o.ddp_gradient_as_bucket_view
+    ):
         out["ddp_buckets"] = st.grads
     return out
 
