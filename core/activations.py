@@ -190,9 +190,7 @@ def _attention(c: ActCtx, out: Saved, x_rg: bool, n_bytes: int) -> bool:
             out.add("q, k, v copies", 3 * C * T * h_q, 3 * T * h_q, True)
             _scores(c, out)
         else:
-            out.add("q and k (k repeated to all heads)", 2 * S * T * h_q, 2 * T * h_q, True)
-            _scores(c, out)
-            out.add("v (repeated to all heads)", C * T * h_q, T * h_q, True)
+            _eager_core(c, out, rg["q"], rg["k"], rg["v"])
     # o_proj's input: the flash output (already saved) or the eager core's merged-heads copy
     rg_o = _linears(c, out, ("o",), S if not c.eager else C, any_rg, any_rg and not c.eager, True)
     if c.eager:
@@ -204,6 +202,37 @@ def _attention(c: ActCtx, out: Saved, x_rg: bool, n_bytes: int) -> bool:
             _scores(c, core)
             out.work += core.split
     return rg_o["o"]
+
+
+def _eager_core(c: ActCtx, out: Saved, q_rg: bool, k_rg: bool, v_rg: bool) -> None:
+    """HF ``eager_attention_forward``: matmul(q, repeat_kv(k)^T) saves q when k needs a gradient and k when q does;
+    softmax saves its fp32 output; matmul(probs, repeat_kv(v)) saves the probabilities when v needs a gradient
+    and v when they do. ``repeat_kv`` copies k and v to all heads, except with one kv head and a batch of one,
+    where expand + reshape (and matmul's folding to 3-D) stay views of the kv-width tensor."""
+    reg, arch = c.reg, c.arch
+    b, s, T, a = c.b, c.s, c.T, arch.a
+    h_q, h_kv = arch.h_q, arch.h_kv
+    C = reg.act_bytes
+    S = 4 if reg.compute == "fp32" else 2
+    view = arch.kv == 1 and b == 1 and h_kv < h_q
+    qk_rg = q_rg or k_rg
+    if k_rg:
+        out.add("q (for the gradient of k)", S * T * h_q, T * h_q, True)
+    if q_rg:  # under autocast k is cast to bf16: the cast of an expanded view is a full copy
+        k_width = h_kv if view and reg.compute != "autocast" else h_q
+        out.add("k, repeated to all heads", S * T * k_width, T * k_width, True)
+    p2 = b * a * s * s
+    if reg.compute == "fp32":
+        if qk_rg or v_rg:
+            out.add("softmax probabilities (fp32)", 4 * p2, p2, True)
+    else:
+        if qk_rg:
+            out.add("softmax probabilities (fp32)", 4 * p2, p2, True)
+        if v_rg:
+            out.add("16-bit copy of the probabilities", 2 * p2, p2, True)
+    if qk_rg:
+        v_width = h_kv if view else h_q
+        out.add("v, repeated to all heads", C * T * v_width, T * v_width, True)
 
 
 def _scores(c: ActCtx, out: Saved) -> None:

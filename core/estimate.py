@@ -224,6 +224,12 @@ def _phases(ctx: ActCtx, stage: Stage, st: States, a: StageActs, lay: Layout) ->
             },
         ),
     ]
+    arch = ctx.arch
+    vocab_g = arch.V * arch.h * st.grad_bytes // lay.tp if ctx.full else 0
+    # A tied embedding/lm_head weight: autograd buffers the lm_head's gradient until the embedding's backward,
+    # then sums both out of place (InputBuffer: old + new) before AccumulateGrad (oracle README; measured).
+    tied = vocab_g if (arch.tied and stage.first and stage.last) else 0
+    buffered = tied if (accum or z >= 2) else 0  # (otherwise it is the gradient `new_grads` already counts)
     if stage.layers:
         n = stage.layers
         layer_g = st.layer_grad
@@ -245,7 +251,7 @@ def _phases(ctx: ActCtx, stage: Stage, st: States, a: StageActs, lay: Layout) ->
                     "checkpoint_buffers": CB,
                     "gradients": new_grads(own + (0 if z >= 2 else head_g)),
                     "activations": top_acts + copies_layers,
-                    "temporaries": a.dy + a.layer_work + fresh + head_fresh,
+                    "temporaries": a.dy + a.layer_work + fresh + max(head_fresh, buffered),
                 },
             )
         )
@@ -261,16 +267,19 @@ def _phases(ctx: ActCtx, stage: Stage, st: States, a: StageActs, lay: Layout) ->
                     "checkpoint_buffers": CB,
                     "gradients": new_grads(head_g + (n - 1) * layer_g + own),
                     "activations": bottom_acts + per_layer_copies,
-                    "temporaries": a.dy + a.layer_work + fresh,
+                    "temporaries": a.dy + a.layer_work + fresh + buffered,
                 },
             )
         )
-    arch = ctx.arch
-    tail = 0
     # embedding backward: a dense [V, h] gradient, added in place if one exists (ZeRO-2/3: produced unsharded,
-    # then reduce-scattered)
-    if stage.first and ctx.full and (accum or arch.tied or z >= 2):
-        tail = arch.V * arch.h * st.grad_bytes // lay.tp
+    # then reduce-scattered). Tied: the buffered lm_head gradient + the dense one, summed out of place when the
+    # buffered one is a transposed view of the matmul's gradient; under autocast it is a fresh fp32 cast and the
+    # sum happens in place (measured: llama tied fp32 vs BLOOM tied bf16-autocast)
+    tail = 0
+    if tied:
+        tail = tied + (tied if ctx.reg.compute != "autocast" else 0) + buffered
+    elif stage.first and (accum or z >= 2):
+        tail = vocab_g
     phases.append(
         Phase(
             "backward",
