@@ -10,7 +10,12 @@ from core.arch import lora_roles
 from core.precision import REGIMES
 from tests.conftest import case_plan_data, load_truth
 
-TRUTH = {**load_truth("oracle_truth.json"), **load_truth("extra_truth.json"), **load_truth("random_truth.json")}
+TRUTH = {
+    **load_truth("oracle_truth.json"),
+    **load_truth("extra_truth.json"),
+    **load_truth("random_truth.json"),
+    **load_truth("random2_truth.json"),
+}
 WITH_LAYERS = sorted(cid for cid, r in TRUTH.items() if r.get("activations", {}).get("per_layer"))
 
 

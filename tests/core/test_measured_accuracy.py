@@ -3,7 +3,8 @@
 tests/data/oracle_truth.json is a copy of ../shared/oracle/truth.json (30 cases measured on PyTorch 2.13 CPU,
 transformers 5.24, peft 0.21). tests/data/extra_truth.json holds more cases measured the same way by
 bench/measure/measure_step.py, on combinations the oracle does not cover; tests/data/random_truth.json 24 random
-combinations of the oracle's case space (bench/measure/random_cases.json, seed 7). Bounds (core issue): parameter counts
+combinations of the oracle's case space (bench/measure/random_cases.json, seed 7) and random2_truth.json 20 more
+with varied dimensions too (random_cases_2.json, seed 11). Bounds (core issue): parameter counts
 exact; parameters/gradients/optimizer states within 1%; activations within 5% of activation_bytes -
 logits_like_bytes + saved_weight_copy_bytes; total - overhead between -5% and +15% of steady_peak_bytes.
 """
@@ -17,7 +18,7 @@ from tests.conftest import case_plan_data, load_truth
 
 ORACLE = load_truth("oracle_truth.json")
 EXTRA = load_truth("extra_truth.json")
-RANDOM = load_truth("random_truth.json")
+RANDOM = {**load_truth("random_truth.json"), **load_truth("random2_truth.json")}
 CASES = [
     (source, cid, rec)
     for source, truth in (("oracle", ORACLE), ("extra", EXTRA), ("random", RANDOM))
