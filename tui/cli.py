@@ -75,7 +75,7 @@ def cmd_presets(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from core.export import FORMATS, default_file_name, format_for_path, render
+    from core.export import default_file_name, format_for_path, render
     from core.plan import default_plan
     from core.planio import apply_overrides, load_plan_file
     from core.safewrite import OverwriteRefused, write_atomic
@@ -91,8 +91,6 @@ def cmd_export(args: argparse.Namespace) -> int:
     plan = apply_overrides(plan, args.model, args.gpu, args.sets)
     out = args.output
     fmt = args.format or (format_for_path(out) if out and out != "-" else None) or "toml"
-    if fmt not in FORMATS:  # pragma: no cover - argparse choices
-        raise CliError(f"vramplan export: unknown format {fmt!r}")
     title = args.title if args.title is not None else (meta.title if meta else None)
     note = args.note if args.note is not None else (meta.note if meta else None)
     rendered = render(fmt, plan, title=title or None, note=note or None)
