@@ -21,3 +21,11 @@ class PlanError(ValueError):
     def at(self, where: str) -> PlanError:
         """The same error located more precisely (``file`` prefixed to the key)."""
         return PlanError(self.message, f"{where}: {self.where}" if self.where else where)
+
+
+class PlanNotice(UserWarning):
+    """Something the user should know that is not an error (e.g. an exported plan's estimate changed).
+
+    Core code emits it with `warnings.warn`; the CLI prints each as one line on stderr without changing the exit
+    code, the TUI shows it next to the plan. `core.planio.load_plan_file` returns them instead of warning.
+    """

@@ -25,6 +25,16 @@ def _bucket(plan: Plan) -> int:
     return o.zero_bucket_elements if o.zero_bucket_elements is not None else plan.model.hidden_size**2
 
 
+def zero_bucket_elements(plan: Plan) -> int:
+    """The DeepSpeed ``reduce_bucket_size`` (elements) the estimate assumes (exports write the same value)."""
+    return _bucket(plan)
+
+
+def zero_bucket_buffers(plan: Plan) -> int:
+    """How many reduce buckets the estimate assumes: two with ``overlap_comm`` (DeepSpeed's default: ZeRO-3)."""
+    return _zero_buffers(plan)
+
+
 def _zero_buffers(plan: Plan) -> int:
     return 2 if plan.strategy.zero_stage == 3 else 1  # overlap_comm: DeepSpeed's default is on for ZeRO-3 only
 

@@ -8,10 +8,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
-from core.errors import PlanError
+from core.errors import PlanError, PlanNotice
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -73,6 +74,40 @@ def cmd_presets(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    from core.export import default_file_name, format_for_path, render
+    from core.plan import default_plan
+    from core.planio import apply_overrides, load_plan_file
+    from core.safewrite import OverwriteRefused, write_atomic
+
+    meta = None
+    if args.plan:
+        pf = load_plan_file(args.plan)
+        for line in pf.notices:
+            warnings.warn(line, PlanNotice, stacklevel=1)
+        plan, meta = pf.plan, pf.meta
+    else:
+        plan = default_plan()
+    plan = apply_overrides(plan, args.model, args.gpu, args.sets)
+    out = args.output
+    fmt = args.format or (format_for_path(out) if out and out != "-" else None) or "toml"
+    title = args.title if args.title is not None else (meta.title if meta else None)
+    note = args.note if args.note is not None else (meta.note if meta else None)
+    rendered = render(fmt, plan, title=title or None, note=note or None)
+    for line in rendered.warnings:
+        warnings.warn(line, PlanNotice, stacklevel=1)
+    if out == "-":
+        sys.stdout.write(rendered.text)
+        return 0
+    path = out or default_file_name(plan, fmt)
+    try:
+        written = write_atomic(path, rendered.text, overwrite=args.force)
+    except OverwriteRefused as exc:
+        raise PlanError(f"{exc.message} (use --force to replace it)", exc.where) from None
+    sys.stdout.write(f"wrote {path}" + ("" if str(written) == path else f" (-> {written})") + "\n")
+    return 0
+
+
 def build_parser() -> OneLineParser:
     parser = OneLineParser(
         prog="vramplan",
@@ -86,13 +121,37 @@ def build_parser() -> OneLineParser:
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
     p.set_defaults(handler=cmd_estimate)
 
+    p = sub.add_parser("export", help="write a plan as TOML (reloadable), a DeepSpeed config or a Markdown report")
+    _plan_args(p)
+    p.add_argument(
+        "--format", choices=("toml", "deepspeed", "markdown"), help="default: from -o's extension, else toml"
+    )
+    p.add_argument("-o", "--output", metavar="PATH", help="file to write, - for stdout (default: a name from the plan)")
+    p.add_argument("--force", action="store_true", help="replace PATH if it exists")
+    p.add_argument("--title", help="[meta] title / report heading (default: the plan file's)")
+    p.add_argument("--note", help="[meta] note / report preface (default: the plan file's)")
+    p.set_defaults(handler=cmd_export)
+
     p = sub.add_parser("presets", help="list model and hardware presets")
     p.add_argument("kind", nargs="?", choices=("models", "hardware"))
     p.set_defaults(handler=cmd_presets)
     return parser
 
 
-COMMANDS = ("estimate", "presets")
+COMMANDS = ("estimate", "export", "presets")
+
+
+def _print_notices(caught: list[warnings.WarningMessage]) -> None:
+    """`PlanNotice`s as one line each on stderr (exit code unchanged); other warnings shown as usual."""
+    seen: set[str] = set()
+    for w in caught:
+        if issubclass(w.category, PlanNotice):
+            line = str(w.message)
+            if line not in seen:
+                seen.add(line)
+                print(f"vramplan: {line}", file=sys.stderr)
+        else:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
 
 
 def run(argv: Sequence[str]) -> int:
@@ -100,7 +159,11 @@ def run(argv: Sequence[str]) -> int:
     try:
         args = build_parser().parse_args(list(argv))
         handler: Handler = args.handler
-        return handler(args)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", PlanNotice)
+            code = handler(args)
+        _print_notices(caught)
+        return code
     except CliError as exc:
         print(str(exc), file=sys.stderr)
         return 2
