@@ -1,0 +1,397 @@
+"""Step time, throughput and time-to-train: ``step_time(plan) -> StepTime`` (pure, microseconds).
+
+One GPU's step, the model's work split evenly over its TP x PP ranks, each data-parallel rank running ``m``
+micro-batches (``grad_accum_steps``) of ``b x s`` tokens:
+
+    micro-batch = max(math at the plan's MFU, weight streaming) + memory-bound kernels + exposed transfers
+    step        = (m + p - 1) x micro-batch            (1F1B pipeline; p = 1: m micro-batches)
+                + exposed gradient reduction + ZeRO-1/2 parameter all-gather + optimizer step (GPU, or CPU)
+
+What overlaps with compute (assumed, as the frameworks schedule it; what exceeds the window is exposed):
+- bucketed gradient all-reduce / reduce-scatter runs during the backward of its micro-batch (DDP, DeepSpeed
+  ``overlap_comm``; PyTorch DDP paper, Li et al. 2020 §3.2.3);
+- ZeRO-3 / FSDP prefetch: parameter all-gathers run during the forward; all-gathers and gradient reduce-scatters
+  during the backward; parameter partitions fetched from the host or NVMe likewise (Rajbhandari et al. 2021,
+  ZeRO-Infinity §6);
+- offloaded gradients stream to the host during the backward, updated parameters stream back while CPU Adam works
+  on the next tile (Ren et al. 2021, ZeRO-Offload §4.1 and §5.1);
+- not overlapped: TP all-reduces (each layer waits on them; Korthikanti et al. 2022 §4.2.2), pipeline sends, the
+  pipeline bubble, the optimizer step, the ZeRO-1/2 all-gather of updated parameters and the CPU step.
+
+The plan's ``training.mfu`` is the fraction of the GPU's dense peak (bf16/fp16 tensor cores, or fp32 for the
+fp32 regime) that the step's math reaches; the reported ``mfu`` is what the whole step achieves: model FLOPs /
+(step time x GPUs x peak), lower when the plan recomputes activations or waits on transfers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from core import flops as fl
+from core import presets
+from core.arch import lora_params_per_layer, lora_roles
+from core.comm import LINK_EFFICIENCY as EFF
+from core.comm import (
+    Link,
+    Links,
+    all_gather_seconds,
+    all_reduce_seconds,
+    links,
+    reduce_scatter_seconds,
+    transfer_seconds,
+)
+from core.precision import REGIMES
+from core.states import quantized_bytes
+
+if TYPE_CHECKING:
+    from core.plan import Plan
+
+DEFAULT_MFU = 0.45
+MFU_SOURCE = (
+    "default 0.45: published large runs sit at 0.4-0.55 (Megatron-LM 41.5-56.3% and 530B on 2240 A100 54.2%, "
+    "Korthikanti et al. 2022 Table 5 and §6.3; PaLM 540B 46.2%, Chowdhery et al. 2022 Table 3; Llama 3 405B "
+    "38-43%, Dubey et al. 2024 Table 4; LLaMA-65B ~48%: 6N·380 tokens/s / 312 TFLOP/s); set training.mfu for "
+    "your stack (smaller runs and fine-tuning often reach 0.3-0.4)"
+)
+HOST_MEMORY_GBS_PER_NODE = 100.0
+HOST_MEMORY_SRC = (
+    "assumed 100 GB/s of host memory bandwidth per node for CPU Adam, shared by the node's ranks (one 8-channel "
+    "DDR4-3200 socket peaks at 204.8 GB/s; CPU Adam streams ~30 B per element: ZeRO-Offload §5.1). Reports: "
+    "Qwen-72B ZeRO-3 offload on 4 x 8 A100, ~10 s per step (DeepSpeed issue #6834); Qwen2.5-3B on 2 A100, "
+    "2.4-3.1 s per step (DeepSpeed PR #7474)"
+)
+NVME_GBS_PER_NODE = 25.0
+NVME_SRC = "assumed 25 GB/s of NVMe bandwidth per node (a RAID-0 of a few PCIe Gen4 drives), shared by its ranks"
+
+CATEGORIES = ("compute", "memory", "communication", "offload", "pipeline bubble")
+
+
+@dataclass(frozen=True, slots=True)
+class TimeTerm:
+    """One part of the step: how long it keeps its resource busy, and how much of that the step waits for."""
+
+    name: str
+    seconds: float  # busy time per optimizer step (per GPU)
+    exposed: float  # the part not hidden behind compute: what it adds to the step
+    category: str  # one of CATEGORIES
+
+
+LABELS: dict[str, str] = {
+    "compute": "Matmuls + attention",
+    "weight_streaming": "Weight streaming",
+    "autocast_casts": "Autocast weight casts",
+    "eager_attention": "Eager attention s² traffic",
+    "dequantization": "Dequantization",
+    "tp_comm": "TP all-reduces",
+    "pp_p2p": "PP sends",
+    "zero3_comm": "ZeRO-3 gathers + scatter",
+    "grad_reduce": "Gradient reduction",
+    "param_allgather": "Parameter all-gather",
+    "offload_transfers": "Host transfers",
+    "pipeline_bubble": "Pipeline bubble",
+    "optimizer_step": "Optimizer step (GPU)",
+    "cpu_optimizer": "Optimizer step (CPU)",
+    "nvme_swap": "NVMe swap",
+}
+
+Explainer = Callable[[], dict[str, tuple[str, str]]]
+
+
+@dataclass(frozen=True)
+class StepTime:
+    """The time model's result. Numbers first; formulas and sources on demand (`explain`)."""
+
+    plan: Plan
+    flops_per_step: int  # model FLOPs of one optimizer step, all GPUs (what MFU counts)
+    hardware_flops_per_step: int  # with recomputation
+    tokens_per_step: int  # global batch in tokens
+    step_seconds: float
+    terms: tuple[TimeTerm, ...]  # every modelled term; sum of `exposed` == step_seconds
+    gpus: int
+    peak_flops: float  # per GPU, FLOP/s, of the regime's compute dtype
+    mfu_setting: float  # the plan's training.mfu, or DEFAULT_MFU
+    price_per_gpu_hour: float | None
+    explainer: Explainer = field(repr=False, compare=False)
+    _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.tokens_per_step / self.step_seconds
+
+    @property
+    def tokens_per_second_per_gpu(self) -> float:
+        return self.tokens_per_second / self.gpus
+
+    @property
+    def mfu(self) -> float:
+        """Achieved model FLOPs utilization: model FLOPs / (step time x GPUs x dense peak)."""
+        return self.flops_per_step / (self.step_seconds * self.gpus * self.peak_flops)
+
+    def by_category(self) -> dict[str, float]:
+        out = dict.fromkeys(CATEGORIES, 0.0)
+        for t in self.terms:
+            out[t.category] += t.exposed
+        return out
+
+    @property
+    def bottleneck(self) -> str:
+        """The category the step spends most of its time on."""
+        cats = self.by_category()
+        return max(CATEGORIES, key=lambda c: cats[c])
+
+    def seconds(self, name: str) -> float:
+        """Exposed seconds of one term (0 when the plan has no such term)."""
+        return next((t.exposed for t in self.terms if t.name == name), 0.0)
+
+    @property
+    def tokens(self) -> int | None:
+        return self.plan.training.tokens
+
+    @property
+    def train_seconds(self) -> float | None:
+        return None if self.tokens is None else self.tokens / self.tokens_per_second
+
+    @property
+    def train_hours(self) -> float | None:
+        return None if self.train_seconds is None else self.train_seconds / 3600
+
+    @property
+    def train_steps(self) -> int | None:
+        return None if self.tokens is None else -(-self.tokens // self.tokens_per_step)
+
+    @property
+    def gpu_hours(self) -> float | None:
+        return None if self.train_hours is None else self.train_hours * self.gpus
+
+    @property
+    def cost(self) -> float | None:
+        if self.gpu_hours is None or self.price_per_gpu_hour is None:
+            return None
+        return self.gpu_hours * self.price_per_gpu_hour
+
+    def explain(self) -> dict[str, tuple[str, str]]:
+        """name -> (formula with this plan's numbers, source), for each term and for ``mfu``/``step``."""
+        if "explain" not in self._cache:
+            self._cache["explain"] = self.explainer()
+        return self._cache["explain"]
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "flops_per_step": self.flops_per_step,
+            "hardware_flops_per_step": self.hardware_flops_per_step,
+            "tokens_per_step": self.tokens_per_step,
+            "step_seconds": self.step_seconds,
+            "tokens_per_second": self.tokens_per_second,
+            "tokens_per_second_per_gpu": self.tokens_per_second_per_gpu,
+            "mfu": self.mfu,
+            "mfu_setting": self.mfu_setting,
+            "peak_tflops": self.peak_flops / 1e12,
+            "bottleneck": self.bottleneck,
+            "by_category": self.by_category(),
+            "terms": {
+                t.name: {"seconds": t.seconds, "exposed_seconds": t.exposed, "category": t.category} for t in self.terms
+            },
+            "explain": {k: {"formula": f, "source": s} for k, (f, s) in self.explain().items()},
+        }
+        if self.tokens is not None:
+            out |= {
+                "tokens": self.tokens,
+                "train_steps": self.train_steps,
+                "train_hours": self.train_hours,
+                "gpu_hours": self.gpu_hours,
+            }
+            if self.price_per_gpu_hour is not None:
+                out |= {"price_per_gpu_hour": self.price_per_gpu_hour, "cost": self.cost}
+        return out
+
+
+def peak_flops(plan: Plan) -> tuple[float, str]:
+    """Dense peak FLOP/s of one GPU for the regime's compute dtype (bf16/fp16 tensor cores, fp32 for ``fp32``:
+    PyTorch leaves TF32 matmuls off by default, ``torch.backends.cuda.matmul.allow_tf32``). A GPU without native
+    bf16 runs bf16 at no better than its fp32 rate."""
+    gpu = presets.gpu(plan.hardware.gpu)
+    dtype = REGIMES[plan.training.precision].compute_dtype
+    tf = gpu.tflops(dtype)
+    if tf <= 0:
+        return gpu.fp32_tflops * 1e12, f"fp32 ({gpu.name} has no native {dtype})"
+    return tf * 1e12, dtype
+
+
+def _hidden(comm: float, host: float, window: float) -> tuple[float, float]:
+    """Exposed seconds of network and host-link transfers that run concurrently with `window` seconds of compute
+    (different links: they overlap each other too); the excess is the network's first, the host link's the rest."""
+    total = max(0.0, max(comm, host) - window)
+    on_comm = max(0.0, comm - window)
+    return on_comm, total - on_comm
+
+
+@dataclass(frozen=True, slots=True)
+class Work:
+    """The intermediate numbers of one plan's step (what `explain` prints)."""
+
+    T: int  # tokens per micro-batch (per data-parallel rank)
+    m: int  # micro-batches per step
+    share: int  # tp x pp: ranks one copy of the model is split over
+    tok: fl.TokenFlops
+    peak: float
+    peak_dtype: str
+    mfu: float
+    hbm: float  # usable HBM bytes/s
+    act_bytes: int
+    weights_local: float  # matmul weights per GPU
+    links: Links
+    gathered_bytes: float  # ZeRO-3: parameter bytes gathered per pass (unsharded, per TP/PP rank)
+    grad_bytes: float  # gradient bytes per TP/PP rank (unsharded)
+    update_bytes: float  # ZeRO-1/2: updated parameter bytes all-gathered after the step
+    part_elems: float  # trainable elements this rank's optimizer updates
+    opt_bytes_per_elem: int
+    host_rank_bps: float  # host memory bytes/s of one rank (CPU Adam)
+    nvme: Link  # one rank's share of the node's NVMe
+
+
+def step_time(plan: Plan) -> StepTime:
+    """The step time of `plan` on one GPU, term by term (see the module docstring)."""
+    hw, t, s = plan.hardware, plan.training, plan.strategy
+    arch = plan.model.arch()
+    reg = REGIMES[t.precision]
+    gpu = presets.gpu(hw.gpu)
+    tp, pp, dp, zero = s.tensor_parallel, s.pipeline_parallel, plan.data_parallel, s.zero_stage
+    full, ckpt, quant = t.method == "full", s.gradient_checkpointing, t.base_quantization
+    roles = () if full else lora_roles(arch, t.lora_targets)
+    b, seq, m = t.micro_batch_size, t.seq_len, t.grad_accum_steps
+    T, share = b * seq, tp * pp
+
+    tok = fl.token_flops(arch, seq, full=full, roles=roles, rank=t.lora_rank, checkpointing=ckpt)
+    peak, peak_dtype = peak_flops(plan)
+    mfu = t.mfu if t.mfu is not None else DEFAULT_MFU
+    hbm = gpu.memory_bandwidth_gbs * 1e9 * EFF
+    C = reg.act_bytes
+    lk = links(gpu, hw.gpus_per_node, hw.nodes, tp, dp)
+    nvme = Link("NVMe", NVME_GBS_PER_NODE / hw.gpus_per_node)
+
+    # -- one micro-batch on one GPU: math and memory-bound kernels ---------------------------------------------
+    math_mb = tok.hardware * T / share / (peak * mfu)
+    weights_local = arch.matmul_weight_params / share
+    stream_mb = fl.weight_read_passes(full, ckpt) * weights_local * C / hbm
+    cast_mb = eager_mb = dequant_mb = 0.0
+    if reg.compute == "autocast" and quant == "none":
+        # fp32 weights cast to 16 bit (read 4 B, write 2 B) each forward and recompute; ZeRO-3 casts its shard
+        cast_mb = (1 + (ckpt == "full")) * weights_local * 6 / (dp if zero == 3 else 1) / hbm
+    if s.attention == "eager":
+        eager_mb = fl.eager_attention_bytes(arch, b, seq, C, tp, ckpt) / pp / hbm
+    q_layer = 0
+    if quant != "none":
+        q_layer = sum(quantized_bytes(lin.d_in, lin.d_out, quant, t.double_quantization) for lin in arch.linears)
+        dequant_mb = (2 + (ckpt == "full")) * fl.dequant_bytes_per_pass(arch, q_layer // tp, tp) / pp / hbm
+    core_mb = max(math_mb, stream_mb) + cast_mb + eager_mb + dequant_mb
+    fwd_mb = core_mb * tok.forward / tok.hardware
+    bwd_mb = core_mb - fwd_mb  # the backward with its recomputation
+
+    # -- transfers during one micro-batch -----------------------------------------------------------------------
+    tp_mb = pp_mb = 0.0
+    if tp > 1:  # Megatron f/g: 2 all-reduces per layer forward, 2 backward, 2 more when the forward is recomputed
+        tp_mb = (4 + 2 * (ckpt == "full")) * arch.L / pp * all_reduce_seconds(T * arch.h * C, tp, lk.tp)
+    if pp > 1:  # the activations forward and their gradient backward, scattered over the TP ranks
+        pp_mb = 2 * transfer_seconds(T * arch.h * C / tp, lk.pp)
+
+    grad_elem = reg.grad_bytes if full else (2 if reg.master_bytes else 4)
+    trainable = (arch.total_params if full else arch.L * lora_params_per_layer(arch, roles, t.lora_rank)) / share
+    grad_bytes = trainable * grad_elem
+    elem16 = 4 if reg.compute == "fp32" else 2
+    block_weights = arch.L * arch.layer_weight_params
+    frozen_blocks = arch.L * q_layer if quant != "none" else block_weights * elem16
+    gathered = (block_weights * elem16 if full else frozen_blocks) / share
+    gathered += (arch.total_params - block_weights) / share * elem16
+
+    offload = s.offload_optimizer != "none"
+    part_elems = trainable / (dp if zero >= 1 else 1)
+    d2h = transfer_seconds(part_elems * grad_elem, lk.host) if offload else 0.0
+    ag = rs = fetch = 0.0
+    if zero == 3 and dp > 1:
+        ag = all_gather_seconds(gathered, dp, lk.dp)
+        if s.offload_parameters != "none":
+            fetch = transfer_seconds(gathered / dp, lk.host if s.offload_parameters == "cpu" else nvme)
+    if zero >= 2:
+        rs = reduce_scatter_seconds(grad_bytes, dp, lk.dp)
+    fwd_comm, fwd_host = _hidden(ag, fetch, fwd_mb)
+    bwd_comm, bwd_host = _hidden(ag + rs, fetch + (d2h if zero >= 2 else 0.0), bwd_mb)
+    mb = core_mb + tp_mb + pp_mb + fwd_comm + fwd_host + bwd_comm + bwd_host
+
+    # -- once per step ------------------------------------------------------------------------------------------
+    reduce = 0.0
+    if zero == 0:
+        reduce = all_reduce_seconds(grad_bytes, dp, lk.dp)
+    elif zero == 1:
+        reduce = reduce_scatter_seconds(grad_bytes, dp, lk.dp)
+    end_d2h = d2h if zero == 1 else 0.0
+    end_comm, end_host = _hidden(reduce, end_d2h, bwd_mb)  # overlaps the last micro-batch's backward
+    update_bytes = trainable * (reg.weight_bytes if full else grad_elem)
+    param_ag = all_gather_seconds(update_bytes, dp, lk.dp) if zero in (1, 2) else 0.0
+    w16 = reg.weight_bytes if full else grad_elem
+    if offload:  # DeepSpeed CPU Adam: fp32 master, fp32 gradient partition and states on the host
+        opt_elem = fl.optimizer_bytes_per_element(t.optimizer, min(w16, 2), 4, 4, 4)
+    else:
+        state = reg.state_bytes if full else 4
+        opt_elem = fl.optimizer_bytes_per_element(t.optimizer, w16, grad_elem, state, reg.master_bytes)
+    host_rank_bps = HOST_MEMORY_GBS_PER_NODE * 1e9 / hw.gpus_per_node
+    gpu_opt = cpu_opt = swap = 0.0
+    if offload:
+        h2d = transfer_seconds(part_elems * min(w16, 2), lk.host)
+        cpu_opt = max(part_elems * opt_elem / host_rank_bps, h2d)
+        if s.offload_optimizer == "nvme":  # fp32 master and states read in and written back each step
+            swap = 2 * transfer_seconds(part_elems * 4 * (1 + fl.OPTIMIZER_STATES[t.optimizer]), nvme)
+    else:
+        gpu_opt = part_elems * opt_elem / hbm
+
+    bubble = (pp - 1) * mb
+    step = m * mb + bubble + end_comm + end_host + param_ag + gpu_opt + cpu_opt + swap
+
+    z3 = zero == 3
+    per_mb_comm = m * (fwd_comm + bwd_comm)  # ZeRO-3 gathers + reduce-scatter, or ZeRO-2 reduce-scatter
+    candidates = (
+        ("compute", m * math_mb, m * math_mb, "compute"),
+        ("weight_streaming", m * stream_mb, m * max(0.0, stream_mb - math_mb), "memory"),
+        ("autocast_casts", m * cast_mb, m * cast_mb, "memory"),
+        ("eager_attention", m * eager_mb, m * eager_mb, "memory"),
+        ("dequantization", m * dequant_mb, m * dequant_mb, "memory"),
+        ("tp_comm", m * tp_mb, m * tp_mb, "communication"),
+        ("pp_p2p", m * pp_mb, m * pp_mb, "communication"),
+        ("zero3_comm", m * (2 * ag + rs) if z3 else 0.0, per_mb_comm if z3 else 0.0, "communication"),
+        ("grad_reduce", 0.0 if z3 else reduce + m * rs, 0.0 if z3 else end_comm + per_mb_comm, "communication"),
+        ("param_allgather", param_ag, param_ag, "communication"),
+        ("offload_transfers", m * (2 * fetch + (d2h if zero >= 2 else 0.0)) + end_d2h,
+         m * (fwd_host + bwd_host) + end_host, "offload"),
+        ("pipeline_bubble", bubble, bubble, "pipeline bubble"),
+        ("optimizer_step", gpu_opt, gpu_opt, "memory"),
+        ("cpu_optimizer", cpu_opt, cpu_opt, "offload"),
+        ("nvme_swap", swap, swap, "offload"),
+    )  # fmt: skip
+    terms = tuple(TimeTerm(*c) for c in candidates if c[0] in ("compute", "weight_streaming") or c[1] > 0)
+
+    tokens_per_step = T * m * dp
+    work = Work(
+        T, m, share, tok, peak, peak_dtype, mfu, hbm, C, weights_local, lk, gathered, grad_bytes, update_bytes,
+        part_elems, opt_elem, host_rank_bps, nvme,
+    )  # fmt: skip
+    price = hw.price_per_gpu_hour if hw.price_per_gpu_hour is not None else gpu.price_per_gpu_hour
+
+    def explain() -> dict[str, tuple[str, str]]:
+        from core.timing_explain import time_formulas
+
+        return time_formulas(plan, work, terms)
+
+    return StepTime(
+        plan=plan,
+        flops_per_step=tok.model * tokens_per_step,
+        hardware_flops_per_step=tok.hardware * tokens_per_step,
+        tokens_per_step=tokens_per_step,
+        step_seconds=step,
+        terms=terms,
+        gpus=hw.total_gpus,
+        peak_flops=peak,
+        mfu_setting=mfu,
+        price_per_gpu_hour=price,
+        explainer=explain,
+    )
