@@ -5,18 +5,19 @@ micro-batches (``grad_accum_steps``) of ``b x s`` tokens:
 
     micro-batch = max(math at the plan's MFU, weight streaming) + memory-bound kernels + exposed transfers
     step        = (m + p - 1) x micro-batch            (1F1B pipeline; p = 1: m micro-batches)
-                + exposed gradient reduction + ZeRO-1/2 parameter all-gather + optimizer step (GPU, or CPU)
+                + exposed gradient reduction and parameter all-gather + optimizer step (GPU, or CPU)
 
 What overlaps with compute (assumed, as the frameworks schedule it; what exceeds the window is exposed):
 - bucketed gradient all-reduce / reduce-scatter runs during the backward of its micro-batch (DDP, DeepSpeed
   ``overlap_comm``; PyTorch DDP paper, Li et al. 2020 §3.2.3);
 - ZeRO-3 / FSDP prefetch: parameter all-gathers run during the forward; all-gathers and gradient reduce-scatters
   during the backward; parameter partitions fetched from the host or NVMe likewise (Rajbhandari et al. 2021,
-  ZeRO-Infinity §6);
+  ZeRO-Infinity §6); ZeRO-1/2 gather the updated parameters during the next forward (FSDP ``SHARD_GRAD_OP``,
+  Megatron ``--overlap-param-gather``; DeepSpeed's stage 1/2 gathers right after the step, unhidden);
 - offloaded gradients stream to the host during the backward, updated parameters stream back while CPU Adam works
   on the next tile (Ren et al. 2021, ZeRO-Offload §4.1 and §5.1);
 - not overlapped: TP all-reduces (each layer waits on them; Korthikanti et al. 2022 §4.2.2), pipeline sends, the
-  pipeline bubble, the optimizer step, the ZeRO-1/2 all-gather of updated parameters and the CPU step.
+  pipeline bubble, the optimizer step and the CPU step.
 
 The plan's ``training.mfu`` is the fraction of the GPU's dense peak (bf16/fp16 tensor cores, or fp32 for the
 fp32 regime) that the step's math reaches; the reported ``mfu`` is what the whole step achieves: model FLOPs /
@@ -271,23 +272,36 @@ def step_time(plan: Plan) -> StepTime:
     lk = links(gpu, hw.gpus_per_node, hw.nodes, tp, dp)
     nvme = Link("NVMe", NVME_GBS_PER_NODE / hw.gpus_per_node)
 
-    # -- one micro-batch on one GPU: math and memory-bound kernels ---------------------------------------------
-    math_mb = tok.hardware * T / share / (peak * mfu)
+    # -- one micro-batch on one GPU: math and memory-bound kernels, forward and backward (with recomputation) ----
+    flops_f = tok.forward * T / share
+    math_f, math_b = flops_f / (peak * mfu), (tok.hardware * T / share - flops_f) / (peak * mfu)
     weights_local = arch.matmul_weight_params / share
-    stream_mb = fl.weight_read_passes(full, ckpt) * weights_local * C / hbm
-    cast_mb = eager_mb = dequant_mb = 0.0
+    per_pass = weights_local * C / hbm  # streaming every matmul weight once
+    stream_f, stream_b = per_pass, (fl.weight_read_passes(full, ckpt) - 1) * per_pass
+    recompute = ckpt == "full"
+    mem_f = mem_b = 0.0  # serial memory-bound kernels: casts, eager attention, dequantization
+    cast = eager = dequant = 0.0
     if reg.compute == "autocast" and quant == "none":
-        # fp32 weights cast to 16 bit (read 4 B, write 2 B) each forward and recompute; ZeRO-3 casts its shard
-        cast_mb = (1 + (ckpt == "full")) * weights_local * 6 / (dp if zero == 3 else 1) / hbm
-    if s.attention == "eager":
-        eager_mb = fl.eager_attention_bytes(arch, b, seq, C, tp, ckpt) / pp / hbm
+        # fp32 weights cast to 16 bit (read 4 B, write 2 B) each forward and recompute; FSDP (ZeRO-2/3) casts the
+        # local shard before gathering it (MixedPrecision param_dtype)
+        cast = weights_local * 6 / (dp if zero >= 2 else 1) / hbm
+        mem_f, mem_b = mem_f + cast, mem_b + cast * recompute
+        cast *= 1 + recompute
+    if s.attention == "eager":  # 4 passes over the scores forward, the rest backward
+        eager = fl.eager_attention_bytes(arch, b, seq, C, tp, ckpt) / pp / hbm
+        eager_f = eager * 4 / (12 + 4 * recompute)
+        mem_f, mem_b = mem_f + eager_f, mem_b + eager - eager_f
     q_layer = 0
-    if quant != "none":
+    if quant != "none":  # dequantized once forward, once backward, once more in the recompute
         q_layer = sum(quantized_bytes(lin.d_in, lin.d_out, quant, t.double_quantization) for lin in arch.linears)
-        dequant_mb = (2 + (ckpt == "full")) * fl.dequant_bytes_per_pass(arch, q_layer // tp, tp) / pp / hbm
-    core_mb = max(math_mb, stream_mb) + cast_mb + eager_mb + dequant_mb
-    fwd_mb = core_mb * tok.forward / tok.hardware
-    bwd_mb = core_mb - fwd_mb  # the backward with its recomputation
+        dequant = fl.dequant_bytes_per_pass(arch, q_layer // tp, tp) / pp / hbm
+        mem_f, mem_b = mem_f + dequant, mem_b + dequant * (1 + recompute)
+        dequant *= 2 + recompute
+    fwd_mb = max(math_f, stream_f) + mem_f
+    bwd_mb = max(math_b, stream_b) + mem_b
+    core_mb = fwd_mb + bwd_mb
+    math_mb, stream_mb = math_f + math_b, stream_f + stream_b
+    stream_exposed = max(0.0, stream_f - math_f) + max(0.0, stream_b - math_b)
 
     # -- transfers during one micro-batch -----------------------------------------------------------------------
     tp_mb = pp_mb = 0.0
@@ -327,8 +341,9 @@ def step_time(plan: Plan) -> StepTime:
         reduce = reduce_scatter_seconds(grad_bytes, dp, lk.dp)
     end_d2h = d2h if zero == 1 else 0.0
     end_comm, end_host = _hidden(reduce, end_d2h, bwd_mb)  # overlaps the last micro-batch's backward
-    update_bytes = trainable * (reg.weight_bytes if full else grad_elem)
+    update_bytes = trainable * (elem16 if full else grad_elem)  # gathered in the compute dtype
     param_ag = all_gather_seconds(update_bytes, dp, lk.dp) if zero in (1, 2) else 0.0
+    param_ag_exposed = max(0.0, param_ag - fwd_mb)  # during the first micro-batch's forward
     w16 = reg.weight_bytes if full else grad_elem
     if offload:  # DeepSpeed CPU Adam: fp32 master, fp32 gradient partition and states on the host
         opt_elem = fl.optimizer_bytes_per_element(t.optimizer, min(w16, 2), 4, 4, 4)
@@ -346,21 +361,21 @@ def step_time(plan: Plan) -> StepTime:
         gpu_opt = part_elems * opt_elem / hbm
 
     bubble = (pp - 1) * mb
-    step = m * mb + bubble + end_comm + end_host + param_ag + gpu_opt + cpu_opt + swap
+    step = m * mb + bubble + end_comm + end_host + param_ag_exposed + gpu_opt + cpu_opt + swap
 
     z3 = zero == 3
     per_mb_comm = m * (fwd_comm + bwd_comm)  # ZeRO-3 gathers + reduce-scatter, or ZeRO-2 reduce-scatter
     candidates = (
         ("compute", m * math_mb, m * math_mb, "compute"),
-        ("weight_streaming", m * stream_mb, m * max(0.0, stream_mb - math_mb), "memory"),
-        ("autocast_casts", m * cast_mb, m * cast_mb, "memory"),
-        ("eager_attention", m * eager_mb, m * eager_mb, "memory"),
-        ("dequantization", m * dequant_mb, m * dequant_mb, "memory"),
+        ("weight_streaming", m * stream_mb, m * stream_exposed, "memory"),
+        ("autocast_casts", m * cast, m * cast, "memory"),
+        ("eager_attention", m * eager, m * eager, "memory"),
+        ("dequantization", m * dequant, m * dequant, "memory"),
         ("tp_comm", m * tp_mb, m * tp_mb, "communication"),
         ("pp_p2p", m * pp_mb, m * pp_mb, "communication"),
         ("zero3_comm", m * (2 * ag + rs) if z3 else 0.0, per_mb_comm if z3 else 0.0, "communication"),
         ("grad_reduce", 0.0 if z3 else reduce + m * rs, 0.0 if z3 else end_comm + per_mb_comm, "communication"),
-        ("param_allgather", param_ag, param_ag, "communication"),
+        ("param_allgather", param_ag, param_ag_exposed, "communication"),
         ("offload_transfers", m * (2 * fetch + (d2h if zero >= 2 else 0.0)) + end_d2h,
          m * (fwd_host + bwd_host) + end_host, "offload"),
         ("pipeline_bubble", bubble, bubble, "pipeline bubble"),

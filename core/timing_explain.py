@@ -112,10 +112,11 @@ def time_formulas(plan: Plan, w: Work, terms: tuple[TimeTerm, ...]) -> dict[str,
         )
     if "param_allgather" in by:
         out["param_allgather"] = (
-            f"all-gather of {_g(w.update_bytes)} B of updated parameters over DP {dp} = "
-            f"{_ms(by['param_allgather'].seconds)}, after the optimizer step",
-            "ZeRO §7.2.1: stages 1-2 reduce-scatter gradients and all-gather updated parameters (2Ψ, as "
-            "data parallelism); DeepSpeed runs the all-gather after the step",
+            f"all-gather of {_g(w.update_bytes)} B of updated parameters over DP {dp} on {w.links.dp.name} = "
+            f"{_ms(by['param_allgather'].seconds)}; exposed {_ms(by['param_allgather'].exposed)}",
+            "ZeRO §7.2.1: stages 1-2 reduce-scatter gradients and all-gather updated parameters (2Ψ, as data "
+            "parallelism); assumed overlapped with the next forward (FSDP SHARD_GRAD_OP prefetch, Megatron "
+            "--overlap-param-gather; DeepSpeed stage 1/2 gathers right after the step, which exposes it)",
         )
     if "offload_transfers" in by:
         x = by["offload_transfers"]
