@@ -36,3 +36,18 @@ def fmt_count(n: int) -> str:
     if n >= 10**6:
         return f"{n / 1e6:.1f} M"
     return f"{n:,}"
+
+
+def fmt_seconds(seconds: float) -> str:
+    """Durations, microseconds to days: ``850 us``, ``12.3 ms``, ``1.25 s``, ``4.2 min``, ``12.3 h``, ``21.0 days``."""
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.0f} us"
+    if seconds < 1:
+        return f"{seconds * 1e3:.1f} ms"
+    if seconds < 120:
+        return f"{seconds:.2f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    if seconds < 3 * 86400:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"
