@@ -245,11 +245,13 @@ class Work:
     links: Links
     gathered_bytes: float  # ZeRO-3: parameter bytes gathered per pass (unsharded, per TP/PP rank)
     grad_bytes: float  # gradient bytes per TP/PP rank (unsharded)
-    update_bytes: float  # ZeRO-1/2: updated parameter bytes all-gathered after the step
+    update_bytes: float  # ZeRO-1/2: updated parameter bytes all-gathered for the next forward
     part_elems: float  # trainable elements this rank's optimizer updates
     opt_bytes_per_elem: int
     host_rank_bps: float  # host memory bytes/s of one rank (CPU Adam)
     nvme: Link  # one rank's share of the node's NVMe
+    micro_batch_seconds: float  # one micro-batch on one pipeline stage, its exposed transfers included
+    once_seconds: float  # the exposed once-per-step terms
 
 
 def step_time(plan: Plan) -> StepTime:
@@ -323,10 +325,10 @@ def step_time(plan: Plan) -> StepTime:
     part_elems = trainable / (dp if zero >= 1 else 1)
     d2h = transfer_seconds(part_elems * grad_elem, lk.host) if offload else 0.0
     ag = rs = fetch = 0.0
-    if zero == 3 and dp > 1:
+    if zero == 3:
         ag = all_gather_seconds(gathered, dp, lk.dp)
-        if s.offload_parameters != "none":
-            fetch = transfer_seconds(gathered / dp, lk.host if s.offload_parameters == "cpu" else nvme)
+    if s.offload_parameters != "none":  # each rank fetches its ZeRO-3 partition for every pass, even alone
+        fetch = transfer_seconds(gathered / dp, lk.host if s.offload_parameters == "cpu" else nvme)
     if zero >= 2:
         rs = reduce_scatter_seconds(grad_bytes, dp, lk.dp)
     fwd_comm, fwd_host = _hidden(ag, fetch, fwd_mb)
@@ -388,7 +390,7 @@ def step_time(plan: Plan) -> StepTime:
     tokens_per_step = T * m * dp
     work = Work(
         T, m, share, tok, peak, peak_dtype, mfu, hbm, C, weights_local, lk, gathered, grad_bytes, update_bytes,
-        part_elems, opt_elem, host_rank_bps, nvme,
+        part_elems, opt_elem, host_rank_bps, nvme, mb, step - (m + pp - 1) * mb,
     )  # fmt: skip
     price = hw.price_per_gpu_hour if hw.price_per_gpu_hour is not None else gpu.price_per_gpu_hour
 

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from core import flops as fl
 from core.comm import LINK_EFFICIENCY, LINK_EFFICIENCY_SRC, RING_SRC
+from core.units import fmt_seconds
 
 if TYPE_CHECKING:
     from core.plan import Plan
@@ -23,7 +24,11 @@ def _g(x: float) -> str:
 
 
 def _ms(x: float) -> str:
-    return f"{x * 1e3:.1f} ms" if x < 10 else f"{x:.2f} s"
+    return fmt_seconds(x) if x > 0 else "0"
+
+
+def _mbs(count: int) -> str:
+    return "1 micro-batch" if count == 1 else f"{count} micro-batches"
 
 
 def time_formulas(plan: Plan, w: Work, terms: tuple[TimeTerm, ...]) -> dict[str, tuple[str, str]]:
@@ -35,6 +40,17 @@ def time_formulas(plan: Plan, w: Work, terms: tuple[TimeTerm, ...]) -> dict[str,
     by = {x.name: x for x in terms}
     eff = f"{LINK_EFFICIENCY:.0%}"
     out: dict[str, tuple[str, str]] = {}
+    step = (m + pp - 1) * w.micro_batch_seconds + w.once_seconds
+    out["step"] = (
+        f"({_mbs(m)} + {pp - 1} bubble) x {_ms(w.micro_batch_seconds)} + {_ms(w.once_seconds)} once per "
+        f"step (gradient reduction, optimizer) = {_ms(step)}",
+        "1F1B pipeline schedule (Narayanan et al. 2021 §2.2); what overlaps with compute: core/timing.py docstring",
+    )
+    out["mfu"] = (
+        f"model FLOPs {_g(tok.model)} per token x {w.T * m:,} tokens per rank / {w.share} (TP x PP) / "
+        f"({_ms(step)} x {w.peak / 1e12:g} TFLOP/s)",
+        "MFU as defined by PaLM (Chowdhery et al. 2022) App. B: model FLOPs, recomputation not counted",
+    )
 
     recompute = {"full": " + forward recomputed", "selective": " + attention recomputed"}.get(
         s.gradient_checkpointing, ""
@@ -46,7 +62,7 @@ def time_formulas(plan: Plan, w: Work, terms: tuple[TimeTerm, ...]) -> dict[str,
     if recompute:
         src += "; " + fl.RECOMPUTE_SRC
     out["compute"] = (
-        f"{m} micro-batches x {T:,} tokens x {_g(tok.hardware)} FLOP/token ({method}{recompute}) / {w.share} "
+        f"{_mbs(m)} x {T:,} tokens x {_g(tok.hardware)} FLOP/token ({method}{recompute}) / {w.share} "
         f"(TP x PP) / ({w.peak / 1e12:g} TFLOP/s {w.peak_dtype} x MFU {w.mfu:g}) = {_ms(by['compute'].seconds)}",
         f"{src}; {MFU_SOURCE}",
     )
