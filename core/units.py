@@ -30,7 +30,9 @@ def fmt_bytes(n_bytes: int | float) -> str:
 
 
 def fmt_count(n: int) -> str:
-    """Parameter counts: ``6.74 B``, ``131.1 M``, ``4,096``."""
+    """Parameter and token counts: ``2.00 T``, ``6.74 B``, ``131.1 M``, ``4,096``."""
+    if n >= 10**12:
+        return f"{n / 1e12:.2f} T"
     if n >= 10**9:
         return f"{n / 1e9:.2f} B"
     if n >= 10**6:

@@ -66,9 +66,10 @@ def estimate_table(est: Estimate) -> str:
 
 
 def time_table(st: StepTime) -> str:
-    """The step-time section of ``vramplan estimate``: throughput, the terms that make up the step, time to train."""
+    """The step-time section of ``vramplan estimate`` (80 columns): throughput, the terms of the step, time to
+    train."""
     lines = [
-        f"step time {fmt_seconds(st.step_seconds)} per optimizer step of {st.tokens_per_step:,} tokens; "
+        f"step time {fmt_seconds(st.step_seconds)} per step of {st.tokens_per_step:,} tokens, "
         f"bottleneck: {st.bottleneck}",
         f"  {st.tokens_per_second:,.0f} tokens/s ({st.tokens_per_second_per_gpu:,.0f} per GPU), MFU {st.mfu:.1%} "
         f"(setting {st.mfu_setting:g} of {st.peak_flops / 1e12:g} TFLOP/s)",
@@ -79,14 +80,13 @@ def time_table(st: StepTime) -> str:
             continue
         exposed = fmt_seconds(t.exposed) if t.exposed > 0 else "hidden"
         lines.append(f"  {LABELS.get(t.name, t.name):<28}{fmt_seconds(t.seconds):>10}  {exposed:>10}")
-    if st.tokens is not None and st.train_seconds is not None:
-        train = (
-            f"  {fmt_count(st.tokens)} tokens: {fmt_seconds(st.train_seconds)}, {st.train_steps:,} steps, "
+    if st.tokens is not None and st.train_seconds is not None and st.gpu_hours is not None:
+        lines.append(
+            f"  {fmt_count(st.tokens)} tokens: {fmt_seconds(st.train_seconds)} in {st.train_steps:,} steps, "
             f"{st.gpu_hours:,.0f} GPU-hours"
         )
         if st.cost is not None:
-            train += f", cost {st.cost:,.0f} at {st.price_per_gpu_hour:g}/GPU-hour"
-        lines.append(train)
+            lines.append(f"  cost {st.cost:,.0f} at {st.price_per_gpu_hour:g} per GPU-hour")
     return "\n".join(lines) + "\n"
 
 

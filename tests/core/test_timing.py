@@ -239,3 +239,24 @@ def test_terms_add_up_and_explain_each() -> None:
         assert formula and source
     assert "TP 2" in explained["tp_comm"][0]
     assert st.mfu < 0.4
+
+
+def test_zero3_parameter_offload_on_one_gpu() -> None:
+    plan = default_plan().with_changes(
+        {
+            "hardware.gpus_per_node": 1,
+            "training.precision": "bf16-master",
+            "strategy.offload_optimizer": "cpu",
+            "strategy.offload_parameters": "cpu",
+        }
+    )
+    st = step_time(plan)
+    n = plan.model.arch().total_params  # 6,738,415,616
+    pcie = 32e9 * LINK_EFFICIENCY  # PCIe Gen4 x16, 32 GB/s per direction
+    # bf16 parameters fetched for the forward and again for the backward, bf16 gradients sent back
+    busy = 2 * (2 * n / pcie) + 2 * n / pcie
+    transfers = next(t for t in st.terms if t.name == "offload_transfers")
+    assert transfers.seconds == pytest.approx(busy)
+    assert 0 < transfers.exposed < transfers.seconds  # partly hidden behind forward and backward
+    assert st.seconds("zero3_comm") == 0  # nobody to gather from
+    assert st.bottleneck == "offload"
