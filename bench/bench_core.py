@@ -22,6 +22,7 @@ sys.path.insert(0, str(ROOT))
 
 from core import PlanError, cache, default_plan, estimate, plan_from_dict  # noqa: E402
 from core.plan import Plan  # noqa: E402
+from core.timing import step_time  # noqa: E402
 
 
 def per_call_us(fn: Callable[[], object], calls: int = 500, repeats: int = 7) -> tuple[float, float]:
@@ -37,7 +38,7 @@ def per_call_us(fn: Callable[[], object], calls: int = 500, repeats: int = 7) ->
     return statistics.median(means), min(means)
 
 
-def keystrokes(plan: Plan) -> Callable[[], object]:
+def keystrokes(plan: Plan, fn: Callable[[Plan], object] = estimate) -> Callable[[], object]:
     """A cycle of one-field edits; each call estimates a plan that differs in one field from the previous one."""
     edits = (
         [("training.micro_batch_size", v) for v in range(1, 9)]
@@ -56,7 +57,7 @@ def keystrokes(plan: Plan) -> Callable[[], object]:
     it = itertools.cycle(plans)
 
     def step() -> object:
-        return estimate(next(it))
+        return fn(next(it))
 
     return step
 
@@ -102,6 +103,10 @@ def main() -> None:
             "keystroke": per_call_us(keystrokes(plan)),
             "cold": per_call_us(cold(plan), calls=200),
         }
+        print(f"  {name}: " + ", ".join(f"{k} {m:.0f} / {b:.0f}" for k, (m, b) in rows.items()))
+    print("core.timing.step_time, microseconds per call (median / best of 7 runs; no memo caches)")
+    for name, plan in plans.items():
+        rows = {"warm": per_call_us(lambda p=plan: step_time(p)), "keystroke": per_call_us(keystrokes(plan, step_time))}
         print(f"  {name}: " + ", ".join(f"{k} {m:.0f} / {b:.0f}" for k, (m, b) in rows.items()))
     data = default_plan().dump()
     n, t0 = 0, time.perf_counter()

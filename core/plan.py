@@ -146,7 +146,9 @@ class TrainingConfig(BaseModel):
     grad_clip: float | None = Field(default=None, ge=0)
     loss_scaling: Literal["dynamic", "static", "none"] = "dynamic"
     tokens: int | None = Field(default=None, ge=1, description="token budget for time-to-train")
-    mfu: float | None = Field(default=None, gt=0, le=1, description="model FLOPs utilization")
+    mfu: float | None = Field(
+        default=None, gt=0, le=1, description="fraction of the dense peak the math reaches; unset: 0.45 (core.timing)"
+    )
 
     @field_validator("lora_targets", mode="before")
     @classmethod

@@ -30,9 +30,26 @@ def fmt_bytes(n_bytes: int | float) -> str:
 
 
 def fmt_count(n: int) -> str:
-    """Parameter counts: ``6.74 B``, ``131.1 M``, ``4,096``."""
+    """Parameter and token counts: ``2.00 T``, ``6.74 B``, ``131.1 M``, ``4,096``."""
+    if n >= 10**12:
+        return f"{n / 1e12:.2f} T"
     if n >= 10**9:
         return f"{n / 1e9:.2f} B"
     if n >= 10**6:
         return f"{n / 1e6:.1f} M"
     return f"{n:,}"
+
+
+def fmt_seconds(seconds: float) -> str:
+    """Durations, microseconds to days: ``850 us``, ``12.3 ms``, ``1.25 s``, ``4.2 min``, ``12.3 h``, ``21.0 days``."""
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.0f} us"
+    if seconds < 1:
+        return f"{seconds * 1e3:.1f} ms"
+    if seconds < 120:
+        return f"{seconds:.2f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    if seconds < 3 * 86400:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"

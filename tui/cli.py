@@ -49,14 +49,18 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     from core import __version__
     from core.estimate import estimate
     from core.planio import resolve_plan
-    from tui.report import estimate_table
+    from core.timing import step_time
+    from tui.report import estimate_table, time_table
 
     plan = resolve_plan(args.plan, args.model, args.gpu, args.sets)
     est = estimate(plan)
+    st = step_time(plan)
     if args.json:
-        sys.stdout.write(json.dumps(est.to_json(__version__)) + "\n")
+        data = est.to_json(__version__)
+        data["time"] = st.to_json()
+        sys.stdout.write(json.dumps(data) + "\n")
     else:
-        sys.stdout.write(estimate_table(est))
+        sys.stdout.write(estimate_table(est) + "\n" + time_table(st))
     return 0
 
 
@@ -116,7 +120,7 @@ def build_parser() -> OneLineParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
 
-    p = sub.add_parser("estimate", help="per-GPU memory of a plan (table or --json)")
+    p = sub.add_parser("estimate", help="per-GPU memory and step time of a plan (table or --json)")
     _plan_args(p)
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
     p.set_defaults(handler=cmd_estimate)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from core import presets
 from core.presets import Registry
 from core.result import KIND_LABELS, Estimate
-from core.units import GiB, fmt_count
+from core.timing import LABELS, StepTime
+from core.units import GiB, fmt_count, fmt_seconds
 
 
 def _g(n: int) -> str:
@@ -61,6 +62,31 @@ def estimate_table(est: Estimate) -> str:
         if est.nvme_per_node:
             extra += f", NVMe per node {est.nvme_per_node / GiB:.1f} GiB"
         lines.append(f"  {extra}")
+    return "\n".join(lines) + "\n"
+
+
+def time_table(st: StepTime) -> str:
+    """The step-time section of ``vramplan estimate`` (80 columns): throughput, the terms of the step, time to
+    train."""
+    lines = [
+        f"step time {fmt_seconds(st.step_seconds)} per step of {st.tokens_per_step:,} tokens, "
+        f"bottleneck: {st.bottleneck}",
+        f"  {st.tokens_per_second:,.0f} tokens/s ({st.tokens_per_second_per_gpu:,.0f} per GPU), MFU {st.mfu:.1%} "
+        f"(setting {st.mfu_setting:g} of {st.peak_flops / 1e12:g} TFLOP/s)",
+        f"  {'per GPU, per step':<28}{'busy':>10}  {'exposed':>10}",
+    ]
+    for t in st.terms:
+        if t.seconds <= 0:
+            continue
+        exposed = fmt_seconds(t.exposed) if t.exposed > 0 else "hidden"
+        lines.append(f"  {LABELS.get(t.name, t.name):<28}{fmt_seconds(t.seconds):>10}  {exposed:>10}")
+    if st.tokens is not None and st.train_seconds is not None and st.gpu_hours is not None:
+        lines.append(
+            f"  {fmt_count(st.tokens)} tokens: {fmt_seconds(st.train_seconds)} in {st.train_steps:,} steps, "
+            f"{st.gpu_hours:,.0f} GPU-hours"
+        )
+        if st.cost is not None:
+            lines.append(f"  cost {st.cost:,.0f} at {st.price_per_gpu_hour:g} per GPU-hour")
     return "\n".join(lines) + "\n"
 
 

@@ -179,3 +179,38 @@ def test_headless_commands_never_import_textual() -> None:
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert r.returncode == 0, r.stderr
+
+
+def test_estimate_json_has_the_time_object(capsys: pytest.CaptureFixture[str]) -> None:
+    from core.timing import CATEGORIES, step_time
+
+    assert run(["estimate", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    time = data["time"]
+    assert isinstance(time["flops_per_step"], int)
+    for key in ("step_seconds", "tokens_per_second", "tokens_per_second_per_gpu", "mfu"):
+        assert isinstance(time[key], float) and time[key] > 0
+    assert time["bottleneck"] in CATEGORIES
+    assert "train_hours" not in time and "gpu_hours" not in time  # no token budget in the default plan
+    st = step_time(resolve_plan(None, None, None, []))
+    assert time["step_seconds"] == st.step_seconds
+    assert time["flops_per_step"] == st.flops_per_step
+    assert sum(t["exposed_seconds"] for t in time["terms"].values()) == pytest.approx(time["step_seconds"])
+    assert set(time["explain"]) >= set(time["terms"])
+
+
+def test_estimate_json_time_to_train_with_a_token_budget(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["estimate", "--json", "--set", "training.tokens=2e9", "--set", "hardware.price_per_gpu_hour=2.0"]
+    assert run(args) == 0
+    time = json.loads(capsys.readouterr().out)["time"]
+    # 2e9 tokens at the predicted throughput; GPU-hours = hours x 8 GPUs; cost = GPU-hours x 2.0
+    assert time["train_hours"] == pytest.approx(2e9 / time["tokens_per_second"] / 3600)
+    assert time["gpu_hours"] == pytest.approx(time["train_hours"] * 8)
+    assert time["cost"] == pytest.approx(time["gpu_hours"] * 2.0)
+
+
+def test_table_output_shows_step_time(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(["estimate", "--set", "training.tokens=1e9"]) == 0
+    out = capsys.readouterr().out
+    assert "step time" in out and "tokens/s" in out and "bottleneck: compute" in out
+    assert "GPU-hours" in out
