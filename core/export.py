@@ -58,9 +58,11 @@ class ReviewExtras:
 
 
 def review_extras(plan: Plan, est: Estimate) -> ReviewExtras:
-    """The checklist and step-time figures for a plan. Hook: the checklist and the time model plug in here
-    (none is part of vramplan yet, so both are None and the exports leave their sections out)."""
-    return ReviewExtras()
+    """The checklist and step-time figures for a plan (the time model's `"time"` object, as in
+    ``vramplan estimate --json``). Hook: the checklist plugs in here too."""
+    from core.timing import step_time
+
+    return ReviewExtras(time=step_time(plan).to_json())
 
 
 @dataclass(frozen=True)

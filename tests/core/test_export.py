@@ -87,7 +87,8 @@ def test_markdown_report_shows_every_component_with_formula_and_source() -> None
         assert f"| {term.name} | " in text
     assert f"**Peak ({est.peak_phase})**" in text and f"{est.total:,}" in text
     assert "| `training.seq_len` | 2048 |" in text
-    assert "## Checklist" not in text and "## Step time" not in text  # not part of vramplan yet
+    assert "## Checklist" not in text  # until the checklist (issue 4) lands
+    assert "## Step time" in text and "| Step time |" in text  # the time model's figures
 
 
 def test_markdown_checklist_and_time_hooks() -> None:
@@ -104,9 +105,13 @@ def test_markdown_checklist_and_time_hooks() -> None:
     assert toml["estimate"]["time"]["step_seconds"] == 1.25
 
 
-def test_review_extras_hook_is_empty_until_checklist_and_time_exist() -> None:
+def test_review_extras_carry_the_step_time() -> None:
+    from core.timing import step_time
+
     plan = default_plan()
-    assert review_extras(plan, estimate(plan)) == ReviewExtras()
+    extras = review_extras(plan, estimate(plan))
+    assert extras.time == step_time(plan).to_json()
+    assert extras.checklist is None  # until the checklist (issue 4) lands
 
 
 def test_export_plan_writes_atomically_and_refuses_to_overwrite(tmp_path: Path) -> None:
