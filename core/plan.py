@@ -12,7 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, field_validator, model_validator
 
 from core import presets
-from core.arch import ALL_ROLES, FAMILIES, Arch, build_arch
+from core.arch import ACTIVATIONS, ALL_ROLES, FAMILIES, OPTION_KEYS, Arch, Family, build_arch
 from core.errors import PlanError
 
 Precision = Literal["fp32", "bf16-autocast", "fp16-autocast", "bf16-master", "fp16-master", "bf16-pure"]
@@ -33,11 +33,13 @@ _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
 
 class ModelConfig(BaseModel):
-    """Architecture, with Hugging Face ``config.json`` key names. ``preset`` fills every key not given."""
+    """Architecture, with Hugging Face ``config.json`` key names. ``preset`` or ``hf_config`` (a local config.json
+    or a checkpoint directory holding one) fills every key not given."""
 
     model_config = _FROZEN
 
     preset: str | None = None
+    hf_config: str | None = None
     model_type: str
     vocab_size: PositiveInt
     hidden_size: PositiveInt
@@ -47,12 +49,32 @@ class ModelConfig(BaseModel):
     num_key_value_heads: PositiveInt
     tie_word_embeddings: bool
     head_dim: PositiveInt | None = None
+    # structure beyond the sizes (None: the family's default; see core.arch.FAMILIES)
+    attention_bias: bool | None = None
+    mlp_bias: bool | None = None
+    use_parallel_residual: bool | None = Field(default=None, description="GPT-NeoX; Falcon's parallel_attn")
+    num_ln_in_parallel_attn: int | None = Field(default=None, ge=1, le=2, description="Falcon: 1 or 2 LayerNorms")
+    hidden_act: str | None = None
+    partial_rotary_factor: float | None = Field(default=None, gt=0, le=1, description="GPT-NeoX rotary_pct")
+    max_position_embeddings: PositiveInt | None = Field(default=None, description="GPT-2 n_positions")
+    alibi: bool | None = None
+    new_decoder_architecture: bool | None = None
 
     @model_validator(mode="before")
     @classmethod
     def _fill_from_preset(cls, data: Any) -> Any:
         if isinstance(data, dict) and isinstance(data.get("preset"), str):
+            if data.get("hf_config") is not None:
+                raise PlanError("give preset or hf_config, not both", "model.hf_config")
             base = presets.model_preset(data["preset"]).config
+            data = {**base, **data}
+        if isinstance(data, dict) and isinstance(data.get("hf_config"), str):
+            from core.hfconfig import read_hf_config
+
+            try:
+                base = read_hf_config(data["hf_config"]).model
+            except PlanError as exc:
+                raise PlanError(exc.line(), "model.hf_config") from None
             data = {**base, **data}
         if isinstance(data, dict) and "num_key_value_heads" not in data and "num_attention_heads" in data:
             data = {**data, "num_key_value_heads": data["num_attention_heads"]}  # HF default: MHA
@@ -67,14 +89,34 @@ class ModelConfig(BaseModel):
             raise ValueError(f"unsupported model_type {v!r}; supported: {', '.join(FAMILIES)}")
         return v
 
+    @field_validator("hidden_act")
+    @classmethod
+    def _known_act(cls, v: str | None) -> str | None:
+        if v is not None and v not in ACTIVATIONS:
+            raise ValueError(f"activation {v!r} is not modelled; supported: {', '.join(ACTIVATIONS)}")
+        return v
+
     @model_validator(mode="after")
     def _consistent(self) -> ModelConfig:
         fam = FAMILIES[self.model_type]
+        for key in OPTION_KEYS:
+            value = getattr(self, key)
+            if value is not None and key not in fam.options and value != _family_default(fam, key):
+                fixed = _family_default(fam, key)
+                what = f"fixed at {fixed}" if fixed is not None else "not configurable"
+                raise PlanError(f"{what} for model_type {self.model_type!r}", f"model.{key}")
         if self.num_attention_heads % self.num_key_value_heads:
             raise PlanError(
                 f"num_key_value_heads={self.num_key_value_heads} must divide "
                 f"num_attention_heads={self.num_attention_heads}",
                 "model.num_key_value_heads",
+            )
+        fixed_d = fam.fused_qkv and fam.model_type != "phi3"  # their modules compute hidden_size // heads
+        if self.head_dim is not None and fixed_d and self.head_dim * self.num_attention_heads != self.hidden_size:
+            raise PlanError(
+                f"{self.model_type} heads are hidden_size / num_attention_heads = "
+                f"{self.hidden_size / self.num_attention_heads:g} wide (remove head_dim)",
+                "model.head_dim",
             )
         if self.head_dim is None and self.hidden_size % self.num_attention_heads:
             raise PlanError(
@@ -88,11 +130,13 @@ class ModelConfig(BaseModel):
                 f"{fam.fixed_mlp_ratio * self.hidden_size} for {self.model_type} (its MLP is fixed)",
                 "model.intermediate_size",
             )
-        if fam.fused_qkv and self.num_key_value_heads != self.num_attention_heads:
+        if not fam.gqa and self.num_key_value_heads != self.num_attention_heads:
             raise PlanError(
                 f"{self.model_type} has no grouped-query attention: must equal num_attention_heads",
                 "model.num_key_value_heads",
             )
+        if self.model_type == "falcon":
+            _check_falcon(self)
         return self
 
     def arch(self) -> Arch:
@@ -106,6 +150,38 @@ class ModelConfig(BaseModel):
             self.num_key_value_heads,
             self.tie_word_embeddings,
             self.head_dim,
+            **{key: getattr(self, key) for key in OPTION_KEYS},
+        )
+
+
+def _family_default(fam: Family, key: str) -> Any:
+    """The value a family's modules hard-code for an option key (None: no single value, e.g. Qwen2's biased
+    q/k/v and unbiased o)."""
+    return {
+        "attention_bias": fam.qkv_bias if fam.qkv_bias == fam.out_bias else None,
+        "mlp_bias": fam.mlp_bias,
+        "use_parallel_residual": fam.parallel,
+        "num_ln_in_parallel_attn": fam.norms_in_parallel if fam.parallel else None,
+        "hidden_act": fam.act,
+        "partial_rotary_factor": fam.rotary_factor if fam.positional == "rope" else None,
+        "max_position_embeddings": fam.max_positions or None,
+        "alibi": fam.positional == "alibi",
+        "new_decoder_architecture": False,
+    }[key]
+
+
+def _check_falcon(m: ModelConfig) -> None:
+    """FalconAttention: the old architecture has one key/value head (multi_query) or all of them; the new one
+    always runs attention and MLP in parallel (FalconDecoderLayer builds no post-attention norm for it)."""
+    if m.new_decoder_architecture:
+        if m.use_parallel_residual is False:
+            raise PlanError(
+                "falcon's new_decoder_architecture always runs attention in parallel", "model.use_parallel_residual"
+            )
+    elif m.num_key_value_heads not in (1, m.num_attention_heads):
+        raise PlanError(
+            "falcon without new_decoder_architecture has 1 key/value head (multi_query) or num_attention_heads",
+            "model.num_key_value_heads",
         )
 
 
@@ -227,12 +303,12 @@ class Plan(BaseModel):
     def with_changes(self, changes: dict[str, Any]) -> Plan:
         """A new, validated plan with dotted-key changes (``{"strategy.zero_stage": 3}``).
 
-        Choosing a new ``model.preset`` replaces every model key not also given in ``changes``.
+        Choosing a new ``model.preset`` or ``model.hf_config`` replaces every model key not also given in ``changes``.
         """
         raw = self.dump()
-        new_preset = changes.get("model.preset")
-        if "model.preset" in changes and new_preset != self.model.preset:
-            raw["model"] = {}
+        for key in ("model.preset", "model.hf_config"):
+            if key in changes and changes[key] != getattr(self.model, key.partition(".")[2]):
+                raw["model"] = {}  # a new model: drop every key of the old one
         for key, value in changes.items():
             table, _, field = key.partition(".")
             if table not in TABLES or not field or "." in field:
@@ -259,19 +335,30 @@ def _check_combinations(p: Plan) -> None:
             "training.quantization",
         )
     if t.method != "full":
-        if fam.fused_qkv and any(r in t.lora_targets for r in ("q", "k", "v")):
+        roles = m.arch().roles()
+        for target in t.lora_targets:
+            if target == "all-linear" or target in roles:
+                continue
+            if target in ("q", "k", "v") and fam.fused_qkv:
+                why = 'one fused query/key/value projection: target "qkv"'
+            elif target == "qkv":
+                why = "separate q, k, v projections: target them"
+            elif target in ("gate", "up") and fam.mlp == "gated_fused":
+                why = 'one fused gate/up projection: target "gate_up"'
+            elif target == "gate_up":
+                why = "no fused gate_up projection"
+            else:
+                why = f"no {target} projection (its MLP is up -> {m.arch().act} -> down)"
             raise PlanError(
-                f'{m.model_type} has one fused query_key_value projection: target "qkv", not q/k/v',
-                "training.lora_targets",
+                f"{m.model_type} has {why} (its block: {', '.join(roles)}, or all-linear)", "training.lora_targets"
             )
-        if not fam.fused_qkv and "qkv" in t.lora_targets:
-            raise PlanError(
-                f'{m.model_type} has separate q, k, v projections: target them, not "qkv"', "training.lora_targets"
-            )
-        if not fam.gated_mlp and "gate" in t.lora_targets:
-            raise PlanError(
-                f"{m.model_type} has no gate projection (its MLP is up -> GELU -> down)", "training.lora_targets"
-            )
+    positions = m.arch().positions
+    if positions and t.seq_len > positions:
+        raise PlanError(
+            f"{m.model_type} has {positions} learned positions (max_position_embeddings): "
+            f"seq_len {t.seq_len} does not fit",
+            "training.seq_len",
+        )
     if t.optimizer_impl == "fused" and t.optimizer not in ("adamw", "sgd", "sgd-momentum"):
         raise PlanError(f"PyTorch has no fused {t.optimizer}; use auto, foreach or for-loop", "training.optimizer_impl")
     tp, pp = s.tensor_parallel, s.pipeline_parallel
