@@ -11,8 +11,12 @@ from core.tomlio import loads, read_toml
 
 
 def load_plan(path: str | Path) -> Plan:
-    """Read and validate a plan file."""
+    """Read and validate a plan file. ``[model] hf_config`` is relative to the plan file's directory (the plan keeps
+    it as an absolute path)."""
     raw = read_toml(path)
+    model = raw.get("model")
+    if isinstance(model, dict) and isinstance(model.get("hf_config"), str):
+        model["hf_config"] = str((Path(path).parent / Path(model["hf_config"]).expanduser()).resolve())
     try:
         return plan_from_dict(raw)
     except PlanError as exc:
