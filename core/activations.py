@@ -36,6 +36,17 @@ from core.precision import Regime
 
 INT8_GROUP = 64  # int8 activation compression: one fp32 scale per 64 values
 
+# Where PyTorch's CPU kernels (on which tests/data was measured) save other bytes than CUDA's; vramplan predicts
+# CUDA, and `ActCtx.cpu` reproduces the CPU behaviour so the mechanisms can be checked against the measurements.
+CPU_DIFFERENCES: tuple[str, ...] = (
+    "LayerNorm keeps mean/rstd in the input dtype on the CPU (bf16 for a bf16 model), in fp32 on CUDA "
+    "(aten/src/ATen/native/cuda/layer_norm_kernel.cu: at::toAccumulateType(..., /*is_cuda=*/true))",
+    "the CPU flash kernel lays its output out like q; when q is contiguous [b, a, s, d] (RoPE through torch.cat: "
+    "GPT-NeoX, Phi-3) o_proj reads a transposed copy; CUDA flash/efficient kernels write [b, s, a, d], no copy",
+    "CUDA autocast runs pow in fp32 (autocast's fp32 op list), so GPT-2's gelu_new saves fp32 tensors there; "
+    "CPU autocast leaves pow in bf16",
+)
+
 
 @dataclass(frozen=True, slots=True)
 class ActCtx:
@@ -52,6 +63,7 @@ class ActCtx:
     selective: bool
     gc: bool  # full activation checkpointing
     rank: int = 8  # LoRA rank
+    cpu: bool = False  # PyTorch's CPU kernels (the measurements in tests/data) instead of CUDA's; see `CPU_DIFFERENCES`
 
     @property
     def T(self) -> int:
@@ -123,10 +135,11 @@ def _norm(c: ActCtx, out: Saved, label: str, x_rg: bool, w_trained: bool, in_byt
         if w_trained:
             out.add(f"{label}: normalized (fp32)", 4 * T * h, T * h, False)
     elif x_rg or w_trained:
+        stats = (2 * in_bytes if c.cpu and in_bytes < 4 else 8) * T  # mean and rstd, fp32 on CUDA
         if shared:
-            out.add(f"{label}: mean/rstd (input shared)", 8 * T, 2 * T, False)
+            out.add(f"{label}: mean/rstd (input shared)", stats, 2 * T, False)
         else:
-            out.add(f"{label}: input + mean/rstd", in_bytes * T * h + 8 * T, T * h + 2 * T, False)
+            out.add(f"{label}: input + mean/rstd", in_bytes * T * h + stats, T * h + 2 * T, False)
     return x_rg or w_trained
 
 
@@ -230,7 +243,8 @@ def _attention(c: ActCtx, out: Saved, x_rg: bool, n_bytes: int) -> tuple[bool, b
         if arch.index_bytes:
             out.add("k/v index tensors (int64)", arch.index_bytes, 0, False)
     # o_proj's input: the flash output (already saved) or the eager core's merged-heads copy
-    rg_o, _ = _linears(c, out, ("o",), S if flash else C, any_rg, any_rg and flash, True)
+    o_shared = flash and not (c.cpu and arch.fam.model_type in ("gpt_neox", "phi3"))
+    rg_o, _ = _linears(c, out, ("o",), S if flash else C, any_rg, any_rg and o_shared, True)
     if c.eager:
         out.work += (C + 4) * b * a * s * s  # softmax backward: grad of the probabilities + fp32 grad of scores
         if c.selective and any_rg:  # the recomputed core holds what eager attention saves, during its backward
@@ -281,7 +295,7 @@ def _mlp(c: ActCtx, out: Saved, m_rg: bool, m_bytes: int, input_saved: bool) -> 
         rg, _ = _linears(c, out, ("up",), m_bytes, m_rg, input_saved, False)
         prod_rg = rg["up"]
         if prod_rg and arch.act == "gelu_new":
-            if c.reg.compute == "autocast":
+            if c.reg.compute == "autocast" and not c.cpu:
                 out.add("gelu_new: fp32 input (pow), tanh, 1 + tanh", 3 * 4 * T * f, 3 * T * f, True)
                 out.add("gelu_new: x / 2", C * T * f, T * f, True)
                 down_in = 4

@@ -295,8 +295,11 @@ def _phases(ctx: ActCtx, stage: Stage, st: States, a: StageActs, lay: Layout) ->
     return tuple(phases)
 
 
-def estimate(plan: Plan) -> Estimate:
-    """Per-GPU memory of the busiest rank at the peak of a steady-state step (see module docstring)."""
+def estimate(plan: Plan, *, cpu: bool = False) -> Estimate:
+    """Per-GPU memory of the busiest rank at the peak of a steady-state step (see module docstring).
+
+    ``cpu``: reproduce PyTorch's CPU kernels where they differ from CUDA's (`core.activations.CPU_DIFFERENCES`), to
+    compare with measurements taken on the CPU; the prediction for a GPU is the default."""
     m, t, s = plan.model, plan.training, plan.strategy
     arch = m.arch()
     reg = REGIMES[t.precision]
@@ -317,6 +320,7 @@ def estimate(plan: Plan) -> Estimate:
         s.gradient_checkpointing == "selective",
         s.gradient_checkpointing == "full",
         t.lora_rank,
+        cpu,
     )
     lay = Layout(
         tp,

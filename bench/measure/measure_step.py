@@ -7,6 +7,8 @@ see DEFAULTS). OUT.json maps each case id to {resolved_case, figures, steady, pe
 the oracle's truth.json (its MemTracker cross-check and live_at_peak breakdown are not repeated). --compare prints
 a markdown table of OUT.json against a truth.json. Figure definitions: the oracle README, "What each figure means".
 
+Families: llama, qwen2, mistral and bloom from the oracle's size keys; gpt2, gpt_neox, falcon, gemma and phi3 from a
+case key "hf_config" holding the model's HF config.json keys (AutoConfig.for_model, every dropout set to 0).
 Model: AutoModelForCausalLM.from_config (random weights, torch.manual_seed(seed)), attn_implementation eager|sdpa,
 dropouts 0, use_cache=False (no KV cache in training: with HF's default the DynamicCache keeps a copy of every
 layer's post-RoPE keys alive until the output is dropped, which the oracle's bf16-mixed forward peaks exclude);
