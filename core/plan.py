@@ -64,9 +64,9 @@ class ModelConfig(BaseModel):
     @classmethod
     def _fill_from_preset(cls, data: Any) -> Any:
         if isinstance(data, dict) and isinstance(data.get("preset"), str):
-            if data.get("hf_config") is not None:
-                raise PlanError("give preset or hf_config, not both", "model.hf_config")
             base = presets.model_preset(data["preset"]).config
+            if data.get("hf_config") is not None and data["hf_config"] != base.get("hf_config"):
+                raise PlanError("give preset or hf_config, not both", "model.hf_config")
             data = {**base, **data}
         if isinstance(data, dict) and isinstance(data.get("hf_config"), str):
             from core.hfconfig import read_hf_config

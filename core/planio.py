@@ -41,14 +41,39 @@ def parse_set(item: str) -> tuple[str, Any]:
     return key, parse_value(value.strip())
 
 
+def starting_plan() -> Plan:
+    """The plan vramplan starts from without a plan file: the default plan, on this machine's GPUs when
+    nvidia-smi reports them (`core.detect`: the matching hardware preset, the GPU count per node), else on the
+    documented default hardware (8 x A100-80GB)."""
+    from core.detect import detected_gpus
+
+    plan = default_plan()
+    det = detected_gpus()
+    if det is None:
+        return plan
+    try:
+        return plan.with_changes({"hardware.gpu": det.gpu_id, "hardware.gpus_per_node": det.count})
+    except PlanError:  # pragma: no cover - a count no strategy of the default plan accepts
+        return plan
+
+
 def resolve_plan(
-    path: str | None = None, model: str | None = None, gpu: str | None = None, sets: list[str] | tuple[str, ...] = ()
+    path: str | None = None,
+    model: str | None = None,
+    gpu: str | None = None,
+    sets: list[str] | tuple[str, ...] = (),
+    hf_config: str | None = None,
 ) -> Plan:
-    """The plan a headless command works on: a file (or the default plan), then --model, --gpu, --set."""
-    plan = load_plan(path) if path else default_plan()
+    """The plan a headless command works on: a file (or the starting plan), then --model or --hf-config, --gpu,
+    --set."""
+    if model and hf_config:
+        raise PlanError("give --model or --hf-config, not both", "--hf-config")
+    plan = load_plan(path) if path else starting_plan()
     changes: dict[str, Any] = {}
     if model:
         changes["model.preset"] = model
+    if hf_config:
+        changes["model.hf_config"] = str(Path(hf_config).expanduser().resolve())
     if gpu:
         changes["hardware.gpu"] = gpu
     for item in sets:

@@ -96,6 +96,17 @@ def load_truth(name: str) -> dict[str, Any]:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
+@pytest.fixture(autouse=True)
+def isolated_machine(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Every test sees the same machine: no user presets (an empty VRAMPLAN_CONFIG_DIR) and no GPU detection
+    (VRAMPLAN_DETECT=0), whatever the developer's ~/.config or nvidia-smi; tests of those features opt back in."""
+    from core import presets
+
+    monkeypatch.setenv("VRAMPLAN_CONFIG_DIR", str(tmp_path_factory.getbasetemp() / "no-user-config"))
+    monkeypatch.setenv("VRAMPLAN_DETECT", "0")
+    presets.reload()
+
+
 @pytest.fixture
 def tmp_plan(tmp_path: Path):
     def write(text: str, name: str = "plan.toml") -> Path:

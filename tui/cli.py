@@ -33,6 +33,11 @@ def _plan_args(p: argparse.ArgumentParser, required: bool = False) -> None:
     else:
         p.add_argument("plan", nargs="?", metavar="PLAN.toml", help="plan file (default: the built-in default plan)")
     p.add_argument("--model", metavar="ID", help="model preset id (vramplan presets models)")
+    p.add_argument(
+        "--hf-config",
+        metavar="PATH",
+        help="the model of a local Hugging Face config.json, or of a checkpoint directory holding one",
+    )
     p.add_argument("--gpu", metavar="ID", help="hardware preset id (vramplan presets hardware)")
     p.add_argument(
         "--set",
@@ -50,13 +55,23 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     from core.planio import resolve_plan
     from tui.report import estimate_table
 
-    plan = resolve_plan(args.plan, args.model, args.gpu, args.sets)
+    plan = resolve_plan(args.plan, args.model, args.gpu, args.sets, args.hf_config)
     est = estimate(plan)
     if args.json:
         sys.stdout.write(json.dumps(est.to_json(__version__)) + "\n")
     else:
-        sys.stdout.write(estimate_table(est))
+        sys.stdout.write(estimate_table(est, hardware_note=_detected_note(args, plan.hardware.gpu)))
     return 0
+
+
+def _detected_note(args: argparse.Namespace, gpu_id: str) -> str:
+    """``detected: 8 x NVIDIA H100 80GB HBM3`` when the hardware came from nvidia-smi (no plan file, no --gpu)."""
+    if args.plan or args.gpu:
+        return ""
+    from core.detect import detected_gpus
+
+    det = detected_gpus()  # cached: resolve_plan already asked
+    return det.label if det is not None and det.gpu_id == gpu_id else ""
 
 
 def cmd_presets(args: argparse.Namespace) -> int:
@@ -70,6 +85,8 @@ def cmd_presets(args: argparse.Namespace) -> int:
     if args.kind in (None, "hardware"):
         parts.append(hardware_listing(reg))
     sys.stdout.write("\n".join(parts))
+    for problem in reg.problems:  # broken user presets: reported, the others still listed
+        print(f"vramplan: skipped user preset: {problem}", file=sys.stderr)
     return 0
 
 
