@@ -22,8 +22,14 @@ linear keeps no input), in which dtype, and whether two ops share one storage:
 - Loss (``ForCausalLMLoss``): logits are upcast to fp32, ``log_softmax`` saves its fp32 [b*s, V] output,
   ``nll_loss`` the shifted int64 labels.
 
+- Fused q/k/v projections (GPT-2, GPT-NeoX, Falcon, Phi-3): SDPA's q, k, v are views of the projection output
+  unless RoPE made new ones, and a view keeps the whole output alive. Parallel blocks (GPT-NeoX, Falcon) normalise
+  the same input twice (the second LayerNorm saves only its statistics) or once (one saved tensor feeds attention
+  and MLP). GPT-2's ``gelu_new`` saves four tensors; Gemma's RMSNorm keeps its normalized tensor in fp32.
+
 Every rule was checked tensor by tensor against ../shared/oracle (tests/data/oracle_truth.json): per-layer and
-per-region saved bytes agree exactly for all llama/qwen2/bloom cases there.
+per-region saved bytes agree exactly for all llama/qwen2/bloom cases there, and for the 30 GPT-2, GPT-NeoX, Falcon,
+Gemma and Phi-3 cases of tests/data/families_truth.json (with ``cpu=True``, see `CPU_DIFFERENCES`).
 """
 
 from __future__ import annotations

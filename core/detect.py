@@ -38,8 +38,10 @@ class DetectedGpus:
 
     @property
     def label(self) -> str:
-        """``detected: 8 x NVIDIA H100 80GB HBM3`` (what the TUI shows next to the hardware)."""
-        text = f"detected: {self.count} x {self.name}"
+        """``detected: 8 x H100 80GB HBM3`` (what the TUI shows next to the hardware): the reported name without
+        its vendor prefix."""
+        short = self.name.removeprefix("NVIDIA ").strip() or self.name
+        text = f"detected: {self.count} x {short}"
         if not self.matched:
             text += f" ({self.memory_mib / 1024:.1f} GiB, unknown GPU: memory only)"
         return text

@@ -149,7 +149,8 @@ def _validate_user(schema: type[T], path: Path) -> T:
         if isinstance(config.get("hf_config"), str):
             config["hf_config"] = str((path.parent / Path(config["hf_config"]).expanduser()).resolve())
             item = item.model_copy(update={"config": config})
-        from core.plan import ModelConfig, _pydantic_error  # core.plan imports this module
+        from core.model import ModelConfig  # core.model imports this module
+        from core.plan import _pydantic_error
 
         try:
             ModelConfig.model_validate(config)

@@ -65,7 +65,7 @@ def cmd_estimate(args: argparse.Namespace) -> int:
 
 
 def _detected_note(args: argparse.Namespace, gpu_id: str) -> str:
-    """``detected: 8 x NVIDIA H100 80GB HBM3`` when the hardware came from nvidia-smi (no plan file, no --gpu)."""
+    """``detected: 8 x H100 80GB HBM3`` when the hardware came from nvidia-smi (no plan file, no --gpu)."""
     if args.plan or args.gpu:
         return ""
     from core.detect import detected_gpus

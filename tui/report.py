@@ -75,7 +75,7 @@ def estimate_table(est: Estimate, hardware_note: str = "") -> str:
 
 def model_listing(reg: Registry) -> str:
     rows = ["models", f"  {'id':<16} {'name':<18} {'type':<8} {'params':>9} {'layers':>6} {'hidden':>6} {'vocab':>7}"]
-    from core.plan import ModelConfig
+    from core.model import ModelConfig
 
     for mp in reg.sorted_models():
         c = ModelConfig.model_validate({"preset": mp.id})  # fills what a user preset leaves to defaults

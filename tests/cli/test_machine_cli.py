@@ -89,7 +89,7 @@ def test_estimate_starts_on_the_detected_gpus(tmp_path: Path, monkeypatch: pytes
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert lines[0] == "LLaMA-7B on 8 x NVIDIA H100 80GB SXM5 (1 node)"
-    assert lines[1] == "hardware detected: 8 x NVIDIA H100 80GB HBM3 (nvidia-smi)"
+    assert lines[1] == "hardware detected: 8 x H100 80GB HBM3 (nvidia-smi)"
     data = json.loads(cli("estimate", "--json").stdout)
     assert (data["plan"]["hardware"]["gpu"], data["plan"]["hardware"]["gpus_per_node"]) == ("h100-80gb", 8)
     assert "detected" not in cli("estimate", "--gpu", "a100-80gb").stdout

@@ -59,7 +59,9 @@ def test_known_gpus_become_the_default_hardware(
     assert (plan.hardware.gpu, plan.hardware.gpus_per_node, plan.hardware.nodes) == (gpu, count, 1)
     det = detected_gpus()
     assert det is not None and det.matched
-    assert det.label == f"detected: {count} x {output.splitlines()[0].rpartition(',')[0]}"
+    name = output.splitlines()[0].rpartition(",")[0]
+    assert det.name == name
+    assert det.label == f"detected: {count} x {name.removeprefix('NVIDIA ')}"  # "detected: 8 x H100 80GB HBM3"
 
 
 def test_the_query_is_the_csv_mode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
