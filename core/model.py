@@ -7,6 +7,7 @@ architecture flags) default to the family's and may only be set where the family
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
@@ -57,11 +58,12 @@ class ModelConfig(BaseModel):
         if isinstance(data, dict) and isinstance(data.get("hf_config"), str):
             from core.hfconfig import read_hf_config
 
+            path = str(Path(data["hf_config"]).expanduser().absolute())  # relative: to the working directory
             try:
-                base = read_hf_config(data["hf_config"]).model
+                base = read_hf_config(path).model
             except PlanError as exc:
                 raise PlanError(exc.line(), "model.hf_config") from None
-            data = {**base, **data}
+            data = {**base, **data, "hf_config": path}
         if isinstance(data, dict) and "num_key_value_heads" not in data and "num_attention_heads" in data:
             data = {**data, "num_key_value_heads": data["num_attention_heads"]}  # HF default: MHA
         if isinstance(data, dict) and "tie_word_embeddings" not in data and data.get("model_type") in FAMILIES:

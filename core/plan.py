@@ -81,10 +81,12 @@ class TrainingConfig(BaseModel):
     @classmethod
     def _known_targets(cls, v: tuple[str, ...]) -> tuple[str, ...]:
         if not v:
-            raise ValueError("at least one target (q k v o gate up down, qkv, or all-linear)")
+            raise ValueError("at least one target (q k v o gate up down, qkv, gate_up, or all-linear)")
         for t in v:
             if t not in (*ALL_ROLES, "all-linear"):
-                raise ValueError(f"unknown target {t!r}; use q k v o gate up down, qkv (fused), or all-linear")
+                raise ValueError(
+                    f"unknown target {t!r}; use q k v o gate up down, qkv or gate_up (fused), or all-linear"
+                )
         return tuple(dict.fromkeys(v))
 
     @property

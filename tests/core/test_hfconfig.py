@@ -219,3 +219,12 @@ def test_lora_targets_follow_the_block(name: str, targets: list[str], ok: bool) 
         with pytest.raises(PlanError) as exc:
             plan_from_dict(data)
         assert exc.value.where == "training.lora_targets"
+
+
+def test_a_relative_hf_config_is_kept_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write_config(tmp_path, REAL["phi-3-mini-4k"][0])
+    monkeypatch.chdir(tmp_path)
+    plan = plan_from_dict({"model": {"hf_config": "ckpt"}})
+    assert plan.model.hf_config == str(tmp_path / "ckpt")
+    monkeypatch.chdir("/")
+    assert plan_from_dict(plan.dump()) == plan  # still found from elsewhere
