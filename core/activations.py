@@ -205,8 +205,10 @@ def _attention(c: ActCtx, out: Saved, x_rg: bool, n_bytes: int) -> tuple[bool, b
     a fused projection keeps its whole [T, (a + 2 kv) d] output alive (GPT-2: q, k and v are views; GPT-NeoX and
     Phi-3: v). Falcon's new architecture broadcasts k and v to every head and copies them (``flatten``); with one
     key/value head (multi-query) SDPA cannot use a fused kernel and runs its math path, which materialises the
-    probabilities like eager attention. The flash output already has the [b, s, a, d] layout o_proj reads (CUDA
-    flash/efficient kernels write it so), so o_proj's input is not a copy.
+    probabilities like eager attention (in the compute dtype on CUDA; the CPU math path upcasts bf16 to fp32, which
+    the measured cases do not exercise: their multi-query autocast case uses eager attention). The flash output
+    already has the [b, s, a, d] layout o_proj reads (CUDA flash/efficient kernels write it so), so o_proj's input
+    is not a copy.
     """
     arch, reg = c.arch, c.reg
     b, s, T, a = c.b, c.s, c.T, arch.a
