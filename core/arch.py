@@ -1,16 +1,28 @@
 """Architecture -> block structure and exact parameter counts.
 
 Each supported Hugging Face ``model_type`` is a `Family`: which norm, which MLP, fused or separate q/k/v, which
-linears carry a bias, whether there is a norm after the embedding. From a family and the config's sizes we build
-the list of linear layers of one decoder block; parameter counts, LoRA counts, FLOPs and the activation model all
-read that one list, so they cannot disagree.
+linears carry a bias by default, how positions are encoded, and which config keys may change that structure. From
+a family, the config's sizes and those keys we build the list of linear layers of one decoder block; parameter
+counts, LoRA counts, FLOPs and the activation model all read that one list, so they cannot disagree.
 
-Sources (the modules transformers builds, read at v5.24):
-- llama / mistral: ``models/llama/modeling_llama.py`` (LlamaAttention q/k/v/o without bias, LlamaMLP
-  gate/up/down, two LlamaRMSNorm per layer, untied lm_head by default).
-- qwen2: ``models/qwen2/modeling_qwen2.py`` (as llama, plus biases on q/k/v: ``bias=True``).
+Sources (the modules transformers builds, read at v5.24; every count is checked against
+``AutoModelForCausalLM.from_config`` on the meta device by bench/measure/check_params.py):
+- llama / mistral: ``models/llama/modeling_llama.py`` (q/k/v/o, bias when ``attention_bias``; gate/up/down, bias
+  when ``mlp_bias``; two LlamaRMSNorm per layer; untied lm_head by default).
+- qwen2: ``models/qwen2/modeling_qwen2.py`` (as llama, q/k/v always with bias, o without).
+- gemma: ``models/gemma/modeling_gemma.py`` (as llama, GELU-tanh gate, RMSNorm ``x * (1 + w)`` in fp32, embedding
+  scaled by sqrt(h), tied lm_head, ``head_dim`` 256 independent of hidden_size).
+- phi3: ``models/phi3/modeling_phi3.py`` (fused ``qkv_proj`` (a + 2 kv) d, fused ``gate_up_proj`` 2f, no biases).
 - bloom: ``models/bloom/modeling_bloom.py`` (fused ``query_key_value`` 3h with bias, ``dense`` with bias, MLP
-  h -> 4h -> h with biases and GELU, LayerNorm with bias, ``word_embeddings_layernorm``, tied lm_head).
+  h -> 4h -> h with biases and GELU, LayerNorm with bias, ``word_embeddings_layernorm``, tied lm_head, ALiBi).
+- gpt2: ``models/gpt2/modeling_gpt2.py`` (Conv1D ``c_attn`` 3h, ``c_proj``, ``c_fc`` h -> n_inner, all with bias;
+  LayerNorm ``ln_1``/``ln_2``; learned position embeddings ``wpe`` [n_positions, h]; tied lm_head; gelu_new).
+- gpt_neox: ``models/gpt_neox/modeling_gpt_neox.py`` (fused ``query_key_value`` 3h and ``dense``, bias when
+  ``attention_bias``; MLP with biases; two LayerNorms, parallel residual by default; partial RoPE ``rotary_pct``).
+- falcon: ``models/falcon/modeling_falcon.py`` (fused ``query_key_value``: h + 2d with ``multi_query``, 3h without,
+  (a + 2 kv) d with ``new_decoder_architecture``; ``dense``; MLP h -> ffn_hidden_size -> h; biases when ``bias``;
+  parallel attention with one LayerNorm, two with ``num_ln_in_parallel_attn`` = 2 (the new architecture's
+  default), two sequential ones without ``parallel_attn``; RoPE or ALiBi; tied lm_head).
 """
 
 from __future__ import annotations
@@ -19,90 +31,123 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Literal
 
-Role = Literal["q", "k", "v", "o", "gate", "up", "down", "qkv"]
-ALL_ROLES: tuple[str, ...] = ("q", "k", "v", "o", "gate", "up", "down", "qkv")
+Role = Literal["q", "k", "v", "o", "gate", "up", "down", "qkv", "gate_up"]
+ALL_ROLES: tuple[str, ...] = ("q", "k", "v", "o", "gate", "up", "down", "qkv", "gate_up")
+
+# MLP activations (HF ``hidden_act`` names) and the tensors each saves for backward, per element of its input
+ACTIVATIONS: dict[str, str] = {
+    "silu": "SiLU (saves its input)",
+    "gelu": "GELU (saves its input)",
+    "gelu_pytorch_tanh": "GELU, tanh approximation, one op (saves its input)",
+    "gelu_new": "GELU, tanh approximation in Python ops (saves its input, tanh, 1 + tanh and x/2)",
+    "relu": "ReLU (saves its output)",
+}
+
+# Model-table keys that change a block's structure beyond the sizes (None: the family's default)
+OPTION_KEYS: tuple[str, ...] = (
+    "attention_bias",
+    "mlp_bias",
+    "use_parallel_residual",
+    "num_ln_in_parallel_attn",
+    "hidden_act",
+    "partial_rotary_factor",
+    "max_position_embeddings",
+    "alibi",
+    "new_decoder_architecture",
+)
 
 
 @dataclass(frozen=True, slots=True)
 class Family:
     model_type: str
     label: str
-    norm: Literal["rms", "layer"]
-    gated_mlp: bool  # SwiGLU: gate, up, down (SiLU); else up, down (GELU)
+    norm: Literal["rms", "rms_offset", "layer"]  # rms_offset: Gemma's RMSNorm, x * (1 + w) in fp32
+    mlp: Literal["gated", "gated_fused", "plain"]  # gate/up/down; fused gate_up/down (Phi-3); up -> act -> down
     fused_qkv: bool
-    qkv_bias: bool
+    qkv_bias: bool  # defaults; `attention_bias` / `mlp_bias` change them where `options` allows
     out_bias: bool  # o / dense projection
     mlp_bias: bool
-    embed_norm: bool  # a norm right after the token embedding (BLOOM)
-    positional: Literal["rope", "alibi"]
-    fixed_mlp_ratio: int | None  # BLOOM's MLP is always 4h
+    positional: Literal["rope", "alibi", "learned"]
+    act: str
     default_tied: bool
     source: str
+    gqa: bool = True  # may have fewer key/value heads than query heads
+    embed_norm: bool = False  # a norm right after the token embedding (BLOOM)
+    fixed_mlp_ratio: int | None = None  # BLOOM's MLP is always 4h
+    parallel: bool = False  # attention and MLP both read the block input (GPT-NeoX, Falcon)
+    norms_in_parallel: int = 2  # LayerNorms of a parallel block (Falcon's old architecture shares one)
+    rotary_factor: float = 1.0  # fraction of head_dim that RoPE rotates (GPT-NeoX rotary_pct)
+    max_positions: int = 0  # learned position embeddings: rows by default (GPT-2 n_positions)
+    options: frozenset[str] = frozenset()  # OPTION_KEYS this family's config may set
+
+    @property
+    def gated(self) -> bool:
+        return self.mlp != "plain"
 
 
+_LLAMA_SRC = "transformers models/llama/modeling_llama.py"
 FAMILIES: dict[str, Family] = {
-    "llama": Family(
-        "llama",
-        "LLaMA",
-        "rms",
-        True,
-        False,
-        False,
-        False,
-        False,
-        False,
-        "rope",
-        None,
-        False,
-        "transformers models/llama/modeling_llama.py",
-    ),
-    "mistral": Family(
-        "mistral",
-        "Mistral",
-        "rms",
-        True,
-        False,
-        False,
-        False,
-        False,
-        False,
-        "rope",
-        None,
-        False,
-        "transformers models/mistral/modeling_mistral.py (llama block; sliding window does not change memory "
-        "of a training step at seq_len <= window)",
-    ),
-    "qwen2": Family(
-        "qwen2",
-        "Qwen2",
-        "rms",
-        True,
-        False,
-        True,
-        False,
-        False,
-        False,
-        "rope",
-        None,
-        False,
-        "transformers models/qwen2/modeling_qwen2.py (q/k/v with bias)",
-    ),
-    "bloom": Family(
-        "bloom",
-        "BLOOM",
-        "layer",
-        False,
-        True,
-        True,
-        True,
-        True,
-        True,
-        "alibi",
-        4,
-        True,
-        "transformers models/bloom/modeling_bloom.py (fused query_key_value, LayerNorm, 4h GELU MLP, ALiBi)",
-    ),
-}
+    f.model_type: f
+    for f in (
+        Family(
+            "llama", "LLaMA", "rms", "gated", False, False, False, False, "rope", "silu", False, _LLAMA_SRC,
+            options=frozenset({"attention_bias", "mlp_bias", "partial_rotary_factor"}),
+        ),
+        Family(
+            "mistral", "Mistral", "rms", "gated", False, False, False, False, "rope", "silu", False,
+            "transformers models/mistral/modeling_mistral.py (llama block; sliding window does not change memory "
+            "of a training step at seq_len <= window)",
+        ),
+        Family(
+            "qwen2", "Qwen2", "rms", "gated", False, True, False, False, "rope", "silu", False,
+            "transformers models/qwen2/modeling_qwen2.py (q/k/v with bias)",
+        ),
+        Family(
+            "gemma", "Gemma", "rms_offset", "gated", False, False, False, False, "rope", "gelu_pytorch_tanh", True,
+            "transformers models/gemma/modeling_gemma.py (GeGLU MLP, RMSNorm x * (1 + w) in fp32, tied embeddings)",
+            options=frozenset({"attention_bias", "hidden_act"}),
+        ),
+        Family(
+            "phi3", "Phi-3", "rms", "gated_fused", True, False, False, False, "rope", "silu", False,
+            "transformers models/phi3/modeling_phi3.py (fused qkv_proj and gate_up_proj, no biases)",
+            options=frozenset({"partial_rotary_factor"}),
+        ),
+        Family(
+            "bloom", "BLOOM", "layer", "plain", True, True, True, True, "alibi", "gelu", True,
+            "transformers models/bloom/modeling_bloom.py (fused query_key_value, LayerNorm, 4h GELU MLP, ALiBi)",
+            gqa=False, embed_norm=True, fixed_mlp_ratio=4,
+        ),
+        Family(
+            "gpt2", "GPT-2", "layer", "plain", True, True, True, True, "learned", "gelu_new", True,
+            "transformers models/gpt2/modeling_gpt2.py (Conv1D c_attn/c_proj/c_fc with biases, learned positions)",
+            gqa=False, max_positions=1024, options=frozenset({"hidden_act", "max_position_embeddings"}),
+        ),
+        Family(
+            "gpt_neox", "GPT-NeoX", "layer", "plain", True, True, True, True, "rope", "gelu", False,
+            "transformers models/gpt_neox/modeling_gpt_neox.py (fused query_key_value, parallel residual, "
+            "partial RoPE)",
+            gqa=False, parallel=True, rotary_factor=0.25,
+            options=frozenset({"attention_bias", "use_parallel_residual", "hidden_act", "partial_rotary_factor"}),
+        ),
+        Family(
+            "falcon", "Falcon", "layer", "plain", True, False, False, False, "rope", "gelu", True,
+            "transformers models/falcon/modeling_falcon.py (fused query_key_value with multi-query or grouped "
+            "heads, parallel attention, one shared LayerNorm)",
+            parallel=True, norms_in_parallel=1,
+            options=frozenset(
+                {
+                    "attention_bias",
+                    "mlp_bias",
+                    "use_parallel_residual",
+                    "num_ln_in_parallel_attn",
+                    "hidden_act",
+                    "alibi",
+                    "new_decoder_architecture",
+                }
+            ),
+        ),
+    )
+}  # fmt: skip
 
 
 def family(model_type: str) -> Family:
@@ -141,6 +186,16 @@ class Arch:
     d: int  # head_dim
     tied: bool
     linears: tuple[Linear, ...]
+    parallel: bool = False  # attention and MLP read the block input; their outputs are added to it
+    n_norms: int = 2  # norms per block
+    act: str = "silu"
+    rotary_dim: int = 0  # RoPE: the rotated part of a head (0: no RoPE)
+    alibi: bool = False
+    positions: int = 0  # learned position embeddings (GPT-2 wpe rows)
+    kv_expanded: bool = False  # Falcon's new architecture: k and v broadcast to every query head before attention
+    attn_math: bool = False  # Falcon multi-query: k/v with one head, SDPA falls back to its math kernel
+    mask_per_layer: bool = False  # Falcon + RoPE + SDPA: the materialised bool mask is converted in every layer
+    index_bytes: int = 0  # Falcon's k/v list indexing saves two int64 indices per block
     # derived (set in __post_init__)
     h_q: int = field(init=False)
     h_kv: int = field(init=False)
@@ -149,7 +204,8 @@ class Arch:
     layer_bias_params: int = field(init=False)
     layer_norm_params: int = field(init=False)
     layer_params: int = field(init=False)
-    embed_params: int = field(init=False)  # token embedding (+ BLOOM's word_embeddings_layernorm)
+    embed_extra_params: int = field(init=False)  # besides the token embedding: BLOOM's norm, GPT-2's positions
+    embed_params: int = field(init=False)  # token embedding + embed_extra_params
     head_params: int = field(init=False)  # final norm + an untied lm_head (a tied head reuses the embedding)
     total_params: int = field(init=False)
     max_linear_weight: int = field(init=False)
@@ -157,11 +213,12 @@ class Arch:
 
     def __post_init__(self) -> None:
         put = object.__setattr__
-        norm = self.h if self.fam.norm == "rms" else 2 * self.h
+        norm = 2 * self.h if self.fam.norm == "layer" else self.h
         weights = sum(lin.weight_params for lin in self.linears)
         biases = sum(lin.params - lin.weight_params for lin in self.linears)
-        layer = weights + biases + 2 * norm
-        embed = self.V * self.h + (norm if self.fam.embed_norm else 0)
+        layer = weights + biases + self.n_norms * norm
+        extra = (norm if self.fam.embed_norm else 0) + self.positions * self.h
+        embed = self.V * self.h + extra
         head = norm + (0 if self.tied else self.V * self.h)
         for name, value in (
             ("h_q", self.a * self.d),
@@ -169,8 +226,9 @@ class Arch:
             ("norm_params", norm),
             ("layer_weight_params", weights),
             ("layer_bias_params", biases),
-            ("layer_norm_params", 2 * norm),
+            ("layer_norm_params", self.n_norms * norm),
             ("layer_params", layer),
+            ("embed_extra_params", extra),
             ("embed_params", embed),
             ("head_params", head),
             ("total_params", embed + self.L * layer + head),
@@ -191,22 +249,33 @@ class Arch:
         return tuple(self.by_role)
 
 
-def block_linears(fam: Family, h: int, f: int, a: int, kv: int, d: int) -> tuple[Linear, ...]:
-    """The linear layers of one decoder block, in forward order."""
+def block_linears(
+    fam: Family,
+    h: int,
+    f: int,
+    a: int,
+    kv: int,
+    d: int,
+    qkv_bias: bool | None = None,
+    out_bias: bool | None = None,
+    mlp_bias: bool | None = None,
+) -> tuple[Linear, ...]:
+    """The linear layers of one decoder block, in forward order (biases: the family's unless given)."""
+    qb = fam.qkv_bias if qkv_bias is None else qkv_bias
+    ob = fam.out_bias if out_bias is None else out_bias
+    mb = fam.mlp_bias if mlp_bias is None else mlp_bias
     h_q, h_kv = a * d, kv * d
     if fam.fused_qkv:
-        attn = [Linear("qkv", h, h_q + 2 * h_kv, fam.qkv_bias)]
+        attn = [Linear("qkv", h, h_q + 2 * h_kv, qb)]
     else:
-        attn = [
-            Linear("q", h, h_q, fam.qkv_bias),
-            Linear("k", h, h_kv, fam.qkv_bias),
-            Linear("v", h, h_kv, fam.qkv_bias),
-        ]
-    attn.append(Linear("o", h_q, h, fam.out_bias))
-    if fam.gated_mlp:
-        mlp = [Linear("gate", h, f, fam.mlp_bias), Linear("up", h, f, fam.mlp_bias), Linear("down", f, h, fam.mlp_bias)]
+        attn = [Linear("q", h, h_q, qb), Linear("k", h, h_kv, qb), Linear("v", h, h_kv, qb)]
+    attn.append(Linear("o", h_q, h, ob))
+    if fam.mlp == "gated":
+        mlp = [Linear("gate", h, f, mb), Linear("up", h, f, mb), Linear("down", f, h, mb)]
+    elif fam.mlp == "gated_fused":
+        mlp = [Linear("gate_up", h, 2 * f, mb), Linear("down", f, h, mb)]
     else:
-        mlp = [Linear("up", h, f, fam.mlp_bias), Linear("down", f, h, fam.mlp_bias)]
+        mlp = [Linear("up", h, f, mb), Linear("down", f, h, mb)]
     return (*attn, *mlp)
 
 
@@ -221,21 +290,52 @@ def build_arch(
     num_key_value_heads: int,
     tie_word_embeddings: bool,
     head_dim: int | None = None,
+    *,
+    attention_bias: bool | None = None,
+    mlp_bias: bool | None = None,
+    use_parallel_residual: bool | None = None,
+    num_ln_in_parallel_attn: int | None = None,
+    hidden_act: str | None = None,
+    partial_rotary_factor: float | None = None,
+    max_position_embeddings: int | None = None,
+    alibi: bool | None = None,
+    new_decoder_architecture: bool | None = None,
 ) -> Arch:
+    """An `Arch` from model-table keys (HF config.json names; None: the family's default)."""
     fam = FAMILIES[model_type]
-    d = head_dim or hidden_size // num_attention_heads
-    linears = block_linears(fam, hidden_size, intermediate_size, num_attention_heads, num_key_value_heads, d)
+    h, a, kv = hidden_size, num_attention_heads, num_key_value_heads
+    d = head_dim or h // a
+    linears = block_linears(fam, h, intermediate_size, a, kv, d, attention_bias, attention_bias, mlp_bias)
+    parallel = fam.parallel if use_parallel_residual is None else use_parallel_residual
+    n_ln = fam.norms_in_parallel if num_ln_in_parallel_attn is None else num_ln_in_parallel_attn
+    if new_decoder_architecture and num_ln_in_parallel_attn is None:
+        n_ln = 2  # FalconDecoderLayer: the new architecture's default
+    use_alibi = fam.positional == "alibi" or bool(alibi)
+    rotary = 0 if (use_alibi or fam.positional != "rope") else int(d * (partial_rotary_factor or fam.rotary_factor))
+    falcon = model_type == "falcon"
+    new_arch = falcon and bool(new_decoder_architecture)
+    multi_query = falcon and not new_arch and kv < a
     return Arch(
         fam,
         vocab_size,
-        hidden_size,
+        h,
         intermediate_size,
         num_hidden_layers,
-        num_attention_heads,
-        num_key_value_heads,
+        a,
+        kv,
         d,
         tie_word_embeddings,
         linears,
+        parallel=parallel,
+        n_norms=n_ln if parallel else 2,
+        act=hidden_act or fam.act,
+        rotary_dim=rotary,
+        alibi=use_alibi,
+        positions=(max_position_embeddings or fam.max_positions) if fam.positional == "learned" else 0,
+        kv_expanded=new_arch,
+        attn_math=multi_query,
+        mask_per_layer=falcon and not use_alibi and not multi_query,
+        index_bytes=16 if (new_arch or multi_query) else 0,
     )
 
 

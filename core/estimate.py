@@ -31,7 +31,7 @@ from core.activations import (
     int8_bytes,
     layer_saved,
     logsoftmax_bytes,
-    rope_bytes,
+    once_bytes,
 )
 from core.arch import Arch, lora_params_per_layer, lora_roles
 from core.explain import component_formulas
@@ -141,7 +141,7 @@ def _stage_acts(ctx: ActCtx, stage: Stage, lay: Layout) -> StageActs:
             logits_fwd = (C * T * arch.V + (4 * T * arch.V if C != 4 else 0)) // tp
     copies = layer_copies + head_copies
     copies_fwd = max(copies, cache + head_cache + frozen)
-    rope = 0 if ctx.gc else rope_bytes(ctx)
+    rope = 0 if ctx.gc else once_bytes(ctx)
     dy = ctx.reg.resid_bytes * T * arch.h // (tp if sp else 1)
     return StageActs(
         layers,
@@ -305,8 +305,11 @@ def _phases(ctx: ActCtx, stage: Stage, st: States, a: StageActs, lay: Layout) ->
     return tuple(phases)
 
 
-def estimate(plan: Plan) -> Estimate:
-    """Per-GPU memory of the busiest rank at the peak of a steady-state step (see module docstring)."""
+def estimate(plan: Plan, *, cpu: bool = False) -> Estimate:
+    """Per-GPU memory of the busiest rank at the peak of a steady-state step (see module docstring).
+
+    ``cpu``: reproduce PyTorch's CPU kernels where they differ from CUDA's (`core.activations.CPU_DIFFERENCES`), to
+    compare with measurements taken on the CPU; the prediction for a GPU is the default."""
     m, t, s = plan.model, plan.training, plan.strategy
     arch = m.arch()
     reg = REGIMES[t.precision]
@@ -327,6 +330,7 @@ def estimate(plan: Plan) -> Estimate:
         s.gradient_checkpointing == "selective",
         s.gradient_checkpointing == "full",
         t.lora_rank,
+        cpu,
     )
     lay = Layout(
         tp,

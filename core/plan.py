@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from core import presets
-from core.arch import ALL_ROLES, FAMILIES, Arch, build_arch
+from core.arch import ALL_ROLES, FAMILIES
 from core.errors import PlanError
+from core.model import ModelConfig
 
 Precision = Literal["fp32", "bf16-autocast", "fp16-autocast", "bf16-master", "fp16-master", "bf16-pure"]
 Optimizer = Literal["adamw", "adamw-8bit", "sgd", "sgd-momentum", "adafactor", "lion"]
@@ -30,83 +31,6 @@ METHODS: tuple[str, ...] = Method.__args__  # type: ignore[attr-defined]
 TABLES = ("model", "hardware", "training", "strategy", "overhead")
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
-
-
-class ModelConfig(BaseModel):
-    """Architecture, with Hugging Face ``config.json`` key names. ``preset`` fills every key not given."""
-
-    model_config = _FROZEN
-
-    preset: str | None = None
-    model_type: str
-    vocab_size: PositiveInt
-    hidden_size: PositiveInt
-    intermediate_size: PositiveInt
-    num_hidden_layers: PositiveInt
-    num_attention_heads: PositiveInt
-    num_key_value_heads: PositiveInt
-    tie_word_embeddings: bool
-    head_dim: PositiveInt | None = None
-
-    @model_validator(mode="before")
-    @classmethod
-    def _fill_from_preset(cls, data: Any) -> Any:
-        if isinstance(data, dict) and isinstance(data.get("preset"), str):
-            base = presets.model_preset(data["preset"]).config
-            data = {**base, **data}
-        if isinstance(data, dict) and "num_key_value_heads" not in data and "num_attention_heads" in data:
-            data = {**data, "num_key_value_heads": data["num_attention_heads"]}  # HF default: MHA
-        if isinstance(data, dict) and "tie_word_embeddings" not in data and data.get("model_type") in FAMILIES:
-            data = {**data, "tie_word_embeddings": FAMILIES[data["model_type"]].default_tied}
-        return data
-
-    @field_validator("model_type")
-    @classmethod
-    def _known_family(cls, v: str) -> str:
-        if v not in FAMILIES:
-            raise ValueError(f"unsupported model_type {v!r}; supported: {', '.join(FAMILIES)}")
-        return v
-
-    @model_validator(mode="after")
-    def _consistent(self) -> ModelConfig:
-        fam = FAMILIES[self.model_type]
-        if self.num_attention_heads % self.num_key_value_heads:
-            raise PlanError(
-                f"num_key_value_heads={self.num_key_value_heads} must divide "
-                f"num_attention_heads={self.num_attention_heads}",
-                "model.num_key_value_heads",
-            )
-        if self.head_dim is None and self.hidden_size % self.num_attention_heads:
-            raise PlanError(
-                f"hidden_size={self.hidden_size} is not divisible by num_attention_heads={self.num_attention_heads}"
-                " (set head_dim)",
-                "model.num_attention_heads",
-            )
-        if fam.fixed_mlp_ratio and self.intermediate_size != fam.fixed_mlp_ratio * self.hidden_size:
-            raise PlanError(
-                f"must be {fam.fixed_mlp_ratio} x hidden_size = "
-                f"{fam.fixed_mlp_ratio * self.hidden_size} for {self.model_type} (its MLP is fixed)",
-                "model.intermediate_size",
-            )
-        if fam.fused_qkv and self.num_key_value_heads != self.num_attention_heads:
-            raise PlanError(
-                f"{self.model_type} has no grouped-query attention: must equal num_attention_heads",
-                "model.num_key_value_heads",
-            )
-        return self
-
-    def arch(self) -> Arch:
-        return build_arch(
-            self.model_type,
-            self.vocab_size,
-            self.hidden_size,
-            self.intermediate_size,
-            self.num_hidden_layers,
-            self.num_attention_heads,
-            self.num_key_value_heads,
-            self.tie_word_embeddings,
-            self.head_dim,
-        )
 
 
 class HardwareConfig(BaseModel):
@@ -159,10 +83,12 @@ class TrainingConfig(BaseModel):
     @classmethod
     def _known_targets(cls, v: tuple[str, ...]) -> tuple[str, ...]:
         if not v:
-            raise ValueError("at least one target (q k v o gate up down, qkv, or all-linear)")
+            raise ValueError("at least one target (q k v o gate up down, qkv, gate_up, or all-linear)")
         for t in v:
             if t not in (*ALL_ROLES, "all-linear"):
-                raise ValueError(f"unknown target {t!r}; use q k v o gate up down, qkv (fused), or all-linear")
+                raise ValueError(
+                    f"unknown target {t!r}; use q k v o gate up down, qkv or gate_up (fused), or all-linear"
+                )
         return tuple(dict.fromkeys(v))
 
     @property
@@ -229,12 +155,12 @@ class Plan(BaseModel):
     def with_changes(self, changes: dict[str, Any]) -> Plan:
         """A new, validated plan with dotted-key changes (``{"strategy.zero_stage": 3}``).
 
-        Choosing a new ``model.preset`` replaces every model key not also given in ``changes``.
+        Choosing a new ``model.preset`` or ``model.hf_config`` replaces every model key not also given in ``changes``.
         """
         raw = self.dump()
-        new_preset = changes.get("model.preset")
-        if "model.preset" in changes and new_preset != self.model.preset:
-            raw["model"] = {}
+        for key in ("model.preset", "model.hf_config"):
+            if key in changes and changes[key] != getattr(self.model, key.partition(".")[2]):
+                raw["model"] = {}  # a new model: drop every key of the old one
         for key, value in changes.items():
             table, _, field = key.partition(".")
             if table not in TABLES or not field or "." in field:
@@ -261,19 +187,30 @@ def _check_combinations(p: Plan) -> None:
             "training.quantization",
         )
     if t.method != "full":
-        if fam.fused_qkv and any(r in t.lora_targets for r in ("q", "k", "v")):
+        roles = m.arch().roles()
+        for target in t.lora_targets:
+            if target == "all-linear" or target in roles:
+                continue
+            if target in ("q", "k", "v") and fam.fused_qkv:
+                why = 'one fused query/key/value projection: target "qkv"'
+            elif target == "qkv":
+                why = "separate q, k, v projections: target them"
+            elif target in ("gate", "up") and fam.mlp == "gated_fused":
+                why = 'one fused gate/up projection: target "gate_up"'
+            elif target == "gate_up":
+                why = "no fused gate_up projection"
+            else:
+                why = f"no {target} projection (its MLP is up -> {m.arch().act} -> down)"
             raise PlanError(
-                f'{m.model_type} has one fused query_key_value projection: target "qkv", not q/k/v',
-                "training.lora_targets",
+                f"{m.model_type} has {why} (its block: {', '.join(roles)}, or all-linear)", "training.lora_targets"
             )
-        if not fam.fused_qkv and "qkv" in t.lora_targets:
-            raise PlanError(
-                f'{m.model_type} has separate q, k, v projections: target them, not "qkv"', "training.lora_targets"
-            )
-        if not fam.gated_mlp and "gate" in t.lora_targets:
-            raise PlanError(
-                f"{m.model_type} has no gate projection (its MLP is up -> GELU -> down)", "training.lora_targets"
-            )
+    positions = m.arch().positions
+    if positions and t.seq_len > positions:
+        raise PlanError(
+            f"{m.model_type} has {positions} learned positions (max_position_embeddings): "
+            f"seq_len {t.seq_len} does not fit",
+            "training.seq_len",
+        )
     if t.optimizer_impl == "fused" and t.optimizer not in ("adamw", "sgd", "sgd-momentum"):
         raise PlanError(f"PyTorch has no fused {t.optimizer}; use auto, foreach or for-loop", "training.optimizer_impl")
     tp, pp = s.tensor_parallel, s.pipeline_parallel

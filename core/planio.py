@@ -29,8 +29,13 @@ class PlanFile:
 
 
 def load_plan_file(path: str | Path) -> PlanFile:
-    """Read and validate a plan file (hand-written or exported); errors are one `PlanError` naming file and key."""
-    return plan_file_from_data(read_toml(path), str(path))
+    """Read and validate a plan file (hand-written or exported); errors are one `PlanError` naming file and key.
+    ``[model] hf_config`` is relative to the plan file's directory (the plan keeps it as an absolute path)."""
+    raw = read_toml(path)
+    model = raw.get("model")
+    if isinstance(model, dict) and isinstance(model.get("hf_config"), str):
+        model["hf_config"] = str((Path(path).parent / Path(model["hf_config"]).expanduser()).resolve())
+    return plan_file_from_data(raw, str(path))
 
 
 def plan_file_from_data(raw: dict[str, Any], where: str) -> PlanFile:
@@ -89,13 +94,37 @@ def parse_set(item: str) -> tuple[str, Any]:
     return key, parse_value(value.strip())
 
 
+def starting_plan() -> Plan:
+    """The plan vramplan starts from without a plan file: the default plan, on this machine's GPUs when
+    nvidia-smi reports them (`core.detect`: the matching hardware preset, the GPU count per node), else on the
+    documented default hardware (8 x A100-80GB)."""
+    from core.detect import detected_gpus
+
+    plan = default_plan()
+    det = detected_gpus()
+    if det is None:
+        return plan
+    try:
+        return plan.with_changes({"hardware.gpu": det.gpu_id, "hardware.gpus_per_node": det.count})
+    except PlanError:  # pragma: no cover - a count no strategy of the default plan accepts
+        return plan
+
+
 def apply_overrides(
-    plan: Plan, model: str | None = None, gpu: str | None = None, sets: list[str] | tuple[str, ...] = ()
+    plan: Plan,
+    model: str | None = None,
+    gpu: str | None = None,
+    sets: list[str] | tuple[str, ...] = (),
+    hf_config: str | None = None,
 ) -> Plan:
-    """``--model``, ``--gpu`` and ``--set table.key=value`` applied to a plan (validated)."""
+    """``--model`` or ``--hf-config``, ``--gpu`` and ``--set table.key=value`` applied to a plan (validated)."""
+    if model and hf_config:
+        raise PlanError("give --model or --hf-config, not both", "--hf-config")
     changes: dict[str, Any] = {}
     if model:
         changes["model.preset"] = model
+    if hf_config:
+        changes["model.hf_config"] = str(Path(hf_config).expanduser().resolve())
     if gpu:
         changes["hardware.gpu"] = gpu
     for item in sets:
@@ -105,7 +134,14 @@ def apply_overrides(
 
 
 def resolve_plan(
-    path: str | None = None, model: str | None = None, gpu: str | None = None, sets: list[str] | tuple[str, ...] = ()
+    path: str | None = None,
+    model: str | None = None,
+    gpu: str | None = None,
+    sets: list[str] | tuple[str, ...] = (),
+    hf_config: str | None = None,
 ) -> Plan:
-    """The plan a headless command works on: a file (or the default plan), then --model, --gpu, --set."""
-    return apply_overrides(load_plan(path) if path else default_plan(), model, gpu, sets)
+    """The plan a headless command works on: a file (or the starting plan), then --model or --hf-config, --gpu,
+    --set."""
+    if model and hf_config:
+        raise PlanError("give --model or --hf-config, not both", "--hf-config")
+    return apply_overrides(load_plan(path) if path else starting_plan(), model, gpu, sets, hf_config)

@@ -1,12 +1,16 @@
 """Model and hardware presets: TOML data validated into frozen models, looked up by id.
 
 Built-in files live in the ``presets`` package (``presets/models/*.toml``, ``presets/hardware/*.toml``). Each file
-carries a ``source``: where its figures come from.
+carries a ``source``: where its figures come from. User presets, same schema, live in
+``$VRAMPLAN_CONFIG_DIR`` or ``$XDG_CONFIG_HOME/vramplan`` (default ``~/.config/vramplan``), under ``models/`` and
+``hardware/``; a user file overrides a built-in one of the same id, and a broken one is reported (``problems``)
+while the others load.
 """
 
 from __future__ import annotations
 
 import difflib
+import os
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cache
@@ -105,8 +109,13 @@ class PresetTable(Mapping[str, T]):
 class Registry:
     models: PresetTable[ModelPreset] = field(default_factory=lambda: PresetTable(ModelPreset))
     gpus: PresetTable[GpuSpec] = field(default_factory=lambda: PresetTable(GpuSpec))
-    origin: dict[str, str] = field(default_factory=dict)  # "models/<id>" -> "built-in" | path of a user file
+    # "models/<id>" -> "built-in" | "detected" (a GPU nvidia-smi reported that no preset knows) | a user file's path
+    origin: dict[str, str] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)  # broken user files: "path: problem"
+    broken: dict[str, str] = field(default_factory=dict)  # "models/<file stem>" -> its problem line
+
+    def is_user(self, kind: str, preset_id: str) -> bool:
+        return self.origin.get(f"{kind}/{preset_id}", "built-in") not in ("built-in", "detected")
 
     def sorted_models(self) -> list[ModelPreset]:
         return sorted(self.models.values(), key=lambda m: (m.order, m.id))
@@ -131,6 +140,27 @@ def _validate(schema: type[T], path: Path) -> T:
         raise PlanError(_first_error(exc), str(path)) from None
 
 
+def _validate_user(schema: type[T], path: Path) -> T:
+    """A user file: the schema, and for a model its ``[config]`` as a plan's ``[model]`` table (so a typo is
+    reported now, with the file, not when the preset is used). ``hf_config`` is relative to the file."""
+    item = _validate(schema, path)
+    if isinstance(item, ModelPreset):
+        config = dict(item.config)
+        if isinstance(config.get("hf_config"), str):
+            config["hf_config"] = str((path.parent / Path(config["hf_config"]).expanduser()).resolve())
+            item = item.model_copy(update={"config": config})
+        from core.model import ModelConfig  # core.model imports this module
+        from core.plan import _pydantic_error
+
+        try:
+            ModelConfig.model_validate(config)
+        except (PlanError, ValidationError) as exc:
+            err = _pydantic_error(exc) if isinstance(exc, ValidationError) else exc
+            key = (err.where or "").removeprefix("model.")
+            raise PlanError(err.message, f"{path}: config" + (f".{key}" if key else "")) from None
+    return item
+
+
 def _load_dir(reg: Registry, directory: Path, kind: str, builtin: bool) -> None:
     if not directory.is_dir():
         return
@@ -141,12 +171,23 @@ def _load_dir(reg: Registry, directory: Path, kind: str, builtin: bool) -> None:
             reg.origin[f"{kind}/{path.stem}"] = "built-in"
             continue
         try:
-            item = _validate(table.schema, path)
+            item = _validate_user(table.schema, path)
         except PlanError as exc:
             reg.problems.append(exc.line())
+            reg.broken[f"{kind}/{path.stem}"] = exc.line()
             continue
         table.add(item)
         reg.origin[f"{kind}/{item.id}"] = str(path)
+
+
+def user_config_dir() -> Path:
+    """``$VRAMPLAN_CONFIG_DIR``, else ``$XDG_CONFIG_HOME/vramplan``, else ``~/.config/vramplan``."""
+    explicit = os.environ.get("VRAMPLAN_CONFIG_DIR")
+    if explicit:
+        return Path(explicit).expanduser()
+    xdg = os.environ.get("XDG_CONFIG_HOME")
+    base = Path(xdg).expanduser() if xdg and Path(xdg).is_absolute() else Path.home() / ".config"
+    return base / "vramplan"
 
 
 def load_registry(extra_dirs: Iterable[Path] = ()) -> Registry:
@@ -164,7 +205,27 @@ def load_registry(extra_dirs: Iterable[Path] = ()) -> Registry:
 
 @cache
 def registry() -> Registry:
-    return load_registry()
+    """Built-in presets and the user's (`user_config_dir`), loaded once per process (`reload` starts over)."""
+    return load_registry([user_config_dir()])
+
+
+def reload() -> Registry:
+    """Forget the loaded presets (and what depends on them) and load them again: after the user's files or
+    ``VRAMPLAN_CONFIG_DIR`` changed."""
+    from core import cache as memo
+    from core.detect import detected_gpus
+
+    registry.cache_clear()
+    detected_gpus.cache_clear()
+    memo.clear()
+    return registry()
+
+
+def register_gpu(spec: GpuSpec, origin: str) -> None:
+    """Add a preset at runtime (a detected GPU no preset knows)."""
+    reg = registry()
+    reg.gpus.add(spec)
+    reg.origin[f"hardware/{spec.id}"] = origin
 
 
 def suggest(name: str, choices: Iterable[str]) -> str:
@@ -177,6 +238,8 @@ def model_preset(preset_id: str, where: str = "model.preset") -> ModelPreset:
     try:
         return reg.models[preset_id]
     except KeyError:
+        if f"models/{preset_id}" in reg.broken:
+            raise PlanError(f"user preset file is broken: {reg.broken[f'models/{preset_id}']}", where) from None
         hint = suggest(preset_id, reg.models) or " (vramplan presets models lists them)"
         raise PlanError(f"unknown model preset {preset_id!r}{hint}", where) from None
 
@@ -186,5 +249,7 @@ def gpu(gpu_id: str, where: str = "hardware.gpu") -> GpuSpec:
     try:
         return reg.gpus[gpu_id]
     except KeyError:
+        if f"hardware/{gpu_id}" in reg.broken:
+            raise PlanError(f"user preset file is broken: {reg.broken[f'hardware/{gpu_id}']}", where) from None
         hint = suggest(gpu_id, reg.gpus) or " (vramplan presets hardware lists them)"
         raise PlanError(f"unknown GPU preset {gpu_id!r}{hint}", where) from None

@@ -93,7 +93,7 @@ def model_states(
     lin_b = arch.layer_bias_params // tp
     norms = arch.layer_norm_params
     vocab = V * h // tp
-    embed = (vocab + (arch.norm_params if arch.fam.embed_norm else 0)) if stage.first else 0
+    embed = (vocab + arch.embed_extra_params) if stage.first else 0  # + BLOOM's norm, GPT-2's positions
     head = (arch.norm_params + (vocab if (not arch.tied or not stage.first) else 0)) if stage.last else 0
     params_local = embed + n * (lin_w + lin_b + norms) + head
     spec = OPTIMIZERS[optimizer]
@@ -210,4 +210,6 @@ def _factored_elems(arch: Arch, tp: int, n: int, stage: Stage) -> int:
     per_layer += arch.layer_norm_params
     vocab_stats = arch.V // tp + arch.h
     head = (vocab_stats if (not arch.tied or not stage.first) else 0) + arch.norm_params if stage.last else 0
-    return n * per_layer + (vocab_stats if stage.first else 0) + head
+    positions = arch.positions + arch.h if arch.positions else 0
+    embed = vocab_stats + positions + (arch.norm_params if arch.fam.embed_norm else 0)
+    return n * per_layer + (embed if stage.first else 0) + head

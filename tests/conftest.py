@@ -16,6 +16,8 @@ def case_plan_data(case: dict[str, Any], gpu: str = "h200") -> dict[str, Any]:
     """A measured case (tests/data/*truth.json ``resolved_case``) as plan data, with the mapping of
     ../shared/oracle/README.md (family -> model_type, bf16-mixed -> bf16-autocast, sdpa -> flash, ...)."""
     fam = case["family"]
+    if "hf_config" in case:
+        return _hf_case_plan_data(case, gpu)
     tie = case.get("tie_embeddings")
     tie = (fam == "bloom") if tie is None else tie
     training: dict[str, Any] = {
@@ -57,9 +59,52 @@ def case_plan_data(case: dict[str, Any], gpu: str = "h200") -> dict[str, Any]:
     }
 
 
+def _hf_case_plan_data(case: dict[str, Any], gpu: str) -> dict[str, Any]:
+    """A measured case whose model is an HF config (bench/measure/families_cases.json): its [model] comes from
+    vramplan's own config.json importer."""
+    from core.hfconfig import map_config
+
+    fam = case["family"]
+    training: dict[str, Any] = {
+        "micro_batch_size": case["micro_batch_size"],
+        "seq_len": case["seq_len"],
+        "grad_accum_steps": case.get("grad_accum_steps", 1),
+        "precision": PRECISION[case["precision"]],
+        "optimizer": case["optimizer"],
+        "optimizer_impl": case.get("optimizer_impl", "foreach"),
+        "method": case["method"],
+    }
+    if case["method"] == "lora":
+        t = case.get("lora_targets", "qv")
+        fused = fam in ("gpt2", "gpt_neox", "falcon", "phi3", "bloom")
+        targets = (["qkv"] if fused else ["q", "v"]) if t == "qv" else ["all-linear"] if t == "all-linear" else list(t)
+        training |= {"lora_rank": case.get("lora_rank", 8), "lora_targets": targets}
+    return {
+        "model": map_config({"model_type": fam, **case["hf_config"]}),
+        "hardware": {"gpu": gpu, "gpus_per_node": 1, "nodes": 1},
+        "training": training,
+        "strategy": {
+            "gradient_checkpointing": "full" if case["gradient_checkpointing"] else "none",
+            "attention": "flash" if case["attention"] == "sdpa" else "eager",
+            "zero_stage": 0,
+        },
+    }
+
+
 def load_truth(name: str) -> dict[str, Any]:
     path = DATA / name
     return json.loads(path.read_text()) if path.exists() else {}
+
+
+@pytest.fixture(autouse=True)
+def isolated_machine(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Every test sees the same machine: no user presets (an empty VRAMPLAN_CONFIG_DIR) and no GPU detection
+    (VRAMPLAN_DETECT=0), whatever the developer's ~/.config or nvidia-smi; tests of those features opt back in."""
+    from core import presets
+
+    monkeypatch.setenv("VRAMPLAN_CONFIG_DIR", str(tmp_path_factory.getbasetemp() / "no-user-config"))
+    monkeypatch.setenv("VRAMPLAN_DETECT", "0")
+    presets.reload()
 
 
 @pytest.fixture

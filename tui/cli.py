@@ -34,6 +34,11 @@ def _plan_args(p: argparse.ArgumentParser, required: bool = False) -> None:
     else:
         p.add_argument("plan", nargs="?", metavar="PLAN.toml", help="plan file (default: the built-in default plan)")
     p.add_argument("--model", metavar="ID", help="model preset id (vramplan presets models)")
+    p.add_argument(
+        "--hf-config",
+        metavar="PATH",
+        help="the model of a local Hugging Face config.json, or of a checkpoint directory holding one",
+    )
     p.add_argument("--gpu", metavar="ID", help="hardware preset id (vramplan presets hardware)")
     p.add_argument(
         "--set",
@@ -52,7 +57,7 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     from core.timing import step_time
     from tui.report import estimate_table, time_table
 
-    plan = resolve_plan(args.plan, args.model, args.gpu, args.sets)
+    plan = resolve_plan(args.plan, args.model, args.gpu, args.sets, args.hf_config)
     est = estimate(plan)
     st = step_time(plan)
     if args.json:
@@ -60,8 +65,20 @@ def cmd_estimate(args: argparse.Namespace) -> int:
         data["time"] = st.to_json()
         sys.stdout.write(json.dumps(data) + "\n")
     else:
-        sys.stdout.write(estimate_table(est) + "\n" + time_table(st))
+        sys.stdout.write(
+            estimate_table(est, hardware_note=_detected_note(args, plan.hardware.gpu)) + "\n" + time_table(st)
+        )
     return 0
+
+
+def _detected_note(args: argparse.Namespace, gpu_id: str) -> str:
+    """``detected: 8 x H100 80GB HBM3`` when the hardware came from nvidia-smi (no plan file, no --gpu)."""
+    if args.plan or args.gpu:
+        return ""
+    from core.detect import detected_gpus
+
+    det = detected_gpus()  # cached: resolve_plan already asked
+    return det.label if det is not None and det.gpu_id == gpu_id else ""
 
 
 def cmd_presets(args: argparse.Namespace) -> int:
@@ -75,13 +92,14 @@ def cmd_presets(args: argparse.Namespace) -> int:
     if args.kind in (None, "hardware"):
         parts.append(hardware_listing(reg))
     sys.stdout.write("\n".join(parts))
+    for problem in reg.problems:  # broken user presets: reported, the others still listed
+        print(f"vramplan: skipped user preset: {problem}", file=sys.stderr)
     return 0
 
 
 def cmd_export(args: argparse.Namespace) -> int:
     from core.export import default_file_name, format_for_path, render
-    from core.plan import default_plan
-    from core.planio import apply_overrides, load_plan_file
+    from core.planio import apply_overrides, load_plan_file, starting_plan
     from core.safewrite import OverwriteRefused, write_atomic
 
     meta = None
@@ -91,8 +109,8 @@ def cmd_export(args: argparse.Namespace) -> int:
             warnings.warn(line, PlanNotice, stacklevel=1)
         plan, meta = pf.plan, pf.meta
     else:
-        plan = default_plan()
-    plan = apply_overrides(plan, args.model, args.gpu, args.sets)
+        plan = starting_plan()
+    plan = apply_overrides(plan, args.model, args.gpu, args.sets, args.hf_config)
     out = args.output
     fmt = args.format or (format_for_path(out) if out and out != "-" else None) or "toml"
     title = args.title if args.title is not None else (meta.title if meta else None)

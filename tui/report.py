@@ -16,7 +16,14 @@ def _g(n: int) -> str:
 def plan_summary(est: Estimate) -> list[str]:
     p = est.plan
     m, hw, t, s = p.model, p.hardware, p.training, p.strategy
-    name = presets.model_preset(m.preset).name if m.preset else f"custom {m.model_type}"
+    if m.preset:
+        name = presets.model_preset(m.preset).name
+    elif m.hf_config:
+        from core.hfconfig import read_hf_config
+
+        name = f"{read_hf_config(m.hf_config).name} ({m.model_type}, config.json)"
+    else:
+        name = f"custom {m.model_type}"
     gpu = presets.gpu(hw.gpu)
     method = {"full": "full fine-tuning", "lora": f"LoRA r={t.lora_rank}", "qlora": f"QLoRA r={t.lora_rank}"}[t.method]
     parallel = [f"DP {p.data_parallel}"]
@@ -41,8 +48,10 @@ def plan_summary(est: Estimate) -> list[str]:
     ]
 
 
-def estimate_table(est: Estimate) -> str:
+def estimate_table(est: Estimate, hardware_note: str = "") -> str:
     lines = plan_summary(est)
+    if hardware_note:
+        lines.insert(1, f"hardware {hardware_note} (nvidia-smi)")
     stage = "" if est.stage == "all" else f" ({est.stage} pipeline stage)"
     lines += ["", f"per GPU{stage}, GiB          largest   at peak"]
     live = est.live_at_peak
@@ -92,15 +101,15 @@ def time_table(st: StepTime) -> str:
 
 def model_listing(reg: Registry) -> str:
     rows = ["models", f"  {'id':<16} {'name':<18} {'type':<8} {'params':>9} {'layers':>6} {'hidden':>6} {'vocab':>7}"]
-    for mp in reg.sorted_models():
-        c = mp.config
-        from core.arch import build_arch
+    from core.model import ModelConfig
 
-        n = build_arch(**c).total_params
-        user = "" if reg.origin.get(f"models/{mp.id}") == "built-in" else "  (user)"
+    for mp in reg.sorted_models():
+        c = ModelConfig.model_validate({"preset": mp.id})  # fills what a user preset leaves to defaults
+        n = c.arch().total_params
+        user = "  (user)" if reg.is_user("models", mp.id) else ""
         rows.append(
-            f"  {mp.id:<16} {mp.name:<18} {c['model_type']:<8} {fmt_count(n):>9} {c['num_hidden_layers']:>6} "
-            f"{c['hidden_size']:>6} {c['vocab_size']:>7}{user}"
+            f"  {mp.id:<16} {mp.name:<18} {c.model_type:<8} {fmt_count(n):>9} {c.num_hidden_layers:>6} "
+            f"{c.hidden_size:>6} {c.vocab_size:>7}{user}"
         )
     return "\n".join(rows) + "\n"
 
@@ -109,7 +118,8 @@ def hardware_listing(reg: Registry) -> str:
     rows = ["hardware", f"  {'id':<13} {'name':<30} {'memory':>9} {'bf16 TF':>8} {'HBM GB/s':>8} {'link GB/s':>9}"]
     for g in reg.sorted_gpus():
         tf = f"{g.bf16_tflops:g}" if g.bf16 else f"{g.fp16_tflops:g}*"
-        user = "" if reg.origin.get(f"hardware/{g.id}") == "built-in" else "  (user)"
+        origin = reg.origin.get(f"hardware/{g.id}", "built-in")
+        user = "  (user)" if reg.is_user("hardware", g.id) else "  (detected)" if origin == "detected" else ""
         rows.append(
             f"  {g.id:<13} {g.name:<30} {g.memory_mib / 1024:>5.1f} GiB {tf:>8} {g.memory_bandwidth_gbs:>8g} "
             f"{g.gpu_link_gbs:>9g}{user}"

@@ -7,6 +7,8 @@ see DEFAULTS). OUT.json maps each case id to {resolved_case, figures, steady, pe
 the oracle's truth.json (its MemTracker cross-check and live_at_peak breakdown are not repeated). --compare prints
 a markdown table of OUT.json against a truth.json. Figure definitions: the oracle README, "What each figure means".
 
+Families: llama, qwen2, mistral and bloom from the oracle's size keys; gpt2, gpt_neox, falcon, gemma and phi3 from a
+case key "hf_config" holding the model's HF config.json keys (AutoConfig.for_model, every dropout set to 0).
 Model: AutoModelForCausalLM.from_config (random weights, torch.manual_seed(seed)), attn_implementation eager|sdpa,
 dropouts 0, use_cache=False (no KV cache in training: with HF's default the DynamicCache keeps a copy of every
 layer's post-RoPE keys alive until the output is dropped, which the oracle's bf16-mixed forward peaks exclude);
@@ -78,8 +80,37 @@ DEFAULTS = {
 CAST_OPS = {"_to_copy", "clone"}
 
 
+# Families built from an HF config dict (case key "hf_config": config.json keys), with every dropout off.
+HF_FAMILIES = {
+    "gpt2": {"embd_pdrop": 0.0, "attn_pdrop": 0.0, "resid_pdrop": 0.0},
+    "gpt_neox": {"attention_dropout": 0.0, "hidden_dropout": 0.0},
+    "falcon": {"attention_dropout": 0.0, "hidden_dropout": 0.0},
+    "gemma": {"attention_dropout": 0.0},
+    "phi3": {"attention_dropout": 0.0, "resid_pdrop": 0.0, "embd_pdrop": 0.0},
+}
+# LoRA "qv": the attention's query/value projection(s) of each family (fused families: the fused one)
+QV_TARGETS = {
+    "bloom": ["query_key_value"],
+    "gpt2": ["c_attn"],
+    "gpt_neox": ["query_key_value"],
+    "falcon": ["query_key_value"],
+    "phi3": ["qkv_proj"],
+}
+
+
+def hf_config(c):
+    """The transformers config of a case given as "hf_config" (config.json keys of its family)."""
+    fam = c["family"]
+    return transformers.AutoConfig.for_model(fam, **{**c["hf_config"], **HF_FAMILIES[fam], "use_cache": False})
+
+
 def resolve(case):
     c = {**DEFAULTS, **case}
+    if "hf_config" in c:
+        cfg = hf_config(c)
+        c["vocab_size"] = cfg.vocab_size
+        c["tie_embeddings"] = cfg.tie_word_embeddings
+        return c
     bloom = c["family"] == "bloom"
     c["tie_embeddings"] = bloom if c["tie_embeddings"] is None else c["tie_embeddings"]
     c["num_kv_heads"] = c["num_kv_heads"] or c["num_heads"]
@@ -94,7 +125,9 @@ def build(c):
     torch.manual_seed(c["seed"])
     fam, tie = c["family"], c["tie_embeddings"]
     common = dict(vocab_size=c["vocab_size"], tie_word_embeddings=tie, use_cache=False)
-    if fam == "bloom":
+    if "hf_config" in c:
+        cfg = hf_config(c)
+    elif fam == "bloom":
         cfg = transformers.BloomConfig(
             n_embed=c["hidden_size"],
             n_layer=c["num_layers"],
@@ -132,7 +165,7 @@ def build(c):
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     if c["method"] == "lora":
         t = c["lora_targets"]
-        t = (["query_key_value"] if fam == "bloom" else ["q_proj", "v_proj"]) if t == "qv" else t
+        t = QV_TARGETS.get(fam, ["q_proj", "v_proj"]) if t == "qv" else t
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)
             model = peft.get_peft_model(
@@ -393,9 +426,9 @@ def summarise(c, recs, calls, secs, n_sources):
             region = "layers"
             per_layer[int(m.group(1))] += r["bytes"]
             sub[m.group(2) or "layer_body"] += r["bytes"]
-        elif "embed" in mod:
+        elif "embed" in mod or re.search(r"\.(wte|wpe)$", mod):
             region = "embedding"
-        elif re.search(r"(\.norm|ln_f)$", mod):
+        elif re.search(r"(\.norm|ln_f|final_layer_norm)$", mod):
             region = "final_norm"
         else:
             region = "model_other"

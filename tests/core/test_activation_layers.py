@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from core import plan_from_dict
-from core.activations import ActCtx, checkpointed_layer, embed_saved, head_saved, layer_saved, rope_bytes
+from core.activations import ActCtx, checkpointed_layer, embed_saved, head_saved, layer_saved, once_bytes
 from core.arch import lora_roles
 from core.precision import REGIMES
 from tests.conftest import case_plan_data, load_truth
@@ -60,7 +60,7 @@ def test_per_layer_saved_bytes_exact(cid: str) -> None:
         rest = layer_saved(c, True)
         adjust = 2 * cpu_layernorm_adjust(c)  # two LayerNorms per block
         # RoPE cos/sin are saved once; the oracle books them on block 0
-        predicted = [first.rep + first.split + rope_bytes(c) - adjust] + [rest.rep + rest.split - adjust] * (
+        predicted = [first.rep + first.split + once_bytes(c) - adjust] + [rest.rep + rest.split - adjust] * (
             c.arch.L - 1
         )
     assert predicted == measured

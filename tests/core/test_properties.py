@@ -11,11 +11,49 @@ from core import PlanError, estimate, plan_from_dict
 from core.plan import OPTIMIZERS, PRECISIONS
 
 FAMILY_SHAPES = {
-    # (model_type, hidden, intermediate ratio, heads, kv heads options, tied)
+    # model_type: (hidden sizes, head counts, tied)
     "llama": (st.sampled_from([1024, 2048, 4096, 5120, 8192]), [8, 16, 32, 64], False),
+    "mistral": (st.sampled_from([2048, 4096, 5120]), [16, 32], False),
     "qwen2": (st.sampled_from([896, 1536, 3584, 5120, 8192]), [7, 14, 28, 64], False),
+    "gemma": (st.sampled_from([2048, 3072]), [8, 16], True),
+    "phi3": (st.sampled_from([3072, 5120]), [32, 40], False),
     "bloom": (st.sampled_from([1024, 2048, 4096]), [16, 32], True),
+    "gpt2": (st.sampled_from([768, 1024, 1600]), [12, 16, 25], True),
+    "gpt_neox": (st.sampled_from([768, 2048, 4096, 6144]), [12, 16, 32, 64], False),
+    "falcon": (st.sampled_from([2048, 4544, 8192]), [32, 71, 128], True),
 }
+NO_GQA = ("bloom", "gpt2", "gpt_neox")
+
+
+def _options(draw: st.DrawFn, family: str, heads: int) -> dict[str, Any]:
+    """The structural keys each family's config may set (core.arch.Family.options), drawn."""
+    if family == "gpt2":
+        return {"max_position_embeddings": 8192, "hidden_act": draw(st.sampled_from(["gelu_new", "gelu"]))}
+    if family == "gpt_neox":
+        return {
+            "use_parallel_residual": draw(st.booleans()),
+            "partial_rotary_factor": draw(st.sampled_from([0.25, 1.0])),
+            "attention_bias": draw(st.booleans()),
+        }
+    if family == "falcon":
+        new = draw(st.booleans())
+        parallel = True if new else draw(st.booleans())
+        out: dict[str, Any] = {
+            "new_decoder_architecture": new,
+            "use_parallel_residual": parallel,
+            "alibi": False if new else draw(st.booleans()),
+            "attention_bias": draw(st.booleans()),
+        }
+        if parallel:
+            out["num_ln_in_parallel_attn"] = draw(st.sampled_from([1, 2]))
+        return out
+    if family == "gemma":
+        return {"head_dim": 256}
+    if family == "phi3":
+        return {"partial_rotary_factor": draw(st.sampled_from([1.0, 0.75]))}
+    if family == "llama":
+        return {"attention_bias": draw(st.booleans()), "mlp_bias": draw(st.booleans())}
+    return {}
 
 
 @st.composite
@@ -24,8 +62,14 @@ def models(draw: st.DrawFn, min_layers: int = 2, min_hidden: int = 0) -> dict[st
     hidden_st, heads_options, tied = FAMILY_SHAPES[family]
     h = draw(hidden_st.filter(lambda x: x >= min_hidden))
     heads = draw(st.sampled_from([a for a in heads_options if h % a == 0] or [8]))
-    kv = heads if family == "bloom" else draw(st.sampled_from([d for d in (1, 2, 4, 8, heads) if heads % d == 0]))
-    f = 4 * h if family == "bloom" else draw(st.sampled_from([h * 8 // 3 // 64 * 64, 3 * h, 7 * h // 2]))
+    options = _options(draw, family, heads)
+    if family in NO_GQA:
+        kv = heads
+    elif family == "falcon" and not options["new_decoder_architecture"]:
+        kv = draw(st.sampled_from([1, heads]))
+    else:
+        kv = draw(st.sampled_from([d for d in (1, 2, 4, 8, heads) if heads % d == 0]))
+    f = 4 * h if family == "bloom" else draw(st.sampled_from([h * 8 // 3 // 64 * 64, 3 * h, 4 * h, 7 * h // 2]))
     return {
         "model_type": family,
         "vocab_size": draw(st.sampled_from([32000, 50257, 128256, 152064, 250880])),
@@ -35,18 +79,21 @@ def models(draw: st.DrawFn, min_layers: int = 2, min_hidden: int = 0) -> dict[st
         "num_attention_heads": heads,
         "num_key_value_heads": kv,
         "tie_word_embeddings": tied,
+        **options,
     }
+
+
+def _targets(family: str) -> list[list[str]]:
+    attn = [["q", "v"]] if family in ("llama", "mistral", "qwen2", "gemma") else [["qkv"]]
+    mlp = [["gate_up", "down"]] if family == "phi3" else [["up", "down"]]
+    return [["all-linear"], ["o"], *mlp, *attn]
 
 
 @st.composite
 def plans(draw: st.DrawFn, min_layers: int = 2, min_hidden: int = 0) -> dict[str, Any]:
     method = draw(st.sampled_from(["full", "lora", "qlora"]))
     model = draw(models(min_layers, min_hidden))
-    targets = draw(
-        st.sampled_from(
-            [["all-linear"], ["o"], ["up", "down"]] + ([["qkv"]] if model["model_type"] == "bloom" else [["q", "v"]])
-        )
-    )
+    targets = draw(st.sampled_from(_targets(model["model_type"])))
     return {
         "model": model,
         "hardware": {

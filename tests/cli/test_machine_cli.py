@@ -1,0 +1,123 @@
+"""The CLI on the user's machine: --hf-config, detected GPUs, user presets (one-line errors, exit 2)."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from core import presets
+from tests.core.published_configs import REAL
+from tui.cli import run
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tui", *args], capture_output=True, text=True, cwd=ROOT, timeout=60)
+
+
+def checkpoint(tmp_path: Path, name: str, config: dict | None = None) -> Path:
+    d = tmp_path / name
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps(config if config is not None else REAL[name][0]))
+    return d
+
+
+def test_estimate_from_a_checkpoint_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    d = checkpoint(tmp_path, "gpt2")
+    assert run(["estimate", "--hf-config", str(d), "--set", "training.seq_len=1024", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["parameters"]["total"] == 124_439_808
+    assert data["plan"]["model"]["hf_config"] == str(d.resolve())
+    assert data["plan"]["model"]["model_type"] == "gpt2"
+    assert run(["estimate", "--hf-config", str(d / "config.json"), "--set", "training.seq_len=1024"]) == 0
+    assert capsys.readouterr().out.startswith("gpt2 (gpt2, config.json) on 8 x NVIDIA A100 80GB SXM4")
+
+
+def test_hf_config_in_a_plan_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    checkpoint(tmp_path, "pythia-160m")
+    plan = tmp_path / "plan.toml"
+    plan.write_text('[model]\nhf_config = "pythia-160m"\n[training]\nmicro_batch_size = 4\n')
+    assert run(["estimate", str(plan), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["parameters"]["total"] == 162_322_944
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        (None, "no such file or directory"),
+        ({"model_type": "mixtral", "num_local_experts": 8}, "mixture-of-experts"),
+        ({"model_type": "t5"}, "unsupported model_type 't5'; supported: llama, mistral, qwen2, gemma, phi3"),
+        ({"model_type": "gpt2", "n_embd": 768, "n_layer": 12, "vocab_size": 50257}, "missing key 'n_head'"),
+    ],
+)
+def test_hf_config_errors_are_one_line(tmp_path: Path, config: dict | None, expected: str) -> None:
+    path = tmp_path / "nothing-here" if config is None else checkpoint(tmp_path, "ckpt", config)
+    r = cli("estimate", "--hf-config", str(path))
+    assert r.returncode == 2 and r.stdout == ""
+    (line,) = r.stderr.strip().splitlines()
+    assert line.startswith("vramplan: model.hf_config: ") and str(path) in line and expected in line, line
+
+
+def test_model_and_hf_config_are_exclusive(tmp_path: Path) -> None:
+    r = cli("estimate", "--model", "llama-7b", "--hf-config", str(checkpoint(tmp_path, "gpt2")))
+    assert (r.returncode, r.stderr.strip()) == (2, "vramplan: --hf-config: give --model or --hf-config, not both")
+
+
+def install_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, output: str) -> Path:
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    calls = tmp_path / "calls"
+    script = bindir / "nvidia-smi"
+    script.write_text(f"#!/bin/sh\necho x >> \"{calls}\"\ncat <<'EOF'\n{output}EOF\n")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.setenv("VRAMPLAN_DETECT", "1")
+    presets.reload()
+    return calls
+
+
+def test_estimate_starts_on_the_detected_gpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    install_smi(tmp_path, monkeypatch, "NVIDIA H100 80GB HBM3, 81559\n" * 8)
+    r = cli("estimate")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == "LLaMA-7B on 8 x NVIDIA H100 80GB SXM5 (1 node)"
+    assert lines[1] == "hardware detected: 8 x H100 80GB HBM3 (nvidia-smi)"
+    data = json.loads(cli("estimate", "--json").stdout)
+    assert (data["plan"]["hardware"]["gpu"], data["plan"]["hardware"]["gpus_per_node"]) == ("h100-80gb", 8)
+    assert "detected" not in cli("estimate", "--gpu", "a100-80gb").stdout
+
+
+def test_a_plan_file_or_presets_never_run_nvidia_smi(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tmp_plan, capsys: pytest.CaptureFixture[str]
+) -> None:
+    calls = install_smi(tmp_path, monkeypatch, "NVIDIA H100 80GB HBM3, 81559\n")
+    assert run(["estimate", str(tmp_plan('[model]\npreset = "llama-7b"\n'))]) == 0
+    assert run(["presets"]) == 0
+    capsys.readouterr()
+    assert not calls.exists()
+
+
+def test_presets_lists_user_presets_and_reports_broken_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "cfg"
+    (root / "models").mkdir(parents=True)
+    (root / "hardware").mkdir()
+    good = (ROOT / "presets/models/tinyllama-1.1b.toml").read_text().replace('id = "tinyllama-1.1b"', 'id = "mine"')
+    (root / "models/mine.toml").write_text(good)
+    (root / "hardware/bad.toml").write_text("name = 'x'\nmemory_mib = 'lots'\n")
+    monkeypatch.setenv("VRAMPLAN_CONFIG_DIR", str(root))
+    r = cli("presets")
+    assert r.returncode == 0
+    assert any(line.split()[0] == "mine" and line.endswith("(user)") for line in r.stdout.splitlines())
+    assert "llama-7b" in r.stdout and "a100-80gb" in r.stdout
+    (line,) = r.stderr.strip().splitlines()
+    assert line.startswith(f"vramplan: skipped user preset: {root / 'hardware/bad.toml'}: ") and "memory_mib" in line
+    r = cli("estimate", "--gpu", "bad")
+    assert r.returncode == 2 and "user preset file is broken" in r.stderr and len(r.stderr.splitlines()) == 1
