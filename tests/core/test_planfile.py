@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from core import PlanError, default_plan, estimate, plan_from_dict
 from core.errors import PlanNotice
-from core.plan import OPTIMIZERS, PRECISIONS, Plan
+from core.plan import MANUAL_CHECKS, OPTIMIZERS, PRECISIONS, Plan
 from core.planfile import FORMAT_VERSION, estimate_table, plan_toml
 from core.planio import load_plan, load_plan_file, plan_file_from_data
 from core.presets import registry
@@ -97,6 +97,7 @@ def strategies_for(draw: st.DrawFn, model: str) -> dict[str, Any]:
             "allocator_reserve_percent": draw(st.sampled_from([0.0, 5.0, 12.5])),
             **({"zero_bucket_elements": 50_000_000} if draw(st.booleans()) else {}),
         },
+        "checklist": {"ticked": draw(st.lists(st.sampled_from(MANUAL_CHECKS), max_size=len(MANUAL_CHECKS)))},
     }
 
 
