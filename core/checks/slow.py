@@ -55,6 +55,10 @@ DATA_SRC = (
 )
 
 
+def _mbs(n: int) -> str:
+    return "1 micro-batch" if n == 1 else f"{n} micro-batches"
+
+
 def _share(c: Context, seconds: float) -> float:
     return seconds / c.st.step_seconds
 
@@ -73,7 +77,8 @@ def _fix(c: Context, options: list[tuple[str, dict[str, Any]]]) -> tuple[Effect 
 def _item(c: Context, key: str, status: str, title: str, detail: str, src: str, fix: Effect | None = None,
           alternatives: tuple[Effect, ...] = ()) -> Item:  # fmt: skip
     if fix is not None:
-        detail += f" {fix.title.capitalize()} fits and is {pct(1 - fix.relative_token_time)} faster per token."
+        faster = pct(1 - fix.relative_token_time)
+        detail += f" {fix.title[:1].upper()}{fix.title[1:]} fits and is {faster} faster per token."
     return Item(f"slow.{key}", "slow", status, title, detail, src, fix, alternatives)
 
 
@@ -205,9 +210,13 @@ def micro_batch(c: Context) -> Item:
     stream = c.st.seconds("weight_streaming")
     share = _share(c, stream)
     tokens = t.micro_batch_size * t.seq_len
+    gathers = c.st.seconds("zero3_comm")
+    waits = [f"{what} {fmt_seconds(x)} ({pct(_share(c, x))})" for what, x in
+             (("weight reads from HBM", stream), ("ZeRO-3 gathers", gathers)) if x > 0]  # fmt: skip
+    waits_text = f"the step waits on {' and '.join(waits)}" if waits else "the math hides the weight reads"
     detail = (
-        f"micro-batches of {t.micro_batch_size} x {t.seq_len} = {tokens:,} tokens; waiting on weight reads "
-        f"from HBM: {fmt_seconds(stream)} of the step ({pct(share)})."
+        f"{_mbs(t.grad_accum_steps)} of {t.micro_batch_size} x {t.seq_len} = {tokens:,} tokens per step; for each, "
+        f"{waits_text}."
     )
     fix, alts = _fix(c, _bigger_micro_batches(c))
     if fix is None and share < STREAM_SHARE:
@@ -225,7 +234,7 @@ def pipeline_bubble(c: Context) -> Item:
     share = _share(c, bubble)
     m, b = t.grad_accum_steps, t.micro_batch_size
     detail = (
-        f"{pp} stages, {m} micro-batches per step: (p - 1)/m = {(pp - 1) / m:.0%}, the bubble takes "
+        f"{pp} stages, {_mbs(m)} per step: (p - 1)/m = {(pp - 1) / m:.0%}, the bubble takes "
         f"{fmt_seconds(bubble)} of the step ({pct(share)})."
     )
     if share < BUBBLE_SHARE:
