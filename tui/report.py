@@ -163,7 +163,7 @@ def checklist_text(cl: Checklist, title: str, alternatives: int = 2) -> str:
                 others = [e for e in item.alternatives if dict(e.changes) != fix]
                 for e in others[:alternatives]:
                     lines += _wrap(f"or:  {e.text()}", 8, hang=5)
-    lines += ["", 'Tick what you checked by hand in the plan: [checklist] ticked = ["slow.data_loading", ...]']
+    lines += ["", 'Tick by-hand items in the plan file: [checklist] ticked = ["slow.data_loading"]']
     return "\n".join(lines) + "\n"
 
 

@@ -54,9 +54,10 @@ def loss_scaling(c: Context) -> Item:
         status, detail = "ok", f"{t.precision} with dynamic loss scaling."
     else:
         status = "fail" if t.loss_scaling == "none" else "warn"
+        how = "no loss scaling" if t.loss_scaling == "none" else "a static loss scale"
         detail = (
-            f"{t.precision} with {t.loss_scaling} loss scaling: small fp16 gradients flush to zero and large ones "
-            "overflow to inf/NaN; use dynamic loss scaling (GradScaler)."
+            f"{t.precision} with {how}: small fp16 gradients flush to zero and a fixed scale cannot follow "
+            "the gradients' range, so steps overflow to inf/NaN; use dynamic loss scaling (GradScaler)."
         )
         fix = c.measure("dynamic loss scaling", {"training.loss_scaling": "dynamic"})
     return Item("nan.loss_scaling", "nan", status, "Loss scaling with fp16", detail, LOSS_SCALING_SRC, fix)

@@ -98,6 +98,10 @@ def _what(c: Context, target: str) -> str:
         return f"{tokens:,} tokens x a vocabulary of {c.arch.V:,} in fp32"
     if target == "optimizer_states":
         shard = f", sharded over {p.data_parallel} ranks (ZeRO-{s.zero_stage})" if s.zero_stage >= 1 else ""
+        if s.offload_optimizer != "none":
+            where = "host RAM" if s.offload_optimizer == "cpu" else "NVMe"
+            held = est.cpu_per_node if s.offload_optimizer == "cpu" else est.nvme_per_node
+            shard += f", offloaded to {where} ({gib(held)} per node)"
         return f"{t.optimizer} for {fmt_count(est.params_trainable)} trainable parameters{shard}"
     shard = f", sharded over {p.data_parallel} ranks" if s.zero_stage == 3 else ""
     split = f", split over TP {s.tensor_parallel} x PP {s.pipeline_parallel}" if p.hardware.total_gpus > 1 else ""
