@@ -179,12 +179,12 @@ def advice_text(a: Advice, title: str) -> str:
     else:
         verdict = f"fits: {need}, {est.headroom_fraction:.0%} free"
     lines = [f"{title}: {verdict}"]
+    goal = "fit" if not est.fits else f"leave {a.goal_headroom:.0%} free"
     if not a.needed:
         lines.append("Enough headroom: nothing to change.")
     elif not a.suggestions:
-        lines.append(f"No set of up to 3 changes makes it fit ({a.searched:,} plans searched).")
+        lines.append(f"No set of up to 3 changes makes it {goal} ({a.searched:,} plans searched).")
     else:
-        goal = "fit" if not est.fits else f"leave {a.goal_headroom:.0%} free"
         lines += [
             f"Changes that make it {goal} ({a.searched:,} plans searched), ordered by step time relative to now",
             f"({fmt_seconds(a.step_seconds)}; same global batch), those that keep the training the same first:",
