@@ -58,11 +58,14 @@ class ReviewExtras:
 
 
 def review_extras(plan: Plan, est: Estimate) -> ReviewExtras:
-    """The checklist and step-time figures for a plan (the time model's `"time"` object, as in
-    ``vramplan estimate --json``). Hook: the checklist plugs in here too."""
+    """The checklist (its items as ``vramplan check --json`` gives them) and the step-time figures (the time
+    model's ``"time"`` object, as in ``vramplan estimate --json``) for a plan."""
+    from core.checklist import checklist
     from core.timing import step_time
 
-    return ReviewExtras(time=step_time(plan).to_json())
+    st = step_time(plan)
+    items = tuple(item.to_json() for item in checklist(plan, est, st))
+    return ReviewExtras(checklist=items, time=st.to_json())
 
 
 @dataclass(frozen=True)

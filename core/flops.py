@@ -121,6 +121,15 @@ def dequant_bytes_per_pass(arch: Arch, quantized_layer_bytes: int, tp: int) -> i
     return arch.L * (quantized_layer_bytes + 2 * arch.layer_weight_params // tp)
 
 
+def int8_compression_bytes(saved_bytes: int, packed_bytes: int) -> int:
+    """HBM traffic of int8 activation compression for one micro-batch: each saved activation is read and written
+    as int8 plus its scales when autograd saves it (``saved + packed``), and read back and written in its own
+    dtype when the backward needs it (``packed + saved``): 2·(saved + packed). The (de)quantization kernels are
+    elementwise and memory-bound; this is the overhead ActNN (Chen et al. 2021) and GACT (Liu et al. 2022)
+    measure for compressed activations, less their bit-packing."""
+    return 2 * (saved_bytes + packed_bytes)
+
+
 OPTIMIZER_STATES = {"adamw": 2, "adamw-8bit": 2, "sgd": 0, "sgd-momentum": 1, "adafactor": 0, "lion": 1}
 
 

@@ -1,7 +1,8 @@
 """The plan: one frozen pydantic model with the tables of a plan file.
 
-``[model]`` (HF config.json key names, optionally from a preset), ``[hardware]``, ``[training]``, ``[strategy]``
-and the optional ``[overhead]`` (the GPU-only terms PyTorch's tensors do not see). Every change goes through
+``[model]`` (HF config.json key names, optionally from a preset), ``[hardware]``, ``[training]``, ``[strategy]``,
+the optional ``[overhead]`` (the GPU-only terms PyTorch's tensors do not see) and ``[checklist]`` (which of the
+troubleshooting checklist's by-hand items the user has ticked). Every change goes through
 `Plan.with_changes`, which re-validates; a bad value is a `PlanError` naming its dotted key.
 """
 
@@ -28,7 +29,9 @@ Offload = Literal["none", "cpu", "nvme"]
 PRECISIONS: tuple[str, ...] = Precision.__args__  # type: ignore[attr-defined]
 OPTIMIZERS: tuple[str, ...] = Optimizer.__args__  # type: ignore[attr-defined]
 METHODS: tuple[str, ...] = Method.__args__  # type: ignore[attr-defined]
-TABLES = ("model", "hardware", "training", "strategy", "overhead")
+TABLES = ("model", "hardware", "training", "strategy", "overhead", "checklist")
+# The checklist items vramplan cannot judge (core/checklist.py): the user ticks them when checked.
+MANUAL_CHECKS: tuple[str, ...] = ("oom.other_processes", "nan.learning_rate", "nan.data", "slow.data_loading")
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
@@ -128,6 +131,28 @@ class OverheadConfig(BaseModel):
     ddp_gradient_as_bucket_view: bool = Field(default=False, description="DDP's default keeps a bucket copy")
 
 
+class ChecklistConfig(BaseModel):
+    """The by-hand items of the troubleshooting checklist that have been checked (``vramplan check``)."""
+
+    model_config = _FROZEN
+
+    ticked: tuple[str, ...] = Field(default=(), description="ids of checked by-hand items, e.g. slow.data_loading")
+
+    @field_validator("ticked", mode="before")
+    @classmethod
+    def _ticked_tuple(cls, v: Any) -> Any:
+        return (v,) if isinstance(v, str) else v
+
+    @field_validator("ticked")
+    @classmethod
+    def _known_items(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for item in v:
+            if item not in MANUAL_CHECKS:
+                hint = presets.suggest(item, MANUAL_CHECKS) or f" (one of {', '.join(MANUAL_CHECKS)})"
+                raise ValueError(f"not a by-hand checklist item: {item!r}{hint}")
+        return tuple(sorted(set(v)))  # a set: ticking in another order gives the same plan
+
+
 class Plan(BaseModel):
     model_config = _FROZEN
 
@@ -136,6 +161,7 @@ class Plan(BaseModel):
     training: TrainingConfig = TrainingConfig()
     strategy: StrategyConfig = StrategyConfig()
     overhead: OverheadConfig = OverheadConfig()
+    checklist: ChecklistConfig = ChecklistConfig()
 
     @model_validator(mode="after")
     def _combinations(self) -> Plan:

@@ -4,8 +4,9 @@ An exported file is an ordinary plan file (every table of `Plan`, in its order, 
 
 - ``[meta]``: ``format_version`` (`FORMAT_VERSION`; a newer one is refused with a clear error),
   ``vramplan_version``, ``created`` (ISO 8601 UTC), optional ``title`` and ``note``;
-- ``[estimate]``: the computed breakdown in bytes and GiB, the fit verdict and the peak phase (and, once the
-  checklist exists, its summary), so the numbers can be read without running anything.
+- ``[estimate]``: the computed breakdown in bytes and GiB, the fit verdict and the peak phase, the checklist's
+  summary (``[estimate.checklist]``) and the step time (``[estimate.time]``), so the numbers can be read without
+  running anything.
 
 On load (`core.planio.load_plan_file`) both tables are stripped before the plan is validated. ``[estimate]`` is
 never used as input: the plan is re-estimated, and if the stored figures differ the loader says so.
@@ -137,7 +138,7 @@ def estimate_table(
     """The ``[estimate]`` table: figures in bytes (exact) and GiB (rounded to 3 decimals, for reading).
 
     Hooks: ``checklist`` (the checklist's items, each with at least ``id`` and ``status``) adds
-    ``[estimate.checklist]`` with counts per status and the failing ids; ``time`` (the ``"time"`` object of
+    ``[estimate.checklist]`` with counts per status and the failing and warning ids; ``time`` (the ``"time"`` object of
     ``vramplan estimate --json``) adds ``[estimate.time]``.
     """
     per_gpu = est.per_gpu()
@@ -175,7 +176,8 @@ def checklist_summary(items: tuple[Mapping[str, Any], ...]) -> dict[str, Any]:
         status = str(item.get("status", "manual"))
         counts[status] = counts.get(status, 0) + 1
     failing = [str(item.get("id")) for item in items if item.get("status") == "fail"]
-    return {**counts, "failing": failing}
+    warning = [str(item.get("id")) for item in items if item.get("status") == "warn"]
+    return {**counts, "failing": failing, "warning": warning}
 
 
 def estimate_changes(stored: Mapping[str, Any], est: Estimate) -> str | None:

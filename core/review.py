@@ -12,7 +12,7 @@ from core.units import GiB, fmt_count
 if TYPE_CHECKING:
     from core.export import ReviewExtras
 
-STATUS_MARK = {"ok": "ok", "warn": "warning", "fail": "FAIL", "manual": "check by hand"}
+STATUS_MARK = {"ok": "ok", "warn": "warning", "fail": "FAIL", "manual": "check by hand", "ticked": "checked by hand"}
 TIME_LABELS = {
     "step_seconds": ("Step time", "s"),
     "tokens_per_second": ("Tokens per second", ""),
@@ -170,9 +170,16 @@ def _checklist(items: tuple[Mapping[str, Any], ...]) -> list[str]:
     lines = ["| Status | Group | Item | Detail |", "|---|---|---|---|"]
     for item in items:
         status = str(item.get("status", ""))
+        if status == "manual" and item.get("ticked"):
+            status = "ticked"
+        detail = str(item.get("detail", ""))
+        fix = item.get("fix")
+        if isinstance(fix, Mapping) and fix.get("effect"):
+            sets = " ".join(f"--set {a}" for a in fix.get("set", ()))
+            detail += f" **Fix**: {fix['effect']}" + (f" (`{sets}`)" if sets else "")
         lines.append(
             f"| {STATUS_MARK.get(status, status)} | {_cell(item.get('group', ''))} | "
-            f"{_cell(item.get('title', item.get('id', '')))} | {_cell(item.get('detail', ''))} |"
+            f"{_cell(item.get('title', item.get('id', '')))} | {_cell(detail)} |"
         )
     return lines
 

@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING
 
 from core import flops as fl
 from core import presets
-from core.arch import lora_params_per_layer, lora_roles
+from core.activations import ActCtx, int8_bytes, layer_saved
+from core.arch import Arch, lora_params_per_layer, lora_roles
 from core.comm import LINK_EFFICIENCY as EFF
 from core.comm import (
     Link,
@@ -79,6 +80,28 @@ def peak_flops(plan: Plan) -> tuple[float, str]:
     if tf <= 0:
         return gpu.fp32_tflops * 1e12, f"fp32 ({gpu.name} has no native {dtype})"
     return tf * 1e12, dtype
+
+
+def _int8_traffic(plan: Plan, arch: Arch, tp: int) -> int:
+    """Bytes one block's int8 activation compression moves per micro-batch on one GPU (`fl.int8_compression_bytes`
+    of what the block saves as the estimate counts it: the checkpoint alone under full checkpointing)."""
+    t, s = plan.training, plan.strategy
+    reg = REGIMES[t.precision]
+    sp = s.sequence_parallel
+    if s.gradient_checkpointing == "full":
+        saved = arch.h * t.micro_batch_size * t.seq_len * reg.resid_bytes // (tp if sp else 1)
+        elems = saved // reg.resid_bytes
+    else:
+        roles = () if t.method == "full" else lora_roles(arch, t.lora_targets)
+        ctx = ActCtx(
+            arch, t.micro_batch_size, t.seq_len, reg, t.method == "full", frozenset(roles),
+            t.base_quantization != "none", s.attention == "eager", s.gradient_checkpointing == "selective", False,
+            t.lora_rank,
+        )  # fmt: skip
+        x = layer_saved(ctx, True)
+        saved = x.local(tp, sp)
+        elems = x.elems * saved // (x.rep + x.split) if x.rep + x.split else 0
+    return fl.int8_compression_bytes(saved, int8_bytes(elems))
 
 
 def _hidden(comm: float, host: float, window: float) -> tuple[float, float]:
@@ -160,6 +183,10 @@ def step_time(plan: Plan) -> StepTime:
         dequant = fl.dequant_bytes_per_pass(arch, q_layer // tp, tp) / pp / hbm
         mem_f, mem_b = mem_f + dequant, mem_b + dequant * (1 + recompute)
         dequant *= 2 + recompute
+    compress = 0.0
+    if s.activation_compression == "int8":  # quantized when saved (forward), dequantized when used (backward)
+        compress = _int8_traffic(plan, arch, tp) * arch.L / pp / hbm
+        mem_f, mem_b = mem_f + compress / 2, mem_b + compress / 2
     fwd_mb = max(math_f, stream_f) + mem_f
     bwd_mb = max(math_b, stream_b) + mem_b
     core_mb = fwd_mb + bwd_mb
@@ -234,6 +261,7 @@ def step_time(plan: Plan) -> StepTime:
         ("autocast_casts", m * cast, m * cast, "memory"),
         ("eager_attention", m * eager, m * eager, "memory"),
         ("dequantization", m * dequant, m * dequant, "memory"),
+        ("activation_compression", m * compress, m * compress, "memory"),
         ("tp_comm", m * tp_mb, m * tp_mb, "communication"),
         ("pp_p2p", m * pp_mb, m * pp_mb, "communication"),
         ("zero3_comm", m * (2 * ag + rs) if z3 else 0.0, per_mb_comm if z3 else 0.0, "communication"),

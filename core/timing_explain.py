@@ -94,6 +94,13 @@ def time_formulas(plan: Plan, w: Work, terms: tuple[TimeTerm, ...]) -> dict[str,
             "bitsandbytes MatMul4Bit dequantizes in the forward and again in the backward (Dettmers et al. 2023, "
             "QLoRA §3)",
         )
+    if "activation_compression" in by:
+        what = "each block's checkpoint" if s.gradient_checkpointing == "full" else "each block's saved activations"
+        out["activation_compression"] = (
+            f"{m} x 2 x ({what} + its int8 copy) per layer x {plan.model.num_hidden_layers} layers / PP / HBM = "
+            f"{_ms(by['activation_compression'].seconds)}",
+            " ".join((fl.int8_compression_bytes.__doc__ or "").split()),
+        )
     if "tp_comm" in by:
         n = 4 + 2 * (s.gradient_checkpointing == "full")
         out["tp_comm"] = (

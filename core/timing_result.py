@@ -28,6 +28,7 @@ LABELS: dict[str, str] = {
     "autocast_casts": "Autocast weight casts",
     "eager_attention": "Eager attention s² traffic",
     "dequantization": "Dequantization",
+    "activation_compression": "int8 activation packing",
     "tp_comm": "TP all-reduces",
     "pp_p2p": "PP sends",
     "zero3_comm": "ZeRO-3 gathers + scatter",

@@ -37,3 +37,5 @@ def test_built_wheel_contains_presets(tmp_path: Path) -> None:
         assert required in names
     built_in = {p.relative_to(ROOT).as_posix() for p in (ROOT / "presets").rglob("*.toml")}
     assert built_in <= names
+    sources = {p.relative_to(ROOT).as_posix() for d in ("core", "tui") for p in (ROOT / d).rglob("*.py")}
+    assert sources <= names, sorted(sources - names)  # subpackages too (core/checks)

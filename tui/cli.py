@@ -1,4 +1,4 @@
-"""Headless commands: ``vramplan estimate|presets`` (and the others as they land). Never imports Textual.
+"""Headless commands: ``vramplan estimate|export|check|fit|presets``. Never imports Textual.
 
 Every user error is one line on stderr and exit code 2 (`PlanError`, argparse usage errors, OS errors).
 """
@@ -81,6 +81,37 @@ def _detected_note(args: argparse.Namespace, gpu_id: str) -> str:
     return det.label if det is not None and det.gpu_id == gpu_id else ""
 
 
+def cmd_check(args: argparse.Namespace) -> int:
+    """The troubleshooting checklist; exit code 1 when an item fails (to gate a review), 0 otherwise."""
+    from core.checklist import checklist
+    from core.export import plan_title
+    from core.planio import resolve_plan
+    from tui.report import checklist_text
+
+    plan = resolve_plan(args.plan, args.model, args.gpu, args.sets, args.hf_config)
+    cl = checklist(plan)
+    if args.json:
+        sys.stdout.write(json.dumps(cl.to_json()) + "\n")
+    else:
+        sys.stdout.write(checklist_text(cl, plan_title(plan)))
+    return cl.exit_code
+
+
+def cmd_fit(args: argparse.Namespace) -> int:
+    from core.advisor import advise
+    from core.export import plan_title
+    from core.planio import resolve_plan
+    from tui.report import advice_text
+
+    plan = resolve_plan(args.plan, args.model, args.gpu, args.sets, args.hf_config)
+    advice = advise(plan, limit=args.limit)
+    if args.json:
+        sys.stdout.write(json.dumps(advice.to_json()) + "\n")
+    else:
+        sys.stdout.write(advice_text(advice, plan_title(plan)))
+    return 0
+
+
 def cmd_presets(args: argparse.Namespace) -> int:
     from core.presets import registry
     from tui.report import hardware_listing, model_listing
@@ -154,13 +185,26 @@ def build_parser() -> OneLineParser:
     p.add_argument("--note", help="[meta] note / report preface (default: the plan file's)")
     p.set_defaults(handler=cmd_export)
 
+    p = sub.add_parser(
+        "check", help="troubleshooting checklist: OOM, NaN loss, slow training (exit 1 when an item fails)"
+    )
+    _plan_args(p)
+    p.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    p.set_defaults(handler=cmd_check)
+
+    p = sub.add_parser("fit", help="the smallest sets of changes that make a plan fit, fastest first")
+    _plan_args(p)
+    p.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    p.add_argument("--limit", type=int, default=10, metavar="N", help="at most N suggestions (default 10)")
+    p.set_defaults(handler=cmd_fit)
+
     p = sub.add_parser("presets", help="list model and hardware presets")
     p.add_argument("kind", nargs="?", choices=("models", "hardware"))
     p.set_defaults(handler=cmd_presets)
     return parser
 
 
-COMMANDS = ("estimate", "export", "presets")
+COMMANDS = ("estimate", "export", "check", "fit", "presets")
 
 
 def _print_notices(caught: list[warnings.WarningMessage]) -> None:

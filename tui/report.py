@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from core import presets
 from core.presets import Registry
 from core.result import KIND_LABELS, Estimate
 from core.timing import LABELS, StepTime
 from core.units import GiB, fmt_count, fmt_seconds
+
+if TYPE_CHECKING:
+    from core.advisor import Advice
+    from core.checklist import Checklist
 
 
 def _g(n: int) -> str:
@@ -126,3 +132,94 @@ def hardware_listing(reg: Registry) -> str:
         )
     rows.append("  * no bf16: fp16 figure; TFLOP/s are dense; link bandwidth per direction")
     return "\n".join(rows) + "\n"
+
+
+def _wrap(text: str, indent: int, width: int = 80, hang: int = 0) -> list[str]:
+    """``text`` wrapped to ``width`` columns at ``indent``, continuation lines ``hang`` columns further in."""
+    import textwrap
+
+    first, rest = " " * indent, " " * (indent + hang)
+    return textwrap.wrap(text, width, initial_indent=first, subsequent_indent=rest, break_on_hyphens=False) or [first]
+
+
+def _set_line(args: tuple[str, ...], indent: int) -> list[str]:
+    """``--set key=value`` arguments, shell-quoted, never split from their value when wrapped."""
+    import shlex
+
+    text = " ".join(f"--set\0{shlex.quote(a)}" for a in args)
+    return [line.replace("\0", " ") for line in _wrap(text, indent)]
+
+
+CHECK_MARKS = {"ok": "ok", "warn": "warn", "fail": "FAIL"}
+
+
+def checklist_text(cl: Checklist, title: str, alternatives: int = 2) -> str:
+    """``vramplan check``: the three groups, each item's status, detail, fix (with its ``--set`` arguments) and a
+    few measured alternatives; 80 columns."""
+    from core.checklist import GROUPS
+
+    lines = [f"{title}: {cl.summary()}"]
+    for group, label in GROUPS.items():
+        lines += ["", label]
+        for item in cl.group(group):
+            mark = ("[x]" if item.ticked else "[ ]") if item.status == "manual" else CHECK_MARKS[item.status]
+            lines.append(f"  {mark:<5} {item.title:<44}{item.id:>27}"[:80].rstrip())
+            lines += _wrap(item.detail, 8)
+            if item.fix is not None:
+                lines += _wrap(f"fix: {item.fix.text()}", 8, hang=5)
+                lines += _set_line(item.fix.set_args(), 13)
+            if item.status in ("warn", "fail"):
+                fix = dict(item.fix.changes) if item.fix else None
+                others = [e for e in item.alternatives if dict(e.changes) != fix]
+                for e in others[:alternatives]:
+                    lines += _wrap(f"or:  {e.text()}", 8, hang=5)
+    lines += ["", 'Tick by-hand items in the plan file: [checklist] ticked = ["slow.data_loading"]']
+    return "\n".join(lines) + "\n"
+
+
+def advice_text(a: Advice, title: str) -> str:
+    """``vramplan fit``: the verdict, the ranked suggestions with their ``--set`` arguments, the largest micro-batch
+    and the fewest GPUs; 80 columns."""
+    from core.moves import TIER_TEXT
+
+    est = a.est
+    need = f"{est.total / GiB:.1f} GiB of {est.gpu_capacity / GiB:.1f} GiB per GPU"
+    if not est.fits:
+        verdict = f"needs {need}: over by {-est.headroom / GiB:.1f} GiB"
+    else:
+        verdict = f"fits: {need}, {est.headroom_fraction:.0%} free"
+    lines = [f"{title}: {verdict}"]
+    goal = "fit" if not est.fits else f"leave {a.goal_headroom:.0%} free"
+    if not a.needed:
+        lines.append("Enough headroom: nothing to change.")
+    elif not a.suggestions:
+        lines.append(f"No set of up to 3 changes makes it {goal} ({a.searched:,} plans searched).")
+    else:
+        lines += [
+            f"Changes that make it {goal} ({a.searched:,} plans searched), ordered by step time relative to now",
+            f"({fmt_seconds(a.step_seconds)}; same global batch), those that keep the training the same first:",
+        ]
+        tier = -1
+        for n, s in enumerate(a.suggestions, 1):
+            if s.tier != tier:
+                tier = s.tier
+                lines += ["", f"  {TIER_TEXT[tier]}"]
+            e = s.effect
+            lines += _wrap(f"{n:>2}. {s.title}", 2, hang=4)
+            lines.append(
+                f"      {e.memory_total / GiB:.1f} GiB per GPU ({e.headroom_fraction:.0%} free), "
+                f"step time x{e.relative_step_time:.2f} ({fmt_seconds(e.step_seconds)})"
+            )
+            lines += _set_line(e.set_args(), 6)
+    lines.append("")
+    mb = a.max_micro_batch_size
+    lines.append(
+        f"Largest micro-batch that fits as is: {mb}" if mb else "Largest micro-batch that fits as is: none, not even 1"
+    )
+    if a.min_gpus is None:
+        lines.append("Fewest GPUs that fit with these strategies: none (more GPUs do not shrink what each holds)")
+    else:
+        nodes = a.min_gpus_changes["hardware.nodes"]
+        layout = f"{nodes} nodes x {a.min_gpus_changes['hardware.gpus_per_node']}" if nodes > 1 else "one node"
+        lines.append(f"Fewest GPUs that fit with these strategies: {a.min_gpus} ({layout})")
+    return "\n".join(lines) + "\n"

@@ -87,8 +87,11 @@ def test_markdown_report_shows_every_component_with_formula_and_source() -> None
         assert f"| {term.name} | " in text
     assert f"**Peak ({est.peak_phase})**" in text and f"{est.total:,}" in text
     assert "| `training.seq_len` | 2048 |" in text
-    assert "## Checklist" not in text  # until the checklist (issue 4) lands
     assert "## Step time" in text and "| Step time |" in text  # the time model's figures
+    # the checklist: the capacity item fails (ZeRO-0 on an 8 GiB card) and carries its measured fix
+    section = text.split("## Checklist", 1)[1].split("## Step time", 1)[0]
+    row = next(line for line in section.splitlines() if "| Fits in GPU memory |" in line)
+    assert row.startswith("| FAIL | oom |") and "**Fix**:" in row and "--set " in row
 
 
 def test_markdown_checklist_and_time_hooks() -> None:
@@ -105,13 +108,21 @@ def test_markdown_checklist_and_time_hooks() -> None:
     assert toml["estimate"]["time"]["step_seconds"] == 1.25
 
 
-def test_review_extras_carry_the_step_time() -> None:
+def test_review_extras_carry_the_step_time_and_the_checklist() -> None:
+    from core.checklist import checklist
     from core.timing import step_time
 
-    plan = default_plan()
+    plan = default_plan().with_changes({"training.grad_clip": 0.0, "checklist.ticked": ["nan.data"]})
     extras = review_extras(plan, estimate(plan))
     assert extras.time == step_time(plan).to_json()
-    assert extras.checklist is None  # until the checklist (issue 4) lands
+    assert extras.checklist == tuple(item.to_json() for item in checklist(plan))
+    toml = tomllib.loads(render("toml", plan, extras=extras).text)
+    summary = toml["estimate"]["checklist"]
+    assert "nan.grad_clip" in summary["warning"] and summary["failing"] == []
+    assert toml["checklist"]["ticked"] == ["nan.data"]  # the ticks travel in the plan's own [checklist] table
+    md = render("markdown", plan, extras=extras).text
+    assert "| checked by hand | nan | Every batch has targets |" in md
+    assert "| check by hand | slow | Data loading keeps up |" in md
 
 
 def test_export_plan_writes_atomically_and_refuses_to_overwrite(tmp_path: Path) -> None:

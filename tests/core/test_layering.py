@@ -26,7 +26,7 @@ def test_core_imports_without_textual_or_rich() -> None:
 
 
 def test_core_sources_do_not_mention_textual_imports() -> None:
-    for path in (ROOT / "core").glob("*.py"):
+    for path in (ROOT / "core").rglob("*.py"):
         for line in path.read_text().splitlines():
             stripped = line.strip()
             assert not stripped.startswith(("import textual", "from textual", "import rich", "from rich")), path

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from core import PlanError, default_plan, estimate, plan_from_dict
 from core.errors import PlanNotice
-from core.plan import OPTIMIZERS, PRECISIONS, Plan
+from core.plan import MANUAL_CHECKS, OPTIMIZERS, PRECISIONS, Plan
 from core.planfile import FORMAT_VERSION, estimate_table, plan_toml
 from core.planio import load_plan, load_plan_file, plan_file_from_data
 from core.presets import registry
@@ -97,6 +97,7 @@ def strategies_for(draw: st.DrawFn, model: str) -> dict[str, Any]:
             "allocator_reserve_percent": draw(st.sampled_from([0.0, 5.0, 12.5])),
             **({"zero_bucket_elements": 50_000_000} if draw(st.booleans()) else {}),
         },
+        "checklist": {"ticked": draw(st.lists(st.sampled_from(MANUAL_CHECKS), max_size=len(MANUAL_CHECKS)))},
     }
 
 
@@ -152,7 +153,7 @@ def test_meta_and_estimate_tables_carry_the_figures() -> None:
     assert e["fits"] is est.fits and e["peak_phase"] == est.peak_phase
     assert e["headroom_bytes"] == est.gpu_capacity - est.total
     assert sum(e["live_at_peak_bytes"].values()) == est.total
-    assert "checklist" not in e  # no checklist yet: the hook adds [estimate.checklist]
+    assert "checklist" not in e  # plan_toml alone: core.export's review_extras adds [estimate.checklist]
 
 
 def test_checklist_and_time_hooks() -> None:
@@ -161,9 +162,11 @@ def test_checklist_and_time_hooks() -> None:
         {"id": "oom.headroom", "group": "oom", "status": "ok"},
         {"id": "nan.clip", "group": "nan", "status": "fail"},
         {"id": "slow.data", "group": "slow", "status": "manual"},
+        {"id": "slow.offload", "group": "slow", "status": "warn"},
     )
     table = estimate_table(est, checklist=items, time={"step_seconds": 1.5, "bottleneck": "compute"})
-    assert table["checklist"] == {"ok": 1, "warn": 0, "fail": 1, "manual": 1, "failing": ["nan.clip"]}
+    expected = {"ok": 1, "warn": 1, "fail": 1, "manual": 1, "failing": ["nan.clip"], "warning": ["slow.offload"]}
+    assert table["checklist"] == expected
     assert table["time"] == {"step_seconds": 1.5, "bottleneck": "compute"}
 
 

@@ -191,6 +191,18 @@ def test_qlora_dequantization() -> None:
     assert lora.seconds("dequantization") == 0
 
 
+def test_int8_activation_compression_traffic() -> None:
+    plan = default_plan().with_changes({"strategy.activation_compression": "int8"})  # full checkpointing
+    st = step_time(plan)
+    # the checkpoint of each block is compressed: 2048 tokens x 4096 x 4 B (fp32 residual under autocast)
+    saved = 2048 * 4096 * 4  # 33,554,432 B
+    packed = 2048 * 4096 + 4 * (2048 * 4096 // 64)  # 1 B per value + an fp32 scale per 64: 8,912,896 B
+    traffic = 32 * 2 * (saved + packed)  # quantized when saved, dequantized in the backward, 32 layers
+    assert st.seconds("activation_compression") == pytest.approx(traffic / (2039e9 * LINK_EFFICIENCY))
+    plain = step_time(default_plan())
+    assert st.step_seconds == pytest.approx(plain.step_seconds + st.seconds("activation_compression"))
+
+
 def test_eager_attention_traffic() -> None:
     plan = default_plan().with_changes({"strategy.attention": "eager", "strategy.gradient_checkpointing": "none"})
     st = step_time(plan)

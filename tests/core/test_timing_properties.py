@@ -169,3 +169,16 @@ def test_lower_mfu_never_faster(data: dict[str, Any]) -> None:
     slow = changed(plan, {"training.mfu": 0.2})
     fast = changed(plan, {"training.mfu": 0.6})
     assert step_time(fast).step_seconds <= step_time(slow).step_seconds * (1 + 1e-9)
+
+
+@SETTINGS
+@given(plans(), st.booleans())
+def test_int8_activations_never_faster(data: dict[str, Any], sp: bool) -> None:
+    plan = valid(data)
+    if sp and plan.strategy.tensor_parallel > 1:
+        plan = changed(plan, {"strategy.sequence_parallel": True})
+    int8 = changed(plan, {"strategy.activation_compression": "int8"})
+    plain, packed = step_time(plan), step_time(int8)
+    assert plain.step_seconds <= packed.step_seconds * (1 + 1e-9)  # equal when it hides exposed transfers
+    assert packed.seconds("activation_compression") > 0 and "activation_compression" in packed.explain()
+    assert sum(t.exposed for t in packed.terms) == pytest.approx(packed.step_seconds)

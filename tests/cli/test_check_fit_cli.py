@@ -1,0 +1,182 @@
+"""`vramplan check` and `vramplan fit`: exit codes, JSON contracts, and every suggestion verified through
+`vramplan estimate PLAN --set ...`."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tui.cli import run
+
+ROOT = Path(__file__).resolve().parents[2]
+
+OVER = """
+[model]
+preset = "llama-7b"
+
+[hardware]
+gpu = "a100-80gb"
+gpus_per_node = 8
+
+[training]
+micro_batch_size = 4
+
+[strategy]
+zero_stage = 0
+gradient_checkpointing = "none"
+"""
+
+PLANS = {
+    "ddp-7b": OVER,
+    "70b-zero3": '[model]\npreset = "llama-2-70b"\n\n[strategy]\nzero_stage = 3\ngradient_checkpointing = "full"\n',
+    "bloom-4090": (
+        '[model]\npreset = "bloom-7b1"\n\n[hardware]\ngpu = "rtx-4090"\ngpus_per_node = 2\n\n'
+        '[training]\nseq_len = 4096\nprecision = "fp32"\n\n[strategy]\nattention = "eager"\n'
+    ),
+    "qwen-long-tight": (  # fits with 9% free: suggestions must leave 10%
+        '[model]\npreset = "qwen2.5-7b"\n\n[training]\nmicro_batch_size = 3\nseq_len = 8192\n\n'
+        '[strategy]\nzero_stage = 3\ngradient_checkpointing = "full"\n\n[overhead]\ncuda_context_mib = 5120\n'
+    ),
+}
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tui", *args], capture_output=True, text=True, cwd=ROOT, timeout=60)
+
+
+def json_of(args: list[str], capsys: pytest.CaptureFixture[str], code: int = 0) -> dict:
+    assert run(args) == code
+    out = capsys.readouterr().out
+    return json.loads(out)  # exactly one JSON object
+
+
+# -- vramplan check ---------------------------------------------------------------------------------------------
+
+
+def test_check_exit_codes(tmp_plan, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(["check"]) == 0  # the default plan: warnings and by-hand items, nothing fails
+    out = capsys.readouterr().out
+    for heading in ("Out of memory", "NaN loss", "Slow training"):
+        assert f"\n{heading}\n" in out
+    assert max(len(line) for line in out.splitlines()) <= 90
+    assert run(["check", str(tmp_plan(OVER))]) == 1  # over capacity: the checklist fails a review
+    out = capsys.readouterr().out
+    assert "FAIL  Fits in GPU memory" in out and "--set strategy.zero_stage=3" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["check", "missing.toml"], "missing.toml: no such file"),
+        (["check", "--set", "strategy.zero_stage=7"], "strategy.zero_stage"),
+        (["check", "--set", 'checklist.ticked=["slow.dataloader"]'], "did you mean slow.data_loading"),
+        (["fit", "--set", "training.bogus=1"], "training.bogus: unknown key"),
+        (["fit", "--limit", "x"], "invalid int value"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args: list[str], expected: str) -> None:
+    r = cli(*args)
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and expected in lines[0] and "Traceback" not in r.stderr
+
+
+def test_check_json_contract(tmp_plan, capsys: pytest.CaptureFixture[str]) -> None:
+    data = json_of(["check", str(tmp_plan(OVER)), "--json"], capsys, code=1)
+    assert data["summary"]["failing"] == ["oom.capacity"]
+    items = data["items"]
+    assert len(items) == 21
+    for item in items:
+        assert {"id", "group", "status", "title", "detail", "fix"} <= set(item)
+        assert item["group"] in ("oom", "nan", "slow") and item["status"] in ("ok", "warn", "fail", "manual")
+        fix = item["fix"]
+        if fix is not None:
+            assert isinstance(fix["changes"], dict) and fix["changes"]
+            assert isinstance(fix["memory_total"], int) and isinstance(fix["fits"], bool)
+            assert isinstance(fix["relative_step_time"], float) and fix["effect"].startswith(fix["title"])
+    capacity = next(i for i in items if i["id"] == "oom.capacity")
+    assert capacity["status"] == "fail" and capacity["fix"]["fits"] is True
+
+
+def test_check_json_ticked_items(capsys: pytest.CaptureFixture[str]) -> None:
+    data = json_of(["check", "--json", "--set", 'checklist.ticked=["nan.data"]'], capsys)
+    by_id = {i["id"]: i for i in data["items"]}
+    assert by_id["nan.data"]["ticked"] is True and by_id["slow.data_loading"]["ticked"] is False
+    assert "ticked" not in by_id["oom.capacity"]  # only by-hand items are ticked
+
+
+# -- vramplan fit -----------------------------------------------------------------------------------------------
+
+
+def test_fit_json_contract(tmp_plan, capsys: pytest.CaptureFixture[str]) -> None:
+    data = json_of(["fit", str(tmp_plan(OVER)), "--json"], capsys)
+    assert data["fits"] is False
+    assert isinstance(data["max_micro_batch_size"], int) and data["max_micro_batch_size"] == 0
+    assert data["min_gpus"] is None  # no sharding: more GPUs do not shrink what each holds
+    assert 1 <= len(data["suggestions"]) <= 10
+    for s in data["suggestions"]:
+        assert {"title", "changes", "memory_total", "fits", "relative_step_time"} <= set(s)
+        assert s["fits"] is True and isinstance(s["memory_total"], int)
+    ranked = [(s["tier"], s["relative_step_time"]) for s in data["suggestions"]]
+    assert ranked == sorted(ranked)
+    data = json_of(["fit", "--json"], capsys)  # the default plan fits with room: no suggestions
+    assert data["fits"] is True and data["suggestions"] == [] and data["min_gpus"] == 2
+    assert data["max_micro_batch_size"] > 1
+
+
+@pytest.mark.parametrize("name", sorted(PLANS))
+def test_every_suggestion_fits_through_estimate_set(name: str, tmp_plan, capsys: pytest.CaptureFixture[str]) -> None:
+    path = str(tmp_plan(PLANS[name], f"{name}.toml"))
+    advice = json_of(["fit", path, "--json"], capsys)
+    assert advice["suggestions"], f"{name}: expected suggestions"
+    goal = advice["goal_headroom_fraction"]
+    assert goal == (0.1 if advice["fits"] else 0.0)
+    for s in advice["suggestions"]:
+        args = ["estimate", path, "--json"]
+        for item in s["set"]:
+            args += ["--set", item]
+        est = json_of(args, capsys)
+        assert est["memory"]["fits"] is True, (name, s["title"])
+        assert est["memory"]["headroom"] >= goal * est["memory"]["gpu_capacity"]
+        assert est["memory"]["per_gpu"]["total"] == s["memory_total"]
+        assert est["time"]["step_seconds"] == pytest.approx(s["step_seconds"])
+        assert est["time"]["step_seconds"] / advice["step_seconds"] == pytest.approx(s["relative_step_time"])
+        changed = {f"{t}.{k}": v for t, table in est["plan"].items() for k, v in table.items()}
+        assert all(changed[k] == v for k, v in s["changes"].items())
+    if advice["min_gpus"] is not None:
+        args = ["estimate", path, "--json"]
+        for key, value in advice["min_gpus_changes"].items():
+            args += ["--set", f"{key}={value}"]
+        assert json_of(args, capsys)["memory"]["fits"] is True
+
+
+def test_fit_text_says_how_it_ranks_and_the_commands_paste(tmp_plan, capsys: pytest.CaptureFixture[str]) -> None:
+    path = str(tmp_plan(PLANS["bloom-4090"], "bloom.toml"))
+    assert run(["fit", path]) == 0
+    out = capsys.readouterr().out
+    assert "ordered by step time relative to now" in out and "same training" in out
+    assert "Largest micro-batch that fits as is:" in out and "Fewest GPUs that fit with these strategies:" in out
+    set_lines = [line.strip() for line in out.splitlines() if line.strip().startswith("--set ")]
+    assert set_lines
+    for line in set_lines:  # shell-quoted and never split from their value: each parses back
+        words = shlex.split(line)
+        assert words[0::2] == ["--set"] * (len(words) // 2) and all("=" in w for w in words[1::2])
+
+
+def test_fit_subprocess_and_no_textual() -> None:
+    code = (
+        "import sys, io, contextlib\n"
+        "from tui.__main__ import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    assert main(['fit', '--json']) == 0\n"
+        "    assert main(['check']) == 0\n"
+        "bad = [m for m in sys.modules if m.split('.')[0] in ('textual', 'rich')]\n"
+        "assert not bad, bad\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert r.returncode == 0, r.stderr
