@@ -1,0 +1,175 @@
+"""The planner screen: owns the plan and its estimate. Panes send edits up (`PlanPane.Changed`); the screen
+validates them (`Plan.with_changes`), keeps undo/redo, recomputes the estimate in `watch_plan` (microseconds,
+synchronous) and binds it down into every pane and the gauges."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import BindingType
+from textual.containers import Container, Horizontal, Vertical
+from textual.reactive import reactive
+from textual.screen import Screen
+from textual.widgets import Footer, Input, Static, Tab, Tabs
+
+from core.errors import PlanError
+from core.estimate import estimate
+from core.plan import Plan
+from core.result import Estimate
+from tui.choices import error_text, next_valid
+from tui.commands import bindings
+from tui.history import PlanHistory
+from tui.widgets.fields import NO_ERRORS, PlanPane
+from tui.widgets.gauges import MemoryGauges
+from tui.widgets.hardware_pane import HardwarePane
+from tui.widgets.model_pane import ModelPane
+from tui.widgets.strategy_pane import StrategyPane
+from tui.widgets.training_pane import TrainingPane
+
+# The plan panes, in tab order: (id, tab title, class). A new pane (the checklist...) is one more row.
+PANES: tuple[tuple[str, str, type[PlanPane]], ...] = (
+    ("model", "Model", ModelPane),
+    ("hardware", "Hardware", HardwarePane),
+    ("training", "Training", TrainingPane),
+    ("strategy", "Strategies", StrategyPane),
+)
+
+
+class PlannerScreen(Screen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = bindings()
+    # Narrow: the headline over one pane; normal: tabs + gauges side by side; wide and tall: every pane at once.
+    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-narrow"), (64, "-normal"), (140, "-wide")]
+    VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-short"), (40, "-tall")]
+    AUTO_FOCUS = "#model-list"
+
+    plan: reactive[Plan] = reactive(None, init=False, always_update=True)  # type: ignore[arg-type]
+    estimate: reactive[Estimate] = reactive(None, init=False)  # type: ignore[arg-type]
+    errors: reactive[Mapping[str, str]] = reactive(NO_ERRORS, init=False)
+    pane: reactive[str] = reactive("model", init=False)
+    notice: reactive[str] = reactive("", init=False)
+
+    def __init__(self, plan: Plan, notice: str = "") -> None:
+        super().__init__()
+        self.history = PlanHistory(plan)
+        self.set_reactive(PlannerScreen.plan, plan)
+        self.set_reactive(PlannerScreen.estimate, estimate(plan))
+        self.set_reactive(PlannerScreen.notice, notice)
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="main"):
+            with Vertical(id="editor"):
+                yield Tabs(*(Tab(title, id=f"tab-{pid}") for pid, title, _ in PANES), id="pane-tabs")
+                with Container(id="panes"):
+                    for pid, _, cls in PANES:
+                        pane = cls(id=f"pane-{pid}", classes="-current" if pid == self.pane else "")
+                        yield pane.data_bind(PlannerScreen.estimate, PlannerScreen.errors)
+            yield MemoryGauges(id="gauges").data_bind(PlannerScreen.estimate)
+        yield Static(id="notice")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.watch_notice()
+
+    # -- the one way the plan changes ------------------------------------------------------------------------
+    def apply_changes(self, changes: dict[str, Any], coalesce: str | None = None) -> bool:
+        """Validate and apply plan changes; a `PlanError` is shown next to the control and the plan is kept."""
+        try:
+            new = self.plan.with_changes(changes)
+        except PlanError as exc:
+            self._reject(next(iter(changes)), exc)
+            return False
+        self._commit(new, coalesce)
+        return True
+
+    def _commit(self, new: Plan, coalesce: str | None = None) -> None:
+        self.errors = NO_ERRORS
+        self.notice = ""
+        if new == self.plan:
+            return
+        self.history.push(new, coalesce)
+        self.plan = new
+
+    def _reject(self, key: str, exc: PlanError) -> None:
+        message = error_text(exc, key)
+        self.errors = {key: message}
+        self.notice = f"✘ {key}: {message} (plan unchanged)"
+
+    def watch_plan(self, plan: Plan) -> None:
+        self.estimate = estimate(plan)
+
+    def on_plan_pane_changed(self, event: PlanPane.Changed) -> None:
+        event.stop()
+        self.apply_changes(event.changes, event.coalesce)
+
+    def on_plan_pane_invalid(self, event: PlanPane.Invalid) -> None:
+        event.stop()
+        self._reject(event.key, PlanError(event.message, event.key))
+
+    # -- view state ------------------------------------------------------------------------------------------
+    def watch_notice(self) -> None:
+        notice = self.query_one("#notice", Static)
+        notice.update(self.notice)
+        notice.display = bool(self.notice)
+
+    def watch_pane(self, pane: str) -> None:
+        for pid, _, _ in PANES:
+            self.query_one(f"#pane-{pid}").set_class(pid == pane, "-current")
+        tabs = self.query_one("#pane-tabs", Tabs)
+        if tabs.active != f"tab-{pane}":
+            tabs.active = f"tab-{pane}"
+
+    def on_tabs_tab_activated(self, event: Tabs.TabActivated) -> None:
+        event.stop()
+        if event.tab.id:
+            self.pane = event.tab.id.removeprefix("tab-")
+
+    # -- actions (bound by the command table) ----------------------------------------------------------------
+    def action_undo(self) -> None:
+        plan = self.history.undo()
+        if plan is None:
+            self.notice = "nothing to undo"
+            return
+        self.errors, self.notice = NO_ERRORS, ""
+        self.plan = plan
+
+    def action_redo(self) -> None:
+        plan = self.history.redo()
+        if plan is None:
+            self.notice = "nothing to redo"
+            return
+        self.errors, self.notice = NO_ERRORS, ""
+        self.plan = plan
+
+    def action_cycle(self, key: str) -> None:
+        """Move a setting to its next possible choice (the keys of the Strategies and Training rows)."""
+        result = next_valid(self.plan, key)
+        if isinstance(result, PlanError):
+            self._reject(key, result)
+        else:
+            self.history.break_coalescing()
+            self._commit(result)
+
+    def action_show_pane(self, pane: str) -> None:
+        self.pane = pane
+        widget = self.query_one(f"#pane-{pane}")
+        first = next((w for w in widget.query("*") if w.focusable), None)
+        if first is not None:
+            first.focus()
+
+    def action_find_model(self) -> None:
+        self.action_show_pane("model")
+        self.query_one(ModelPane).focus_filter()
+
+    def action_explain(self) -> None:
+        self.query_one(MemoryGauges).focus_legend()
+
+    def action_leave_field(self) -> None:
+        if isinstance(self.focused, Input):
+            self.set_focus(None)
+
+    def action_help(self) -> None:
+        from tui.screens.help import HelpScreen
+
+        self.app.push_screen(HelpScreen(self))

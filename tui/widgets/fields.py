@@ -1,0 +1,246 @@
+"""The plan panes' building blocks: `PlanPane` (gets the estimate and the errors, posts `Changed`) and the field
+rows that edit one plan key each (a number, a choice, a flag, a list), each with its inline error and note."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.message import Message
+from textual.reactive import reactive
+from textual.widget import Widget
+from textual.widgets import Checkbox, Input, Label, Select, Static
+
+from core.result import Estimate
+from tui.choices import CHOICES, Choice, blocked, plan_value
+
+NO_ERRORS: Mapping[str, str] = {}
+
+
+class PlanPane(VerticalScroll):
+    """A pane editing part of the plan. The planner binds `estimate` (which carries its plan) and `errors`
+    (plan key -> message) into it; edits go up as `PlanPane.Changed`, never sideways."""
+
+    TITLE = ""
+    estimate: reactive[Estimate | None] = reactive(None, init=False)
+    errors: reactive[Mapping[str, str]] = reactive(NO_ERRORS, init=False)
+
+    class Changed(Message):
+        """The user asks for plan changes (dotted keys). `coalesce` names a typing session for undo."""
+
+        def __init__(self, changes: dict[str, Any], coalesce: str | None = None) -> None:
+            super().__init__()
+            self.changes = changes
+            self.coalesce = coalesce
+
+    class Invalid(Message):
+        """What the user typed is not a value at all (e.g. an empty number): shown next to the field."""
+
+        def __init__(self, key: str, message: str) -> None:
+            super().__init__()
+            self.key = key
+            self.message = message
+
+    def on_mount(self) -> None:
+        self.border_title = self.TITLE
+        self._sync()
+
+    def watch_estimate(self) -> None:
+        self._sync()
+
+    def watch_errors(self) -> None:
+        self._sync()
+
+    def _sync(self) -> None:
+        est = self.estimate
+        if est is None or not self.is_mounted:
+            return
+        for row in self.query(FieldRow):
+            row.show(plan_value(est.plan, row.key), self.errors.get(row.key))
+        self.show_estimate(est)
+
+    def show_estimate(self, est: Estimate) -> None:
+        """Update what the pane derives from the plan (details, notes). Panes override it."""
+
+    def show_blocked(self, est: Estimate, keys: tuple[str, ...]) -> None:
+        """Note, next to each choice control, which other choices are impossible with this plan and why."""
+        for key in keys:
+            notes: dict[str, list[str]] = {}
+            for choice, why in blocked(est.plan, key):
+                notes.setdefault(why, []).append(choice.label)
+            text = "\n".join(f"✘ {', '.join(labels)}: {why}" for why, labels in notes.items())
+            self.query_one(f"#{field_id(key)}", FieldRow).set_note(text)
+
+
+def field_id(key: str) -> str:
+    return "f-" + key.replace(".", "-")
+
+
+class FieldRow(Widget):
+    """One plan key: a label, a control, a note (derived figures, impossible choices) and an inline error."""
+
+    keeps_text = False  # True for text inputs: an error keeps what the user typed so they can fix it
+
+    def __init__(self, key: str, label: str, *, tooltip: str | None = None) -> None:
+        super().__init__(id=field_id(key))
+        self.ready = False  # controls post their initial values on mount: ignore them until the plan is shown
+        self.key = key
+        self.label = label
+        if tooltip:
+            self.tooltip = tooltip
+
+    def compose(self) -> ComposeResult:
+        yield Label(self.label, classes="field-label")
+        yield self.make_control()
+        yield Static("", classes="field-note")
+        yield Static("", classes="field-error")
+
+    def make_control(self) -> Widget:
+        raise NotImplementedError
+
+    def set_control(self, value: Any) -> None:
+        raise NotImplementedError
+
+    def show(self, value: Any, error: str | None) -> None:
+        self.set_class(bool(error), "-error")
+        if error:
+            self.query_one(".field-error", Static).update(f"✘ {error}")
+        if not (error and self.keeps_text):
+            self.set_control(value)
+        self.ready = True
+
+    def set_note(self, text: str) -> None:
+        note = self.query_one(".field-note", Static)
+        if str(note.content) != text:
+            note.update(text)
+        self.set_class(bool(text), "-note")
+
+    def post_change(self, value: Any, coalesce: bool = False) -> None:
+        if not self.ready:
+            return
+        self.post_message(PlanPane.Changed({self.key: value}, self.key if coalesce else None))
+
+
+    def post_invalid(self, message: str) -> None:
+        if self.ready:
+            self.post_message(PlanPane.Invalid(self.key, message))
+
+
+class IntField(FieldRow):
+    keeps_text = True
+
+    def make_control(self) -> Widget:
+        return Input(type="integer", compact=True, select_on_focus=True)
+
+    def set_control(self, value: Any) -> None:
+        field = self.query_one(Input)
+        if _parse_int(field.value) != value:
+            with self.prevent(Input.Changed):
+                field.value = str(value)
+
+    @on(Input.Changed)
+    def _typed(self, event: Input.Changed) -> None:
+        event.stop()
+        if event.value != event.input.value:
+            return  # stale: the plan has set the field since
+        value = _parse_int(event.value)
+        if value is None:
+            self.post_invalid("enter a whole number")
+        else:
+            self.post_change(value, coalesce=True)
+
+
+def _parse_int(text: str) -> int | None:
+    try:
+        return int(text.strip().replace("_", "").replace(",", ""))
+    except ValueError:
+        return None
+
+
+class ListField(FieldRow):
+    """A list of words (LoRA targets), separated by spaces or commas."""
+
+    keeps_text = True
+
+    def make_control(self) -> Widget:
+        return Input(compact=True, select_on_focus=True)
+
+    def set_control(self, value: Any) -> None:
+        field = self.query_one(Input)
+        if _parse_words(field.value) != tuple(value):
+            with self.prevent(Input.Changed):
+                field.value = " ".join(value)
+
+    @on(Input.Changed)
+    def _typed(self, event: Input.Changed) -> None:
+        event.stop()
+        if event.value != event.input.value:
+            return
+        words = _parse_words(event.value)
+        if not words:
+            self.post_invalid("at least one target")
+        else:
+            self.post_change(words, coalesce=True)
+
+
+def _parse_words(text: str) -> tuple[str, ...]:
+    return tuple(w for w in re.split(r"[\s,]+", text.strip()) if w)
+
+
+class ChoiceField(FieldRow):
+    """A select over a fixed set of choices (`tui.choices.CHOICES` unless given)."""
+
+    def __init__(self, key: str, label: str, choices: tuple[Choice, ...] | None = None, **kw: Any) -> None:
+        super().__init__(key, label, **kw)
+        self.choices = choices if choices is not None else CHOICES[key]
+
+    def make_control(self) -> Widget:
+        return Select([(c.label, i) for i, c in enumerate(self.choices)], allow_blank=False, compact=True, value=0)
+
+    def _index(self, value: Any) -> int:
+        for i, c in enumerate(self.choices):
+            if c.value == value and type(c.value) is type(value):
+                return i
+        return 0
+
+    def set_control(self, value: Any) -> None:
+        select: Select[int] = self.query_one(Select)
+        index = self._index(value)
+        if select.value != index:
+            with self.prevent(Select.Changed):
+                select.value = index
+
+    @on(Select.Changed)
+    def _chosen(self, event: Select.Changed) -> None:
+        event.stop()
+        if isinstance(event.value, int) and event.value == event.select.value:  # not a stale initial value
+            self.post_change(self.choices[event.value].value)
+
+
+class FlagField(FieldRow):
+    """A checkbox for a two-valued key: off is the first choice, on the second."""
+
+    def __init__(self, key: str, label: str, choices: tuple[Choice, ...] | None = None, **kw: Any) -> None:
+        super().__init__(key, label, **kw)
+        self.off, self.on = choices if choices is not None else CHOICES[key]
+
+    def make_control(self) -> Widget:
+        return Checkbox(self.off.label, compact=True)
+
+    def set_control(self, value: Any) -> None:
+        box = self.query_one(Checkbox)
+        checked = value == self.on.value
+        box.label = self.on.label if checked else self.off.label  # the state in words (NO_COLOR)
+        if box.value != checked:
+            with self.prevent(Checkbox.Changed):
+                box.value = checked
+
+    @on(Checkbox.Changed)
+    def _toggled(self, event: Checkbox.Changed) -> None:
+        event.stop()
+        if event.value == event.checkbox.value:
+            self.post_change(self.on.value if event.value else self.off.value)
