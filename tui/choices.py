@@ -57,10 +57,10 @@ CHOICES: dict[str, tuple[Choice, ...]] = {
         Choice(True, "on", "strategy: fused cross-entropy"),
     ),
     "strategy.zero_stage": (
-        Choice(0, "0  off (DDP)", "strategy: ZeRO off (DDP)"),
-        Choice(1, "1  optimizer", "strategy: ZeRO-1"),
-        Choice(2, "2  + gradients", "strategy: ZeRO-2"),
-        Choice(3, "3  + parameters", "strategy: ZeRO-3"),
+        Choice(0, "off", "strategy: ZeRO off (DDP)"),
+        Choice(1, "1", "strategy: ZeRO-1 (optimizer states sharded)"),
+        Choice(2, "2", "strategy: ZeRO-2 (+ gradients)"),
+        Choice(3, "3", "strategy: ZeRO-3 (+ parameters)"),
     ),
     "strategy.offload_optimizer": (
         Choice("none", "none", "strategy: optimizer on GPU"),

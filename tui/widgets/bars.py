@@ -83,20 +83,20 @@ class StackedBar(Widget):
         parts: list[tuple[str, object]] = []
         for (kind, _), n in zip(self.segments, cells, strict=True):
             if n:
-                parts.append((self._glyph(kind) * n, self.get_visual_style(f"stacked-bar--{kind}", partial=True)))
+                parts.append((self._glyph(kind) * n, self.get_visual_style(f"stacked-bar--{kind}")))
         used = sum(cells)
         if used < width:
-            parts.append(("·" * (width - used), self.get_visual_style("stacked-bar--free", partial=True)))
+            parts.append(("·" * (width - used), self.get_visual_style("stacked-bar--free")))
         content = Content.assemble(*parts)  # type: ignore[arg-type]
         if total > self.capacity:
-            limit = self.get_visual_style("stacked-bar--limit", partial=True)
+            limit = self.get_visual_style("stacked-bar--limit")
             content = content[:cap_pos] + Content.assemble(("┃", limit)) + content[cap_pos + 1 :]
         return content
 
     def _scale(self, width: int) -> Content:
         total = sum(n for _, n in self.segments)
         scale = max(total, self.capacity)
-        style = self.get_visual_style("stacked-bar--scale", partial=True)
+        style = self.get_visual_style("stacked-bar--scale")
         right = f"{gib(self.capacity)} GiB"
         if total <= self.capacity:
             text = "0" + right.rjust(width - 1)
@@ -168,17 +168,17 @@ class KindLegend(Widget, can_focus=True):
 
     def render(self) -> Content:
         width = self.size.width
-        label_w = max(4, width - 16)
-        header = f"{'per GPU, GiB':<{label_w + 2}}{'at peak':>7}{'max':>7}"
-        lines = [Content.assemble((header, self.get_visual_style("kind-legend--header", partial=True)))]
+        label_w = max(4, width - 14)
+        header = f"{'GiB per GPU':<{label_w + 2}}{'peak':>6}{'max':>6}"
+        lines = [Content.assemble((header, self.get_visual_style("kind-legend--header")))]
         glyphs = GLYPHS_NO_COLOR if self.app.no_color else {}
         for i, (kind, at_peak, largest) in enumerate(self.rows):
             label = KIND_LABELS.get(kind, kind)[:label_w]
             line = Content.assemble(
-                (glyphs.get(kind, "█"), self.get_visual_style(f"kind-legend--{kind}", partial=True)),
-                f" {label:<{label_w}} {gib(at_peak, 2):>6} {gib(largest, 2):>6}",
+                (glyphs.get(kind, "█"), self.get_visual_style(f"kind-legend--{kind}")),
+                f" {label:<{label_w}}{gib(at_peak, 2):>6}{gib(largest, 2):>6}",
             )
             if i == self.cursor:
-                line = line.stylize(self.get_visual_style("kind-legend--cursor", partial=True), 1)
+                line = line.stylize(self.get_visual_style("kind-legend--cursor"), 1)
             lines.append(line)
         return Content("\n").join(lines)

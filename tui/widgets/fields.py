@@ -13,10 +13,11 @@ from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.reactive import reactive
 from textual.widget import Widget
-from textual.widgets import Checkbox, Input, Label, Select, Static
+from textual.widgets import Input, Label, Static
 
 from core.result import Estimate
 from tui.choices import CHOICES, Choice, blocked, plan_value
+from tui.widgets.choice_bar import ChoiceBar
 
 NO_ERRORS: Mapping[str, str] = {}
 
@@ -47,6 +48,7 @@ class PlanPane(VerticalScroll):
 
     def on_mount(self) -> None:
         self.border_title = self.TITLE
+        self.fields: dict[str, FieldRow] = {row.key: row for row in self.query(FieldRow)}
         self._sync()
 
     def watch_estimate(self) -> None:
@@ -57,23 +59,21 @@ class PlanPane(VerticalScroll):
 
     def _sync(self) -> None:
         est = self.estimate
-        if est is None or not self.is_mounted:
+        if est is None or not hasattr(self, "fields"):
             return
-        for row in self.query(FieldRow):
-            row.show(plan_value(est.plan, row.key), self.errors.get(row.key))
+        for key, row in self.fields.items():
+            row.show(plan_value(est.plan, key), self.errors.get(key))
         self.show_estimate(est)
 
     def show_estimate(self, est: Estimate) -> None:
         """Update what the pane derives from the plan (details, notes). Panes override it."""
 
     def show_blocked(self, est: Estimate, keys: tuple[str, ...]) -> None:
-        """Note, next to each choice control, which other choices are impossible with this plan and why."""
+        """Mark, at each choice control, which other choices are impossible with this plan and why."""
         for key in keys:
-            notes: dict[str, list[str]] = {}
-            for choice, why in blocked(est.plan, key):
-                notes.setdefault(why, []).append(choice.label)
-            text = "\n".join(f"✘ {', '.join(labels)}: {why}" for why, labels in notes.items())
-            self.query_one(f"#{field_id(key)}", FieldRow).set_note(text)
+            row = self.fields[key]
+            assert isinstance(row, ChoiceField)
+            row.set_blocked(blocked(est.plan, key))
 
 
 def field_id(key: str) -> str:
@@ -92,12 +92,17 @@ class FieldRow(Widget):
         self.label = label
         if tooltip:
             self.tooltip = tooltip
+        self.control = self.make_control()
+        self.note = Static("", classes="field-note")
+        self.error = Static("", classes="field-error")
+        self.note.display = self.error.display = False
+        self._error_text = ""
 
     def compose(self) -> ComposeResult:
         yield Label(self.label, classes="field-label")
-        yield self.make_control()
-        yield Static("", classes="field-note")
-        yield Static("", classes="field-error")
+        yield self.control
+        yield self.note
+        yield self.error
 
     def make_control(self) -> Widget:
         raise NotImplementedError
@@ -106,24 +111,25 @@ class FieldRow(Widget):
         raise NotImplementedError
 
     def show(self, value: Any, error: str | None) -> None:
-        self.set_class(bool(error), "-error")
-        if error:
-            self.query_one(".field-error", Static).update(f"✘ {error}")
+        error = error or ""
+        if error != self._error_text:
+            self._error_text = error
+            self.set_class(bool(error), "-error")
+            self.error.update(f"✘ {error}")
+            self.error.display = bool(error)
         if not (error and self.keeps_text):
             self.set_control(value)
         self.ready = True
 
     def set_note(self, text: str) -> None:
-        note = self.query_one(".field-note", Static)
-        if str(note.content) != text:
-            note.update(text)
-        self.set_class(bool(text), "-note")
+        if str(self.note.content) != text:
+            self.note.update(text)
+            self.note.display = bool(text)
 
     def post_change(self, value: Any, coalesce: bool = False) -> None:
         if not self.ready:
             return
         self.post_message(PlanPane.Changed({self.key: value}, self.key if coalesce else None))
-
 
     def post_invalid(self, message: str) -> None:
         if self.ready:
@@ -137,7 +143,8 @@ class IntField(FieldRow):
         return Input(type="integer", compact=True, select_on_focus=True)
 
     def set_control(self, value: Any) -> None:
-        field = self.query_one(Input)
+        field = self.control
+        assert isinstance(field, Input)
         if _parse_int(field.value) != value:
             with self.prevent(Input.Changed):
                 field.value = str(value)
@@ -170,7 +177,8 @@ class ListField(FieldRow):
         return Input(compact=True, select_on_focus=True)
 
     def set_control(self, value: Any) -> None:
-        field = self.query_one(Input)
+        field = self.control
+        assert isinstance(field, Input)
         if _parse_words(field.value) != tuple(value):
             with self.prevent(Input.Changed):
                 field.value = " ".join(value)
@@ -192,14 +200,14 @@ def _parse_words(text: str) -> tuple[str, ...]:
 
 
 class ChoiceField(FieldRow):
-    """A select over a fixed set of choices (`tui.choices.CHOICES` unless given)."""
+    """Every choice of a setting in a `ChoiceBar` (`tui.choices.CHOICES` unless given); flags are off/on."""
 
     def __init__(self, key: str, label: str, choices: tuple[Choice, ...] | None = None, **kw: Any) -> None:
-        super().__init__(key, label, **kw)
         self.choices = choices if choices is not None else CHOICES[key]
+        super().__init__(key, label, **kw)
 
     def make_control(self) -> Widget:
-        return Select([(c.label, i) for i, c in enumerate(self.choices)], allow_blank=False, compact=True, value=0)
+        return ChoiceBar([c.label for c in self.choices])
 
     def _index(self, value: Any) -> int:
         for i, c in enumerate(self.choices):
@@ -208,39 +216,21 @@ class ChoiceField(FieldRow):
         return 0
 
     def set_control(self, value: Any) -> None:
-        select: Select[int] = self.query_one(Select)
-        index = self._index(value)
-        if select.value != index:
-            with self.prevent(Select.Changed):
-                select.value = index
+        bar = self.control
+        assert isinstance(bar, ChoiceBar)
+        bar.show(self._index(value), bar.blocked)
 
-    @on(Select.Changed)
-    def _chosen(self, event: Select.Changed) -> None:
+    def set_blocked(self, blocked: list[tuple[Choice, str]]) -> None:
+        """Strike through the choices the plan cannot take, and say why in the note."""
+        bar = self.control
+        assert isinstance(bar, ChoiceBar)
+        bar.show(bar.index, frozenset(self.choices.index(c) for c, _ in blocked))
+        notes: dict[str, list[str]] = {}
+        for choice, why in blocked:
+            notes.setdefault(why, []).append(choice.label)
+        self.set_note("\n".join(f"✘ {', '.join(labels)}: {why}" for why, labels in notes.items()))
+
+    @on(ChoiceBar.Changed)
+    def _chosen(self, event: ChoiceBar.Changed) -> None:
         event.stop()
-        if isinstance(event.value, int) and event.value == event.select.value:  # not a stale initial value
-            self.post_change(self.choices[event.value].value)
-
-
-class FlagField(FieldRow):
-    """A checkbox for a two-valued key: off is the first choice, on the second."""
-
-    def __init__(self, key: str, label: str, choices: tuple[Choice, ...] | None = None, **kw: Any) -> None:
-        super().__init__(key, label, **kw)
-        self.off, self.on = choices if choices is not None else CHOICES[key]
-
-    def make_control(self) -> Widget:
-        return Checkbox(self.off.label, compact=True)
-
-    def set_control(self, value: Any) -> None:
-        box = self.query_one(Checkbox)
-        checked = value == self.on.value
-        box.label = self.on.label if checked else self.off.label  # the state in words (NO_COLOR)
-        if box.value != checked:
-            with self.prevent(Checkbox.Changed):
-                box.value = checked
-
-    @on(Checkbox.Changed)
-    def _toggled(self, event: Checkbox.Changed) -> None:
-        event.stop()
-        if event.value == event.checkbox.value:
-            self.post_change(self.on.value if event.value else self.off.value)
+        self.post_change(self.choices[event.index].value)

@@ -5,7 +5,7 @@ offloading."""
 from __future__ import annotations
 
 from textual.app import ComposeResult
-from textual.containers import VerticalScroll
+from textual.containers import Vertical, VerticalScroll
 from textual.content import Content
 from textual.reactive import reactive
 from textual.widgets import Static
@@ -69,8 +69,9 @@ class MemoryGauges(VerticalScroll):
         yield Static(id="peak-moment", classes="muted")
         yield KindLegend(id="legend")
         yield Static(id="explain")
-        yield Static(id="host-label")
-        yield StackedBar(id="host-bar")
+        with Vertical(id="host"):
+            yield Static(id="host-label")
+            yield StackedBar(id="host-bar")
 
     def on_mount(self) -> None:
         self.border_title = "Memory per GPU"
@@ -81,7 +82,7 @@ class MemoryGauges(VerticalScroll):
         if est is None or not self.is_mounted:
             return
         self.query_one("#headline", Static).update(headline(est))
-        self.set_class(not est.fits, "-over")
+        self.query_one("#headline").set_class(not est.fits, "-over")
         live = est.live_at_peak
         self.query_one("#gpu-bar", StackedBar).show([(k, live.get(k, 0)) for k in KINDS], est.gpu_capacity)
         stage = "" if est.stage == "all" else f" (busiest: {est.stage} pipeline stage)"
@@ -93,7 +94,7 @@ class MemoryGauges(VerticalScroll):
 
     def _host(self, est: Estimate) -> None:
         offloading = bool(est.cpu_per_node or est.nvme_per_node)
-        self.set_class(offloading, "-offload")
+        self.query_one("#host").set_class(offloading, "-on")
         if not offloading:
             return
         hw = est.plan.hardware

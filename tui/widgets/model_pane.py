@@ -17,7 +17,7 @@ from core.result import Estimate
 from core.units import fmt_count
 from tui.choices import Choice
 from tui.format import model_name, modified_keys
-from tui.widgets.fields import ChoiceField, FlagField, IntField, PlanPane
+from tui.widgets.fields import ChoiceField, IntField, PlanPane
 from tui.widgets.preset_list import PresetList
 
 FAMILY_CHOICES = tuple(Choice(t, t, f"model: type {t}") for t in FAMILIES)
@@ -64,7 +64,7 @@ class ModelPane(PlanPane):
         yield ChoiceField("model.model_type", "model_type", FAMILY_CHOICES)
         for key, label in MODEL_INTS:
             yield IntField(key, label)
-        yield FlagField("model.tie_word_embeddings", "tied embeddings", TIED)
+        yield ChoiceField("model.tie_word_embeddings", "tied embeddings", TIED)
 
     def show_estimate(self, est: Estimate) -> None:
         self._show_list()

@@ -6,7 +6,7 @@ from __future__ import annotations
 from textual.app import ComposeResult
 
 from core.result import Estimate
-from tui.widgets.fields import ChoiceField, FlagField, IntField, PlanPane
+from tui.widgets.fields import ChoiceField, IntField, PlanPane
 
 BLOCKABLE = (
     "strategy.gradient_checkpointing",
@@ -26,14 +26,14 @@ class StrategyPane(PlanPane):
     def compose(self) -> ComposeResult:
         yield ChoiceField("strategy.gradient_checkpointing", "checkpointing")
         yield ChoiceField("strategy.attention", "attention")
-        yield FlagField("strategy.activation_compression", "int8 activations")
-        yield FlagField("strategy.fused_cross_entropy", "fused CE loss")
+        yield ChoiceField("strategy.activation_compression", "int8 activations")
+        yield ChoiceField("strategy.fused_cross_entropy", "fused CE loss")
         yield ChoiceField("strategy.zero_stage", "ZeRO stage")
         yield ChoiceField("strategy.offload_optimizer", "offload optimizer")
         yield ChoiceField("strategy.offload_parameters", "offload params")
         yield IntField("strategy.tensor_parallel", "tensor parallel")
         yield IntField("strategy.pipeline_parallel", "pipeline parallel")
-        yield FlagField("strategy.sequence_parallel", "sequence parallel")
+        yield ChoiceField("strategy.sequence_parallel", "sequence parallel")
 
     def show_estimate(self, est: Estimate) -> None:
         self.show_blocked(est, BLOCKABLE)
