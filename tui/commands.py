@@ -18,6 +18,7 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from core import presets
 from tui.choices import CHOICES, PARALLEL_PALETTE, PARALLEL_SIZES
+from tui.format import short_gpu_name
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,8 +41,8 @@ COMMANDS: tuple[Command, ...] = (
     Command("undo", "ctrl+z", "undo", "Undo", True, "plan: undo"),
     Command("redo", "ctrl+y", "redo", "Redo", True, "plan: redo"),
     Command("explain", "e", "explain", "Explain", True, "view: explain a memory figure", "View"),
-    Command("find_model", "slash", "find_model", "Find model", False, "model: find a preset by name", "Model"),
-    Command("leave_field", "escape", "leave_field", "Leave the field (keys act on the plan)", False, None, "View"),
+    Command("find_model", "slash", "find_model", "Find a model", False, "model: find a preset by name", "View"),
+    Command("leave_field", "escape", "leave_field", "Leave a text field", False, None, "View"),
     Command("pane_model", "1", "show_pane('model')", "Model pane", False, "view: model pane", "View"),
     Command("pane_hardware", "2", "show_pane('hardware')", "Hardware pane", False, "view: hardware pane", "View"),
     Command("pane_training", "3", "show_pane('training')", "Training pane", False, "view: training pane", "View"),
@@ -51,7 +52,7 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command("cycle_zero", "z", _cycle("strategy.zero_stage"), "ZeRO stage", True, None, "Strategies"),
     Command(
-        "toggle_attention", "a", _cycle("strategy.attention"), "Flash / eager attention", False, None, "Strategies"
+        "toggle_attention", "a", _cycle("strategy.attention"), "Flash or eager attention", False, None, "Strategies"
     ),
     Command(
         "toggle_int8", "i", _cycle("strategy.activation_compression"), "int8 activations", False, None, "Strategies"
@@ -87,15 +88,15 @@ COMMANDS: tuple[Command, ...] = (
         "Strategies",
     ),
     Command("cycle_precision", "r", _cycle("training.precision"), "Precision regime", False, None, "Training"),
-    Command("cycle_method", "m", _cycle("training.method"), "Method (full / LoRA / QLoRA)", False, None, "Training"),
+    Command("cycle_method", "m", _cycle("training.method"), "Method: full, LoRA, QLoRA", False, None, "Training"),
 )
 
 # Keys Textual and the focused widget handle, listed on the help screen after the table's.
 WIDGET_KEYS: tuple[tuple[str, str], ...] = (
-    ("tab / shift+tab", "Next / previous field"),
-    ("up / down, enter", "Move in a list, pick"),
-    ("left / right", "Switch pane (on the pane tabs)"),
-    ("enter, space", "Open a select, toggle a checkbox"),
+    ("tab", "Next field"),
+    ("shift+tab", "Previous field"),
+    ("↑ ↓ enter", "Move in a list, pick"),
+    ("← → space", "Change a choice"),
     ("ctrl+p", "Command palette"),
     ("ctrl+q", "Quit"),
 )
@@ -137,7 +138,7 @@ def palette_entries(planner: Planner) -> Iterator[Entry]:
     for g in reg.sorted_gpus():
         tf = g.bf16_tflops if g.bf16 else g.fp16_tflops
         yield Entry(
-            f"gpu: {g.name}",
+            f"gpu: {short_gpu_name(g.name)}",
             f"{g.memory_mib / 1024:.0f} GiB, {tf:g} dense {'bf16' if g.bf16 else 'fp16'} TFLOP/s",
             partial(planner.apply_changes, {"hardware.gpu": g.id}),
         )

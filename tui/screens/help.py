@@ -6,14 +6,15 @@ from typing import ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import VerticalScroll
+from textual.containers import Horizontal, VerticalScroll
 from textual.content import Content
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Static
 
 from tui.commands import COMMANDS, WIDGET_KEYS
 
-GROUPS = ("Plan", "Strategies", "Training", "Model", "View")
+GROUPS = ("Plan", "View", "Strategies", "Training")
+COLUMNS = (("Plan", "View", "Training"), ("Strategies", "Everywhere"))
 
 
 def key_rows(screen: Screen[object]) -> dict[str, list[tuple[str, str]]]:
@@ -43,21 +44,25 @@ class HelpScreen(ModalScreen[None]):
         self.planner = planner
 
     def compose(self) -> ComposeResult:
+        rows = key_rows(self.planner)
         with VerticalScroll(id="help"):
-            yield Static(self._text(), id="help-text")
+            with Horizontal(id="help-columns"):
+                for n, groups in enumerate(COLUMNS):
+                    yield Static(self._text(rows, groups), id=f"help-{n}", classes="help-column")
+            tip = "ctrl+p finds any command, preset or setting: model: …, gpu: …, strategy: …"
+            yield Static(Content.styled(tip, "dim"), id="help-tip")
 
     def on_mount(self) -> None:
         self.query_one("#help").border_title = "Keys"
         self.query_one("#help").border_subtitle = "esc closes"
 
-    def _text(self) -> Content:
+    @staticmethod
+    def _text(rows: dict[str, list[tuple[str, str]]], groups: tuple[str, ...]) -> Content:
         lines: list[Content] = []
-        for group, rows in key_rows(self.planner).items():
-            if not rows:
-                continue
-            lines.append(Content.styled(group, "bold"))
-            lines += [Content.assemble((f"  {keys:<16}", "$accent"), desc) for keys, desc in rows]
-        lines.append(
-            Content.styled("ctrl+p lists every command, preset and setting: model:, gpu:, strategy:...", "dim")
-        )
+        for group in groups:
+            if rows.get(group):
+                if lines:
+                    lines.append(Content(""))
+                lines.append(Content.styled(group, "bold"))
+                lines += [Content.assemble((f" {keys:<10}", "$accent"), f" {desc}") for keys, desc in rows[group]]
         return Content("\n").join(lines)

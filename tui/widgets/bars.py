@@ -76,19 +76,27 @@ class StackedBar(Widget):
         return Content("\n").join([*([bar] * bar_rows), self._scale(width)])
 
     def _bar(self, width: int) -> Content:
+        """Segments by kind; past the capacity (over) they turn to a shaded glyph behind a ``┃`` marker."""
         total = sum(n for _, n in self.segments)
         scale = max(total, self.capacity)
-        cap_pos = min(width - 1, round(self.capacity * width / scale))
+        over = total > self.capacity
+        cap_pos = min(width - 1, round(self.capacity * width / scale)) if over else width
         cells = segment_cells([n for _, n in self.segments], scale, width)
         parts: list[tuple[str, object]] = []
+        x = 0
         for (kind, _), n in zip(self.segments, cells, strict=True):
-            if n:
-                parts.append((self._glyph(kind) * n, self.get_visual_style(f"stacked-bar--{kind}")))
-        used = sum(cells)
-        if used < width:
-            parts.append(("·" * (width - used), self.get_visual_style("stacked-bar--free")))
+            style = self.get_visual_style(f"stacked-bar--{kind}")
+            glyph = self._glyph(kind)
+            inside = max(0, min(n, cap_pos - x))
+            if inside:
+                parts.append((glyph * inside, style))
+            if n - inside:
+                parts.append(((glyph if self.app.no_color else "▓") * (n - inside), style))
+            x += n
+        if x < width:
+            parts.append(("·" * (width - x), self.get_visual_style("stacked-bar--free")))
         content = Content.assemble(*parts)  # type: ignore[arg-type]
-        if total > self.capacity:
+        if over:
             limit = self.get_visual_style("stacked-bar--limit")
             content = content[:cap_pos] + Content.assemble(("┃", limit)) + content[cap_pos + 1 :]
         return content
