@@ -133,9 +133,14 @@ class KindLegend(Widget, can_focus=True):
     cursor: reactive[int] = reactive(0)
 
     class Selected(Message):
-        def __init__(self, kind: str) -> None:
+        def __init__(self, legend: KindLegend, kind: str) -> None:
             super().__init__()
+            self.legend = legend
             self.kind = kind
+
+        @property
+        def control(self) -> KindLegend:
+            return self.legend
 
     def __init__(self, **kw: object) -> None:
         super().__init__(**kw)  # type: ignore[arg-type]
@@ -166,7 +171,7 @@ class KindLegend(Widget, can_focus=True):
 
     def watch_cursor(self) -> None:
         if self.rows:
-            self.post_message(self.Selected(self.rows[self.cursor][0]))
+            self.post_message(self.Selected(self, self.rows[self.cursor][0]))
 
     def on_click(self, event: events.Click) -> None:
         row = event.y - 1

@@ -115,6 +115,9 @@ class MemoryGauges(VerticalScroll):
     def on_kind_legend_selected(self, event: KindLegend.Selected) -> None:
         event.stop()
         self._explain(event.kind)
+        if event.control.has_focus:  # reading explanations: bring the selected one into view
+            self.call_after_refresh(self.query_one("#explain").scroll_visible, animate=False)
 
     def focus_legend(self) -> None:
         self.query_one(KindLegend).focus()
+        self.call_after_refresh(self.query_one("#explain").scroll_visible, animate=False)
