@@ -27,7 +27,7 @@ def open_plan(path: str | Path | None) -> tuple[Plan, str]:
 
 
 class VramplanApp(App[int]):
-    CSS_PATH = "app.tcss"
+    CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: subclasses elsewhere find it too
     TITLE = "vramplan"
     COMMANDS: ClassVar = App.COMMANDS | {PlannerCommands}
 

@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Container, Horizontal, Vertical
-from textual.reactive import reactive
+from textual.reactive import Reactive, var
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static, Tab, Tabs
 
@@ -44,11 +44,11 @@ class PlannerScreen(Screen[None]):
     VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-short"), (40, "-tall")]
     AUTO_FOCUS = "#model-list"
 
-    plan: reactive[Plan] = reactive(None, init=False, always_update=True)  # type: ignore[arg-type]
-    estimate: reactive[Estimate] = reactive(None, init=False)  # type: ignore[arg-type]
-    errors: reactive[Mapping[str, str]] = reactive(NO_ERRORS, init=False)
-    pane: reactive[str] = reactive("model", init=False)
-    notice: reactive[str] = reactive("", init=False)
+    plan: Reactive[Plan] = var(None, init=False)  # type: ignore[arg-type]
+    estimate: Reactive[Estimate] = var(None, init=False)  # type: ignore[arg-type]
+    errors: Reactive[Mapping[str, str]] = var(NO_ERRORS, init=False)
+    pane: Reactive[str] = var("model", init=False)
+    notice: Reactive[str] = var("", init=False)
 
     def __init__(self, plan: Plan, notice: str = "") -> None:
         super().__init__()

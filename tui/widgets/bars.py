@@ -60,9 +60,10 @@ class StackedBar(Widget):
         self.capacity = 0
 
     def show(self, segments: list[tuple[str, int]], capacity: int) -> None:
-        self.segments = [(k, n) for k, n in segments if n > 0]
-        self.capacity = capacity
-        self.refresh()
+        segments = [(k, n) for k, n in segments if n > 0]
+        if (segments, capacity) != (self.segments, self.capacity):
+            self.segments, self.capacity = segments, capacity
+            self.refresh()
 
     def _glyph(self, kind: str) -> str:
         return GLYPHS_NO_COLOR[kind] if self.app.no_color else "█"
@@ -151,11 +152,13 @@ class KindLegend(Widget, can_focus=True):
         return self.rows[self.cursor][0] if self.rows else None
 
     def show(self, rows: list[tuple[str, int, int]]) -> None:
-        kind = self.kind
+        if rows == self.rows:
+            return
+        kind, relayout = self.kind, len(rows) != len(self.rows)
         self.rows = rows
         kinds = [k for k, _, _ in rows]
         self.set_reactive(KindLegend.cursor, kinds.index(kind) if kind in kinds else 0)
-        self.refresh(layout=True)
+        self.refresh(layout=relayout)
 
     def get_content_height(self, container: object, viewport: object, width: int) -> int:
         return len(self.rows) + 1

@@ -10,14 +10,16 @@ from typing import Any
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
+from textual.content import Content
 from textual.message import Message
-from textual.reactive import reactive
+from textual.reactive import Reactive, var
 from textual.widget import Widget
 from textual.widgets import Input, Label, Static
 
 from core.result import Estimate
 from tui.choices import CHOICES, Choice, blocked, plan_value
 from tui.widgets.choice_bar import ChoiceBar
+from tui.widgets.text import show_text
 
 NO_ERRORS: Mapping[str, str] = {}
 
@@ -27,8 +29,9 @@ class PlanPane(VerticalScroll):
     (plan key -> message) into it; edits go up as `PlanPane.Changed`, never sideways."""
 
     TITLE = ""
-    estimate: reactive[Estimate | None] = reactive(None, init=False)
-    errors: reactive[Mapping[str, str]] = reactive(NO_ERRORS, init=False)
+    _stale = False
+    estimate: Reactive[Estimate | None] = var(None, init=False)
+    errors: Reactive[Mapping[str, str]] = var(NO_ERRORS, init=False)
 
     class Changed(Message):
         """The user asks for plan changes (dotted keys). `coalesce` names a typing session for undo."""
@@ -57,10 +60,19 @@ class PlanPane(VerticalScroll):
     def watch_errors(self) -> None:
         self._sync()
 
+    def on_show(self) -> None:
+        if self._stale:
+            self._sync()
+
     def _sync(self) -> None:
+        """Show the plan in every field (a hidden pane, e.g. another tab, catches up when it is shown)."""
         est = self.estimate
         if est is None or not hasattr(self, "fields"):
             return
+        if not self.display:
+            self._stale = True
+            return
+        self._stale = False
         for key, row in self.fields.items():
             row.show(plan_value(est.plan, key), self.errors.get(key))
         self.show_estimate(est)
@@ -115,16 +127,15 @@ class FieldRow(Widget):
         if error != self._error_text:
             self._error_text = error
             self.set_class(bool(error), "-error")
-            self.error.update(f"✘ {error}")
+            show_text(self.error, Content(f"✘ {error}"))
             self.error.display = bool(error)
         if not (error and self.keeps_text):
             self.set_control(value)
         self.ready = True
 
     def set_note(self, text: str) -> None:
-        if str(self.note.content) != text:
-            self.note.update(text)
-            self.note.display = bool(text)
+        show_text(self.note, Content(text))
+        self.note.display = bool(text)
 
     def post_change(self, value: Any, coalesce: bool = False) -> None:
         if not self.ready:

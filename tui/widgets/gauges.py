@@ -7,12 +7,13 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.content import Content
-from textual.reactive import reactive
+from textual.reactive import Reactive, var
 from textual.widgets import Static
 
 from core.result import KINDS, Estimate
 from tui.format import gib
 from tui.widgets.bars import KindLegend, StackedBar
+from tui.widgets.text import show_text
 
 
 def headline(est: Estimate) -> str:
@@ -61,7 +62,7 @@ def explanation(est: Estimate, kind: str) -> Content:
 class MemoryGauges(VerticalScroll):
     """Shows one estimate; the planner binds `estimate` into it."""
 
-    estimate: reactive[Estimate | None] = reactive(None, init=False)
+    estimate: Reactive[Estimate | None] = var(None, init=False)
 
     def compose(self) -> ComposeResult:
         yield Static(id="headline")
@@ -81,12 +82,12 @@ class MemoryGauges(VerticalScroll):
         est = self.estimate
         if est is None or not self.is_mounted:
             return
-        self.query_one("#headline", Static).update(headline(est))
+        show_text(self.query_one("#headline", Static), headline(est))
         self.query_one("#headline").set_class(not est.fits, "-over")
         live = est.live_at_peak
         self.query_one("#gpu-bar", StackedBar).show([(k, live.get(k, 0)) for k in KINDS], est.gpu_capacity)
         stage = "" if est.stage == "all" else f" (busiest: {est.stage} pipeline stage)"
-        self.query_one("#peak-moment", Static).update(f"peak: {est.peak.moment}{stage}")
+        show_text(self.query_one("#peak-moment", Static), Content(f"peak: {est.peak.moment}{stage}"))
         legend = self.query_one(KindLegend)
         legend.show(legend_rows(est))
         self._explain(legend.kind)
@@ -102,15 +103,16 @@ class MemoryGauges(VerticalScroll):
         text = f"host RAM per node [b]{gib(est.cpu_per_node)} GiB[/b] (offloaded)"
         if est.nvme_per_node:
             text += f", NVMe per node {gib(est.nvme_per_node)} GiB"
-        self.query_one("#host-label", Static).update(
-            text + f"\n[dim]bar: against the node's {gib(node_gpu, 0)} GiB of GPU memory[/dim]"
+        show_text(
+            self.query_one("#host-label", Static),
+            text + f"\n[dim]bar: against the node's {gib(node_gpu, 0)} GiB of GPU memory[/dim]",
         )
         self.query_one("#host-bar", StackedBar).show([("host", est.cpu_per_node)], node_gpu)
 
     def _explain(self, kind: str | None) -> None:
         est = self.estimate
         if est is not None and kind is not None:
-            self.query_one("#explain", Static).update(explanation(est, kind))
+            show_text(self.query_one("#explain", Static), explanation(est, kind))
 
     def on_kind_legend_selected(self, event: KindLegend.Selected) -> None:
         event.stop()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from textual import on
 from textual.app import ComposeResult
+from textual.content import Content
 from textual.widgets import OptionList, Static
 
 from core import presets
@@ -11,13 +12,14 @@ from core.result import Estimate
 from tui.format import parallel_summary, short_gpu_name
 from tui.widgets.fields import IntField, PlanPane
 from tui.widgets.preset_list import PresetList
+from tui.widgets.text import show_text
 
 
 def gpu_rows() -> list[tuple[str, str]]:
     rows = []
     for g in presets.registry().sorted_gpus():
         tf = f"{g.bf16_tflops:g}" if g.bf16 else f"{g.fp16_tflops:g}*"
-        rows.append((g.id, f"{short_gpu_name(g.name):<21} {g.memory_mib / 1024:>5.1f} GiB {tf:>6} TF"))
+        rows.append((g.id, f"{short_gpu_name(g.name)[:16]:<16} {g.memory_mib / 1024:>5.1f} GiB {tf:>6} TF"))
     return rows
 
 
@@ -36,10 +38,12 @@ class HardwarePane(PlanPane):
         self.query_one("#gpu-list", PresetList).show_rows(gpu_rows(), hw.gpu)
         g = presets.gpu(hw.gpu)
         tf = f"{g.bf16_tflops:g} bf16" if g.bf16 else f"{g.fp16_tflops:g} fp16 (no bf16)"
-        self.query_one("#gpu-details", Static).update(
-            f"[b]{g.name}[/b]  {g.memory_mib / 1024:.1f} GiB, {tf} TFLOP/s dense\n"
-            f"HBM {g.memory_bandwidth_gbs:g} GB/s, {g.gpu_link}\n"
+        rest = (
+            f"  {g.memory_mib / 1024:.1f} GiB, {tf} TFLOP/s dense\nHBM {g.memory_bandwidth_gbs:g} GB/s, {g.gpu_link}\n"
             f"{hw.total_gpus} GPU{'s' if hw.total_gpus > 1 else ''}: {parallel_summary(plan)}"
+        )
+        show_text(
+            self.query_one("#gpu-details", Static), Content.from_markup("[b]$name[/b]$rest", name=g.name, rest=rest)
         )
 
     @on(OptionList.OptionSelected, "#gpu-list")

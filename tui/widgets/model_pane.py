@@ -9,6 +9,7 @@ from typing import ClassVar
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
+from textual.content import Content
 from textual.widgets import Input, Label, OptionList, Static
 
 from core import presets
@@ -19,6 +20,7 @@ from tui.choices import Choice
 from tui.format import model_name, modified_keys
 from tui.widgets.fields import ChoiceField, IntField, PlanPane
 from tui.widgets.preset_list import PresetList
+from tui.widgets.text import show_text
 
 FAMILY_CHOICES = tuple(Choice(t, t, f"model: type {t}") for t in FAMILIES)
 TIED = (Choice(False, "no", ""), Choice(True, "yes", ""))
@@ -70,7 +72,7 @@ class ModelPane(PlanPane):
         self._show_list()
         m = est.plan.model
         changed = modified_keys(m)
-        head = f"[b]{model_name(m)}[/b]  {m.model_type}, {fmt_count(est.params_total)} params"
+        head = f"  {m.model_type}, {fmt_count(est.params_total)} params"
         if est.params_trainable != est.params_total:
             head += f" ({fmt_count(est.params_trainable)} trainable)"
         kv = f" ({m.num_key_value_heads} KV)" if m.num_key_value_heads != m.num_attention_heads else ""
@@ -78,8 +80,10 @@ class ModelPane(PlanPane):
             f"{m.num_hidden_layers} layers, hidden {m.hidden_size}, FFN {m.intermediate_size}, "
             f"{m.num_attention_heads} heads{kv}, vocab {m.vocab_size}" + (", tied" if m.tie_word_embeddings else "")
         )
-        extra = f"\n[dim]changed from the preset: {', '.join(changed)}[/dim]" if changed else ""
-        self.query_one("#model-details", Static).update(f"{head}\n{dims}{extra}")
+        text = Content.from_markup("[b]$name[/b]$rest", name=model_name(m), rest=f"{head}\n{dims}")
+        if changed:
+            text += Content.styled(f"\nchanged from the preset: {', '.join(changed)}", "dim")
+        show_text(self.query_one("#model-details", Static), text)
 
     def _show_list(self) -> None:
         query = self.query_one("#model-filter", Input).value

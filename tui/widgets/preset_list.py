@@ -31,3 +31,4 @@ class PresetList(OptionList):
             self.highlighted = ids.index(target)
         elif ids:
             self.highlighted = 0
+        self.call_after_refresh(self.scroll_to_highlight)

@@ -8,6 +8,7 @@ from textual.widgets import Static
 
 from core.result import Estimate
 from tui.widgets.fields import ChoiceField, IntField, ListField, PlanPane
+from tui.widgets.text import show_text
 
 LORA_KEYS = ("training.lora_rank", "training.lora_targets", "training.quantization")
 
@@ -33,9 +34,10 @@ class TrainingPane(PlanPane):
         p = est.plan
         t = p.training
         seqs = t.micro_batch_size * t.grad_accum_steps * p.data_parallel
-        self.query_one("#global-batch", Static).update(
+        show_text(
+            self.query_one("#global-batch", Static),
             f"global batch {t.micro_batch_size} x {t.grad_accum_steps} x DP {p.data_parallel} = "
-            f"[b]{seqs:,}[/b] sequences = [b]{seqs * t.seq_len:,}[/b] tokens"
+            f"[b]{seqs:,}[/b] sequences = [b]{seqs * t.seq_len:,}[/b] tokens",
         )
         lora = t.method != "full"
         for key in LORA_KEYS:
