@@ -37,6 +37,10 @@ PANES: tuple[tuple[str, str, type[PlanPane]], ...] = (
 )
 
 
+def _breakpoint(size: int, breakpoints: list[tuple[int, str]]) -> str:
+    return [name for threshold, name in breakpoints if size >= threshold][-1]
+
+
 class PlannerScreen(Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = bindings()
     # Narrow: the headline over one pane; normal: tabs + gauges side by side; wide and tall: every pane at once.
@@ -58,6 +62,9 @@ class PlannerScreen(Screen[None]):
         self.set_reactive(PlannerScreen.notice, notice)
 
     def compose(self) -> ComposeResult:
+        # The layout classes the first resize would set, set now: the whole tree is styled once, not twice.
+        width, height = self.app.size
+        self.add_class(_breakpoint(width, self.HORIZONTAL_BREAKPOINTS), _breakpoint(height, self.VERTICAL_BREAKPOINTS))
         with Horizontal(id="main"):
             with Vertical(id="editor"):
                 yield Tabs(*(Tab(title, id=f"tab-{pid}") for pid, title, _ in PANES), id="pane-tabs")
