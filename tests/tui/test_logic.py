@@ -13,6 +13,7 @@ from tui.commands import COMMANDS, bindings, palette_entries
 from tui.history import PlanHistory
 from tui.widgets.bars import segment_cells
 from tui.widgets.choice_bar import layout_tokens
+from tui.widgets.model_pane import model_rows
 
 
 def _plans(n: int) -> list[Plan]:
@@ -147,3 +148,11 @@ def test_choice_bar_layout_wraps_and_packs() -> None:
     assert layout_tokens(labels, 30) == [[(0, 0), (1, 7), (2, 19)]]  # one space apart
     assert layout_tokens(labels, 23) == [[(0, 0), (1, 6), (2, 17)]]  # touching, still one line
     assert layout_tokens(labels, 18) == [[(0, 0), (1, 6)], [(2, 0)]]  # wrapped
+
+
+def test_model_filter_is_loose_and_keeps_the_preset_order() -> None:
+    assert [pid for pid, _ in model_rows("")][:3] == ["llama-7b", "bloom-7b1", "qwen2.5-72b"]
+    assert model_rows("qwen72")[0][0] == "qwen2.5-72b"  # letters in order, punctuation ignored
+    assert [pid for pid, _ in model_rows("bloom 7")] == ["bloom-7b1"]
+    assert {pid for pid, _ in model_rows("llama 70")} == {"llama-2-70b", "llama-3-70b"}
+    assert model_rows("zzz") == []

@@ -21,6 +21,7 @@ from core.result import Estimate
 from tui.choices import error_text, next_valid
 from tui.commands import bindings
 from tui.history import PlanHistory
+from tui.widgets.bars import KindLegend
 from tui.widgets.fields import NO_ERRORS, PlanPane
 from tui.widgets.gauges import MemoryGauges
 from tui.widgets.hardware_pane import HardwarePane
@@ -158,19 +159,19 @@ class PlannerScreen(Screen[None]):
             self.history.break_coalescing()
             self._commit(result)
 
+    # Focus moves with `set_focus` (at once, not on the next idle like `Widget.focus`): keys typed right after
+    # a pane key (or pasted) then go where the user expects.
     def action_show_pane(self, pane: str) -> None:
+        """Show a pane and focus it (not its first field: digits and letters stay commands; tab enters it)."""
         self.pane = pane
-        widget = self.query_one(f"#pane-{pane}")
-        first = next((w for w in widget.query("*") if w.focusable), None)
-        if first is not None:
-            first.focus()
+        self.set_focus(self.query_one(f"#pane-{pane}"))
 
     def action_find_model(self) -> None:
-        self.action_show_pane("model")
-        self.query_one(ModelPane).focus_filter()
+        self.pane = "model"
+        self.set_focus(self.query_one("#model-filter"))
 
     def action_explain(self) -> None:
-        self.query_one(MemoryGauges).focus_legend()
+        self.set_focus(self.query_one(KindLegend))
 
     def action_leave_field(self) -> None:
         if isinstance(self.focused, Input):

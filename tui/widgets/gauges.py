@@ -4,6 +4,7 @@ offloading."""
 
 from __future__ import annotations
 
+from textual import events
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.content import Content
@@ -11,7 +12,7 @@ from textual.reactive import Reactive, var
 from textual.widgets import Static
 
 from core.result import KINDS, Estimate
-from tui.format import gib
+from tui.format import gib, gpu_name, model_name, short_gpu_name
 from tui.widgets.bars import KindLegend, StackedBar
 from tui.widgets.text import show_text
 
@@ -26,6 +27,14 @@ def headline(est: Estimate) -> str:
         verdict = f"[b]✘ does not fit by {gib(-est.headroom)} GiB[/b]"
         margin = f"{total} / {cap} GiB per GPU ({est.total / est.gpu_capacity:.0%})"
     return f"{verdict}\n{margin}"
+
+
+def plan_summary(est: Estimate) -> str:
+    """One line of context whatever pane is shown: model, method, GPUs."""
+    p = est.plan
+    t, hw = p.training, p.hardware
+    method = {"full": "full", "lora": f"LoRA r{t.lora_rank}", "qlora": f"QLoRA r{t.lora_rank}"}[t.method]
+    return f"{model_name(p.model)} {method}, {hw.total_gpus} x {short_gpu_name(gpu_name(p))}"
 
 
 def legend_rows(est: Estimate) -> list[tuple[str, int, int]]:
@@ -65,6 +74,7 @@ class MemoryGauges(VerticalScroll):
     estimate: Reactive[Estimate | None] = var(None, init=False)
 
     def compose(self) -> ComposeResult:
+        yield Static(id="plan-summary")
         yield Static(id="headline")
         yield StackedBar(id="gpu-bar")
         yield Static(id="peak-moment", classes="muted")
@@ -82,6 +92,7 @@ class MemoryGauges(VerticalScroll):
         est = self.estimate
         if est is None or not self.is_mounted:
             return
+        show_text(self.query_one("#plan-summary", Static), Content(plan_summary(est)))
         show_text(self.query_one("#headline", Static), headline(est))
         self.query_one("#headline").set_class(not est.fits, "-over")
         live = est.live_at_peak
@@ -120,6 +131,10 @@ class MemoryGauges(VerticalScroll):
         if event.control.has_focus:  # reading explanations: bring the selected one into view
             self.call_after_refresh(self.query_one("#explain").scroll_visible, animate=False)
 
-    def focus_legend(self) -> None:
-        self.query_one(KindLegend).focus()
-        self.call_after_refresh(self.query_one("#explain").scroll_visible, animate=False)
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+        if isinstance(event.widget, KindLegend):  # reading explanations: show the selected one
+            self.call_after_refresh(self.query_one("#explain").scroll_visible, animate=False)
+
+    def on_descendant_blur(self, event: events.DescendantBlur) -> None:
+        if isinstance(event.widget, KindLegend):  # back to the headline
+            self.scroll_home(animate=False)

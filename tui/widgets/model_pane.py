@@ -3,6 +3,7 @@ config.json keys, editable for a custom model."""
 
 from __future__ import annotations
 
+import re
 from functools import cache
 from typing import ClassVar
 
@@ -39,16 +40,27 @@ def preset_params(preset_id: str) -> int:
     return build_arch(**presets.model_preset(preset_id).config).total_params
 
 
+def _squash(text: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", text.lower())
+
+
+def _subsequence(needle: str, hay: str) -> bool:
+    it = iter(hay)
+    return all(ch in it for ch in needle)
+
+
 def model_rows(query: str) -> list[tuple[str, str]]:
-    """Presets in their `order` (LLaMA-7B, BLOOM-7B1 and Qwen2.5-72B first) whose name or id contains every
-    word of `query` (case-insensitive)."""
-    words = query.lower().split()
-    rows = []
+    """Presets in their `order` (LLaMA-7B, BLOOM-7B1 and Qwen2.5-72B first) matching every word of `query`,
+    punctuation and case ignored, letters in order (``qwen72`` finds Qwen2.5-72B); exact substrings first."""
+    words = [_squash(w) for w in query.split() if _squash(w)]
+    ranked = []
     for mp in presets.registry().sorted_models():
-        hay = f"{mp.name} {mp.id} {mp.config['model_type']}".lower()
-        if all(w in hay for w in words):
-            rows.append((mp.id, f"{mp.name:<16} {fmt_count(preset_params(mp.id)):>9}"))
-    return rows
+        hay = _squash(f"{mp.name} {mp.id} {mp.config['model_type']}")
+        if all(_subsequence(w, hay) for w in words):
+            exact = all(w in hay for w in words)
+            ranked.append((not exact, mp))
+    ranked.sort(key=lambda r: r[0])  # stable: keeps the preset order within each group
+    return [(mp.id, f"{mp.name:<16} {fmt_count(preset_params(mp.id)):>9}") for _, mp in ranked]
 
 
 class ModelFilter(Input):
@@ -102,12 +114,11 @@ class ModelPane(PlanPane):
         option = options.highlighted_option
         if option is not None and option.id:
             self.post_message(PlanPane.Changed({"model.preset": option.id}))
+            event.input.value = ""  # done filtering: the whole list again, the pick marked, keys are commands
+            self.screen.set_focus(options)
 
     @on(OptionList.OptionSelected, "#model-list")
     def _picked(self, event: OptionList.OptionSelected) -> None:
         event.stop()
         if event.option.id:
             self.post_message(PlanPane.Changed({"model.preset": event.option.id}))
-
-    def focus_filter(self) -> None:
-        self.query_one("#model-filter", Input).focus()
