@@ -30,6 +30,7 @@ class PlanPane(VerticalScroll):
 
     TITLE = ""
     _stale = False
+    _sync_pending = False
     estimate: Reactive[Estimate | None] = var(None, init=False)
     errors: Reactive[Mapping[str, str]] = var(NO_ERRORS, init=False)
 
@@ -55,7 +56,10 @@ class PlanPane(VerticalScroll):
         self._sync()
 
     def watch_estimate(self) -> None:
-        self._sync()
+        # After the next frame: the gauges show a new figure first, the panes follow a frame later.
+        if not self._sync_pending:
+            self._sync_pending = True
+            self.call_after_refresh(self._sync)
 
     def watch_errors(self) -> None:
         self._sync()
@@ -66,6 +70,7 @@ class PlanPane(VerticalScroll):
 
     def _sync(self) -> None:
         """Show the plan in every field (a hidden pane, e.g. another tab, catches up when it is shown)."""
+        self._sync_pending = False
         est = self.estimate
         if est is None or not hasattr(self, "fields"):
             return
