@@ -139,7 +139,7 @@ def palette_entries(planner: Planner) -> Iterator[Entry]:
         tf = g.bf16_tflops if g.bf16 else g.fp16_tflops
         yield Entry(
             f"gpu: {short_gpu_name(g.name)}",
-            f"{g.memory_mib / 1024:.0f} GiB, {tf:g} dense {'bf16' if g.bf16 else 'fp16'} TFLOP/s",
+            f"{g.memory_mib / 1024:.1f} GiB, {tf:g} dense {'bf16' if g.bf16 else 'fp16'} TFLOP/s",
             partial(planner.apply_changes, {"hardware.gpu": g.id}),
         )
     for key, choices in CHOICES.items():

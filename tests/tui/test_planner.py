@@ -12,7 +12,7 @@ from core.units import GiB
 from tests.tui.conftest import figure, text_of
 from tui import cli
 from tui.app import VramplanApp
-from tui.widgets.bars import KindLegend
+from tui.widgets.bars import GLYPHS_NO_COLOR, KindLegend, StackedBar
 from tui.widgets.choice_bar import ChoiceBar
 from tui.widgets.preset_list import PresetList
 
@@ -274,3 +274,28 @@ async def test_help_lists_every_key_and_follows_the_keymap() -> None:
         await pilot.press("escape")
         await pilot.pause()
         assert app.screen is app.planner
+
+
+async def test_no_color_draws_a_pattern_per_kind(monkeypatch) -> None:
+    monkeypatch.setenv("NO_COLOR", "1")
+    app = VramplanApp()
+    async with app.run_test() as pilot:
+        await pilot.pause()
+        assert app.no_color
+        bar = str(app.planner.query_one("#gpu-bar", StackedBar).render()).splitlines()[0]
+        live = estimate(app.planner.plan).live_at_peak
+        for kind in live:  # every kind alive at the peak has its own glyph in the bar
+            assert GLYPHS_NO_COLOR[kind] in bar, kind
+        assert len({GLYPHS_NO_COLOR[k] for k in live}) == len(live)
+
+
+async def test_theme_change_keeps_the_figures() -> None:
+    app = VramplanApp()
+    async with app.run_test() as pilot:
+        before = text_of(app, "#headline")
+        app.theme = "textual-light"
+        await pilot.press("z")
+        await pilot.pause()
+        assert figure(estimate(app.planner.plan).total) in text_of(app, "#headline")
+        assert text_of(app, "#headline") != before
+        app.screen.query_one("#gpu-bar", StackedBar).render()  # draws with the light theme's colours

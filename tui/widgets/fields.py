@@ -81,6 +81,9 @@ class PlanPane(VerticalScroll):
         for key, row in self.fields.items():
             row.show(plan_value(est.plan, key), self.errors.get(key))
         self.show_estimate(est)
+        focused = self.screen.focused
+        if focused is not None and self in focused.ancestors:  # texts above it may have grown: keep it in view
+            self.call_after_refresh(focused.scroll_visible, animate=False)
 
     def show_estimate(self, est: Estimate) -> None:
         """Update what the pane derives from the plan (details, notes). Panes override it."""
