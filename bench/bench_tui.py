@@ -66,7 +66,7 @@ def figure(total: int) -> str:
 async def first_frame(size: tuple[int, int] = (80, 24)) -> tuple[float, BenchApp]:
     t0 = time.perf_counter()
     app = BenchApp()
-    app.wanted = figure(estimate(app._start).total)
+    app.wanted = figure(estimate(app.start_plan).total)
     app.painted = asyncio.Event()
     async with app.run_test(size=size):
         await asyncio.wait_for(app.painted.wait(), 30)

@@ -35,14 +35,14 @@ class VramplanApp(App[int]):
         super().__init__()
         self.plan_path = plan_path
         if plan is not None:
-            self._start, self._notice = plan, ""
+            self.start_plan, self._notice = plan, ""
         else:
-            self._start, self._notice = open_plan(plan_path)
+            self.start_plan, self._notice = open_plan(plan_path)
         if plan_path is not None:
             self.sub_title = str(plan_path)
 
     def get_default_screen(self) -> Screen[None]:
-        return PlannerScreen(self._start, self._notice)
+        return PlannerScreen(self.start_plan, self._notice)
 
     @property
     def planner(self) -> PlannerScreen:

@@ -299,3 +299,11 @@ async def test_theme_change_keeps_the_figures() -> None:
         assert figure(estimate(app.planner.plan).total) in text_of(app, "#headline")
         assert text_of(app, "#headline") != before
         app.screen.query_one("#gpu-bar", StackedBar).render()  # draws with the light theme's colours
+
+
+async def test_a_plan_file_with_toml_syntax_in_its_error_is_shown_verbatim(tmp_plan) -> None:
+    path = tmp_plan("[training]\nseq_len = 4\n", "nomodel.toml")  # no [model] table
+    app = VramplanApp(plan_path=path)
+    async with app.run_test() as pilot:
+        await pilot.pause()
+        assert "missing [model] table" in text_of(app, "#notice")

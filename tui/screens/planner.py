@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Container, Horizontal, Vertical
+from textual.content import Content
 from textual.reactive import Reactive, var
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static, Tab, Tabs
@@ -118,7 +119,7 @@ class PlannerScreen(Screen[None]):
     # -- view state ------------------------------------------------------------------------------------------
     def watch_notice(self) -> None:
         notice = self.query_one("#notice", Static)
-        notice.update(self.notice)
+        notice.update(Content(self.notice))  # plain text: messages quote TOML ("[model]") and lists
         notice.display = bool(self.notice)
 
     def watch_pane(self, pane: str) -> None:
