@@ -73,8 +73,11 @@ class PlannerScreen(Screen[None]):
                 with Container(id="panes"):
                     for pid, _, cls in PANES:
                         pane = cls(id=f"pane-{pid}", classes="-current" if pid == self.pane else "")
+                        pane.set_reactive(PlanPane.estimate, self.estimate)  # shown on mount, not a frame later
                         yield pane.data_bind(PlannerScreen.estimate, PlannerScreen.errors)
-            yield MemoryGauges(id="gauges").data_bind(PlannerScreen.estimate)
+            gauges = MemoryGauges(id="gauges")
+            gauges.set_reactive(MemoryGauges.estimate, self.estimate)
+            yield gauges.data_bind(PlannerScreen.estimate)
         yield Static(id="notice")
         yield Footer()
 

@@ -56,13 +56,17 @@ class PlanPane(VerticalScroll):
         self._sync()
 
     def watch_estimate(self) -> None:
-        # After the next frame: the gauges show a new figure first, the panes follow a frame later.
+        self._schedule_sync()
+
+    def watch_errors(self) -> None:
+        self._schedule_sync()
+
+    def _schedule_sync(self) -> None:
+        """Sync once after the next frame: the gauges show a new figure first, the panes follow a frame later
+        (and a change that sets both the errors and the estimate syncs once)."""
         if not self._sync_pending:
             self._sync_pending = True
             self.call_after_refresh(self._sync)
-
-    def watch_errors(self) -> None:
-        self._sync()
 
     def on_show(self) -> None:
         if self._stale:

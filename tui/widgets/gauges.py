@@ -85,7 +85,6 @@ class MemoryGauges(VerticalScroll):
             yield StackedBar(id="host-bar")
 
     def on_mount(self) -> None:
-        self.border_title = "Memory per GPU"
         self.watch_estimate()
 
     def watch_estimate(self) -> None:
