@@ -102,6 +102,14 @@ WIDGET_KEYS: tuple[tuple[str, str], ...] = (
 )
 
 
+_KEY_LABELS = {"question_mark": "?", "slash": "/", "escape": "esc"}
+
+
+def key_label(key: str) -> str:
+    """A Textual key name as people write it (``question_mark`` -> ``?``)."""
+    return _KEY_LABELS.get(key, key)
+
+
 def bindings(commands: tuple[Command, ...] = COMMANDS) -> list[Binding]:
     return [Binding(c.key, c.action, c.description, show=c.footer, id=c.id) for c in commands if c.key]
 
@@ -125,7 +133,7 @@ def palette_entries(planner: Planner) -> Iterator[Entry]:
     """Every palette entry: the table's commands, then model and GPU presets, then settings."""
     for c in COMMANDS:
         if c.palette:
-            keys = f"  [{c.key.split(',')[0]}]" if c.key else ""
+            keys = f" ({' '.join(key_label(k) for k in c.key.split(','))})" if c.key else ""
             yield Entry(c.palette, c.description + keys, partial(planner.run_action, c.action))
     reg = presets.registry()
     for mp in reg.sorted_models():

@@ -131,6 +131,8 @@ def test_palette_entries_are_namespaced_and_act_on_the_plan() -> None:
     assert all(t.split(": ", 1)[0] in {"plan", "view", "model", "gpu", "strategy", "training"} for t in entries)
     for text in ("model: LLaMA-7B", "model: BLOOM-7B1", "gpu: H100 80GB SXM5", "strategy: ZeRO-3 (+ parameters)"):
         assert any(t.startswith(text) for t in entries), text
+    assert entries["plan: undo"].help == "Undo (ctrl+z)"  # no [brackets]: the palette reads help as markup
+    assert entries["view: help (every key)"].help == "Help (? f1)"
     entries["model: LLaMA-7B"].run()
     entries["gpu: H100 80GB SXM5"].run()
     entries["strategy: TP 4"].run()
