@@ -1,0 +1,160 @@
+"""The planner's plain logic (no app running): undo history, choices, palette entries, bar geometry."""
+
+from __future__ import annotations
+
+import typing
+
+import pytest
+
+from core.errors import PlanError
+from core.plan import Plan, StrategyConfig, TrainingConfig, default_plan
+from tui.choices import CHOICES, blocked, choice_index, error_text, next_valid, plan_value
+from tui.commands import COMMANDS, bindings, palette_entries
+from tui.history import PlanHistory
+from tui.widgets.bars import segment_cells
+from tui.widgets.choice_bar import layout_tokens
+from tui.widgets.model_pane import model_rows
+
+
+def _plans(n: int) -> list[Plan]:
+    base = default_plan()
+    return [base.with_changes({"training.seq_len": 1024 * (i + 1)}) for i in range(n)]
+
+
+def test_history_undo_redo_and_a_new_change_drops_redo() -> None:
+    a, b, c, d = _plans(4)
+    h = PlanHistory(a)
+    assert h.undo() is None
+    h.push(b)
+    h.push(c)
+    assert h.undo() == b and h.undo() == a and h.undo() is None
+    assert h.redo() == b
+    h.push(d)  # branches: c is gone
+    assert not h.can_redo
+    assert h.undo() == b and h.redo() == d
+
+
+def test_history_coalesces_typing_in_one_field() -> None:
+    a, b, c, d = _plans(4)
+    h = PlanHistory(a)
+    h.push(b, coalesce="training.seq_len")
+    h.push(c, coalesce="training.seq_len")  # the same field, still typing: replaces b
+    assert h.current == c
+    assert h.undo() == a
+    assert h.redo() == c
+    h.push(d, coalesce="training.seq_len")  # after an undo/redo a new step begins
+    assert h.undo() == c
+
+
+def test_history_is_bounded() -> None:
+    plans = _plans(6)
+    h = PlanHistory(plans[0], limit=3)
+    for p in plans[1:]:
+        h.push(p)
+    assert h.current == plans[-1]
+    assert h.undo() == plans[-2] and h.undo() == plans[-3] and h.undo() is None
+
+
+@pytest.mark.parametrize(
+    ("key", "literal"),
+    [
+        ("training.precision", TrainingConfig.model_fields["precision"].annotation),
+        ("training.optimizer", TrainingConfig.model_fields["optimizer"].annotation),
+        ("training.method", TrainingConfig.model_fields["method"].annotation),
+        ("strategy.gradient_checkpointing", StrategyConfig.model_fields["gradient_checkpointing"].annotation),
+        ("strategy.attention", StrategyConfig.model_fields["attention"].annotation),
+        ("strategy.offload_optimizer", StrategyConfig.model_fields["offload_optimizer"].annotation),
+    ],
+)
+def test_choices_cover_every_value_of_the_plan_field(key: str, literal: object) -> None:
+    assert {c.value for c in CHOICES[key]} == set(typing.get_args(literal))
+
+
+def test_every_choice_is_a_valid_plan_value() -> None:
+    plan = default_plan()
+    for key, choices in CHOICES.items():
+        assert choices[choice_index(plan, key)].value == plan_value(plan, key) or key == "training.quantization"
+        for c in choices:
+            try:
+                plan.with_changes({key: c.value})
+            except PlanError as exc:  # impossible with this plan, but never a type error
+                assert exc.where and not exc.message.startswith("Input should be"), exc.line()
+
+
+def test_next_valid_skips_impossible_choices() -> None:
+    plan = default_plan().with_changes({"strategy.zero_stage": 1, "strategy.pipeline_parallel": 2})
+    nxt = next_valid(plan, "strategy.zero_stage")  # 2 and 3 cannot combine with PP: wraps to 0
+    assert isinstance(nxt, Plan) and nxt.strategy.zero_stage == 0
+    err = next_valid(default_plan(), "strategy.sequence_parallel")  # needs TP > 1
+    assert isinstance(err, PlanError) and "tensor_parallel" in err.message
+
+
+def test_blocked_choices_and_reasons() -> None:
+    plan = default_plan()  # ZeRO-3, no optimizer offload
+    reasons = {c.value: why for c, why in blocked(plan, "strategy.offload_parameters")}
+    assert set(reasons) == {"cpu", "nvme"}
+    assert all("offload_optimizer" in why for why in reasons.values())
+    assert blocked(plan, "strategy.gradient_checkpointing") == []
+
+
+def test_error_text_names_the_other_key() -> None:
+    exc = PlanError("needs ZeRO", "strategy.zero_stage")
+    assert error_text(exc, "strategy.zero_stage") == "needs ZeRO"
+    assert error_text(exc, "strategy.pipeline_parallel") == "strategy.zero_stage: needs ZeRO"
+
+
+def test_command_table_ids_and_keys_are_unique_and_bound() -> None:
+    ids = [c.id for c in COMMANDS]
+    assert len(ids) == len(set(ids))
+    keys = [k for c in COMMANDS if c.key for k in c.key.split(",")]
+    assert len(keys) == len(set(keys))
+    assert {b.id for b in bindings()} == {c.id for c in COMMANDS if c.key}
+    assert not {"ctrl+q", "ctrl+p", "ctrl+c"} & set(keys)  # left to Textual
+
+
+class _Recorder:
+    def __init__(self) -> None:
+        self.calls: list[object] = []
+
+    def apply_changes(self, changes: dict[str, object]) -> bool:
+        self.calls.append(changes)
+        return True
+
+    async def run_action(self, action: str) -> bool:
+        self.calls.append(action)
+        return True
+
+
+def test_palette_entries_are_namespaced_and_act_on_the_plan() -> None:
+    rec = _Recorder()
+    entries = {e.text: e for e in palette_entries(rec)}
+    assert all(t.split(": ", 1)[0] in {"plan", "view", "model", "gpu", "strategy", "training"} for t in entries)
+    for text in ("model: LLaMA-7B", "model: BLOOM-7B1", "gpu: H100 80GB SXM5", "strategy: ZeRO-3 (+ parameters)"):
+        assert any(t.startswith(text) for t in entries), text
+    assert entries["plan: undo"].help == "Undo (ctrl+z)"  # no [brackets]: the palette reads help as markup
+    assert entries["view: help (every key)"].help == "Help (? f1)"
+    entries["model: LLaMA-7B"].run()
+    entries["gpu: H100 80GB SXM5"].run()
+    entries["strategy: TP 4"].run()
+    assert rec.calls == [{"model.preset": "llama-7b"}, {"hardware.gpu": "h100-80gb"}, {"strategy.tensor_parallel": 4}]
+
+
+def test_segment_cells_add_up_to_the_rounded_total() -> None:
+    assert segment_cells([1, 1, 1], 3, 10) == [3, 4, 3]
+    assert sum(segment_cells([5, 7, 11], 40, 38)) == round(23 * 38 / 40)
+    assert segment_cells([10], 0, 10) == [0]
+
+
+def test_choice_bar_layout_wraps_and_packs() -> None:
+    labels = ["none", "selective", "full"]
+    assert layout_tokens(labels, 30) == [[(0, 0), (1, 7), (2, 19)]]  # one space apart
+    assert layout_tokens(labels, 23) == [[(0, 0), (1, 6), (2, 17)]]  # touching, still one line
+    assert layout_tokens(labels, 18) == [[(0, 0), (1, 6)], [(2, 0)]]  # wrapped
+
+
+def test_model_filter_is_loose_and_keeps_the_preset_order() -> None:
+    assert [pid for pid, _ in model_rows("")][:3] == ["llama-7b", "bloom-7b1", "qwen2.5-72b"]
+    assert model_rows("qwen72")[0][0] == "qwen2.5-72b"  # letters in order, punctuation ignored
+    assert [pid for pid, _ in model_rows("bloom 7")] == ["bloom-7b1"]
+    assert {pid for pid, _ in model_rows("llama 70")} == {"llama-2-70b", "llama-3-70b"}
+    assert model_rows("zzz") == []

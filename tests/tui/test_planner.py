@@ -1,0 +1,309 @@
+"""Pilot tests: drive the planner like a user and check the plan, the estimate and what the screen shows."""
+
+from __future__ import annotations
+
+import json
+
+from textual.widgets import Input
+
+from core.estimate import estimate
+from core.plan import default_plan
+from core.units import GiB
+from tests.tui.conftest import figure, text_of
+from tui import cli
+from tui.app import VramplanApp
+from tui.widgets.bars import GLYPHS_NO_COLOR, KindLegend, StackedBar
+from tui.widgets.choice_bar import ChoiceBar
+from tui.widgets.preset_list import PresetList
+
+
+async def test_starts_on_the_default_plan_with_the_cli_total(capsys) -> None:
+    assert cli.run(["estimate", "--json"]) == 0
+    total = json.loads(capsys.readouterr().out)["memory"]["per_gpu"]["total"]
+    app = VramplanApp()
+    async with app.run_test() as pilot:
+        await pilot.pause()
+        assert app.planner.plan == default_plan()
+        headline = text_of(app, "#headline")
+        assert headline.startswith("✔ fits")
+        assert f"{total / GiB:.1f} / 80.0 GiB per GPU" in headline
+
+
+async def test_pick_a_preset_by_typing_then_enter() -> None:
+    app = VramplanApp()
+    async with app.run_test() as pilot:
+        await pilot.press("slash", *"bloom 7", "enter")
+        await pilot.pause()
+        plan = app.planner.plan
+        assert plan.model.preset == "bloom-7b1"
+        assert plan.model.model_type == "bloom"
+        assert figure(estimate(plan).total) in text_of(app, "#headline")
+        assert "BLOOM-7B1" in text_of(app, "#model-details")
+
+
+async def test_pick_a_gpu_with_arrows_and_the_mouse() -> None:
+    app = VramplanApp()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("2", "tab", "home", "enter")  # tab: into the GPU list; its first row is the smallest GPU
+        await pilot.pause()
+        plan = app.planner.plan
+        assert plan.hardware.gpu == "rtx-3070-8gb"
+        est = estimate(plan)
+        assert not est.fits
+        assert text_of(app, "#headline").startswith(f"✘ does not fit by {-est.headroom / GiB:.1f} GiB")
+        assert f"{est.total / GiB:.1f} / {est.gpu_capacity / GiB:.1f} GiB" in text_of(app, "#headline")
+        gpus = app.planner.query_one("#gpu-list", PresetList)
+        row = [o.id for o in gpus.options].index("a100-40gb") - gpus.scroll_offset.y
+        await pilot.click(gpus, offset=(4, row))
+        await pilot.pause()
+        assert app.planner.plan.hardware.gpu == "a100-40gb"
+        assert figure(estimate(app.planner.plan).total) in text_of(app, "#headline")
+
+
+async def test_strategy_keys_update_the_gauge_to_the_estimate() -> None:
+    app = VramplanApp()
+    async with app.run_test() as pilot:
+        before = app.planner.plan
+        await pilot.press("z")  # ZeRO 3 -> 0 (the next stage that is possible: 0)
+        await pilot.pause()
+        plan = app.planner.plan
+        assert plan.strategy.zero_stage == 0
+        assert plan == before.with_changes({"strategy.zero_stage": 0})
+        assert figure(estimate(plan).total) in text_of(app, "#headline")
+        await pilot.press("c")  # checkpointing full -> none
+        await pilot.pause()
+        assert app.planner.plan.strategy.gradient_checkpointing == "none"
+        assert figure(estimate(app.planner.plan).total) in text_of(app, "#headline")
+
+
+async def test_click_a_strategy_choice() -> None:
+    app = VramplanApp()
+    async with app.run_test() as pilot:
+        await pilot.press("4")
+        bar = app.planner.query_one("#f-strategy-fused_cross_entropy ChoiceBar", ChoiceBar)
+        assert bar.labels == ["off", "on"] and bar.index == 0
+        await pilot.click(bar, offset=(7, 0))  # " off " then " on "
+        await pilot.pause()
+        plan = app.planner.plan
+        assert plan.strategy.fused_cross_entropy is True
+        assert bar.index == 1
+        assert figure(estimate(plan).total) in text_of(app, "#headline")
+        bar.focus()
+        await pilot.press("left")  # keys move the choice too
+        await pilot.pause()
+        assert app.planner.plan.strategy.fused_cross_entropy is False
+
+
+async def test_invalid_input_shows_an_inline_error_and_keeps_the_plan() -> None:
+    app = VramplanApp()
+    async with app.run_test() as pilot:
+        await pilot.press("4")
+        before = app.planner.plan
+        field = app.planner.query_one("#f-strategy-tensor_parallel Input", Input)
+        field.focus()
+        await pilot.press("3")  # select_on_focus: replaces "1"
+        await pilot.pause()
+        row = app.planner.query_one("#f-strategy-tensor_parallel")
+        assert row.has_class("-error")
+        assert "8 GPUs are not divisible by tensor_parallel x pipeline_parallel = 3" in text_of(
+            app, "#f-strategy-tensor_parallel .field-error"
+        )
+        assert app.planner.plan == before
+        assert field.value == "3"  # what the user typed stays, to fix
+        assert figure(estimate(before).total) in text_of(app, "#headline")
+        await pilot.press("backspace", "2")
+        await pilot.pause()
+        assert not row.has_class("-error")
+        assert app.planner.plan.strategy.tensor_parallel == 2
+
+
+async def test_non_numbers_and_out_of_range_values_are_inline_errors() -> None:
+    app = VramplanApp()
+    async with app.run_test() as pilot:
+        await pilot.press("3")
+        before = app.planner.plan
+        field = app.planner.query_one("#f-training-seq_len Input", Input)
+        field.focus()
+        await pilot.press("0")
+        await pilot.pause()
+        assert "greater than or equal to 1" in text_of(app, "#f-training-seq_len .field-error")
+        await pilot.press("backspace")
+        await pilot.pause()
+        assert "enter a whole number" in text_of(app, "#f-training-seq_len .field-error")
+        assert app.planner.plan == before
+
+
+async def test_impossible_toggle_is_shown_next_to_its_control() -> None:
+    app = VramplanApp()
+    async with app.run_test() as pilot:
+        await pilot.press("4")
+        before = app.planner.plan
+        await pilot.press("s")  # sequence parallel needs TP > 1
+        await pilot.pause()
+        assert app.planner.plan == before
+        error = text_of(app, "#f-strategy-sequence_parallel .field-error")
+        assert "set tensor_parallel > 1" in error
+        assert "set tensor_parallel > 1" in text_of(app, "#notice")
+        bar = app.planner.query_one("#f-strategy-sequence_parallel ChoiceBar", ChoiceBar)
+        assert bar.index == 0 and bar.blocked == {1}  # "on" is struck through
+        # the note next to the control says so before anyone tries
+        assert "on: sequence parallelism" in text_of(app, "#f-strategy-sequence_parallel .field-note")
+
+
+async def test_undo_and_redo() -> None:
+    app = VramplanApp()
+    async with app.run_test() as pilot:
+        start = app.planner.plan
+        await pilot.press("z", "c")
+        await pilot.pause()
+        changed = app.planner.plan
+        assert changed != start
+        await pilot.press("ctrl+z", "ctrl+z")
+        await pilot.pause()
+        assert app.planner.plan == start
+        assert figure(estimate(start).total) in text_of(app, "#headline")
+        await pilot.press("ctrl+y", "ctrl+y")
+        await pilot.pause()
+        assert app.planner.plan == changed
+
+
+async def test_typing_a_number_is_one_undo_step() -> None:
+    app = VramplanApp()
+    async with app.run_test() as pilot:
+        await pilot.press("3")
+        start = app.planner.plan
+        app.planner.query_one("#f-training-seq_len Input", Input).focus()
+        await pilot.press(*"4096")
+        await pilot.pause()
+        assert app.planner.plan.training.seq_len == 4096
+        await pilot.press("escape", "ctrl+z")
+        await pilot.pause()
+        assert app.planner.plan == start
+        assert app.planner.query_one("#f-training-seq_len Input", Input).value == "2048"
+
+
+async def test_resize_to_40x12_and_back() -> None:
+    app = VramplanApp()
+    async with app.run_test() as pilot:
+        await pilot.resize_terminal(40, 12)
+        await pilot.pause()
+        assert app.planner.has_class("-narrow")
+        await pilot.press("z", "4", "tab", "down")
+        await pilot.pause()
+        assert figure(estimate(app.planner.plan).total) in text_of(app, "#headline")
+        await pilot.resize_terminal(160, 48)
+        await pilot.pause()
+        assert app.planner.has_class("-wide") and app.planner.has_class("-tall")
+        assert all(p.display for p in app.planner.query(".plan-pane, PlanPane"))
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause()
+        assert app.planner.has_class("-normal")
+
+
+async def test_legend_selection_shows_formula_and_source() -> None:
+    app = VramplanApp()
+    async with app.run_test() as pilot:
+        await pilot.press("e", "down", "down")
+        await pilot.pause()
+        legend = app.planner.query_one(KindLegend)
+        assert legend.kind == "optimizer_states"
+        comp = estimate(app.planner.plan).components["optimizer_states"]
+        shown = text_of(app, "#explain")
+        assert comp.formula in shown and comp.source in shown
+        await pilot.press("end")
+        await pilot.pause()
+        assert legend.kind == "overhead"
+        for term in estimate(app.planner.plan).overhead_terms:
+            assert term.formula in text_of(app, "#explain")
+
+
+async def test_host_ram_bar_when_offloading() -> None:
+    app = VramplanApp()
+    async with app.run_test() as pilot:
+        host = app.planner.query_one("#host")
+        assert not host.has_class("-on")
+        await pilot.press("o")  # offload the optimizer to the CPU
+        await pilot.pause()
+        est = estimate(app.planner.plan)
+        assert app.planner.plan.strategy.offload_optimizer == "cpu"
+        assert host.has_class("-on") and host.display
+        assert f"host RAM per node {est.cpu_per_node / GiB:.1f} GiB" in text_of(app, "#host-label")
+
+
+async def test_plan_file_opens_and_errors_are_shown(tmp_plan) -> None:
+    good = tmp_plan('[model]\npreset = "qwen2.5-7b"\n[training]\nseq_len = 1024\n')
+    app = VramplanApp(plan_path=good)
+    async with app.run_test() as pilot:
+        await pilot.pause()
+        assert app.planner.plan.model.preset == "qwen2.5-7b"
+        assert app.planner.plan.training.seq_len == 1024
+    bad = tmp_plan("[training]\nseq_len = 0\n[model]\npreset = 'llama-7b'\n", "bad.toml")
+    app = VramplanApp(plan_path=bad)
+    async with app.run_test() as pilot:
+        await pilot.pause()
+        assert app.planner.plan == default_plan()
+        notice = text_of(app, "#notice")
+        assert "bad.toml: training.seq_len" in notice and "default plan" in notice
+
+
+async def test_command_palette_sets_a_strategy() -> None:
+    app = VramplanApp()
+    async with app.run_test() as pilot:
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        await pilot.press(*"strategy: ZeRO-1")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.planner.plan.strategy.zero_stage == 1
+
+
+async def test_help_lists_every_key_and_follows_the_keymap() -> None:
+    from tui.commands import COMMANDS
+
+    app = VramplanApp()
+    app.set_keymap({"cycle_zero": "Z"})
+    async with app.run_test(size=(80, 40)) as pilot:
+        await pilot.press("question_mark")
+        await pilot.pause()
+        text = "\n".join(str(w.visual) for w in app.screen.query(".help-column"))
+        for c in COMMANDS:
+            if c.key:
+                assert c.description in text
+        assert " Z          ZeRO stage" in text
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.screen is app.planner
+
+
+async def test_no_color_draws_a_pattern_per_kind(monkeypatch) -> None:
+    monkeypatch.setenv("NO_COLOR", "1")
+    app = VramplanApp()
+    async with app.run_test() as pilot:
+        await pilot.pause()
+        assert app.no_color
+        bar = str(app.planner.query_one("#gpu-bar", StackedBar).render()).splitlines()[0]
+        live = estimate(app.planner.plan).live_at_peak
+        for kind in live:  # every kind alive at the peak has its own glyph in the bar
+            assert GLYPHS_NO_COLOR[kind] in bar, kind
+        assert len({GLYPHS_NO_COLOR[k] for k in live}) == len(live)
+
+
+async def test_theme_change_keeps_the_figures() -> None:
+    app = VramplanApp()
+    async with app.run_test() as pilot:
+        before = text_of(app, "#headline")
+        app.theme = "textual-light"
+        await pilot.press("z")
+        await pilot.pause()
+        assert figure(estimate(app.planner.plan).total) in text_of(app, "#headline")
+        assert text_of(app, "#headline") != before
+        app.screen.query_one("#gpu-bar", StackedBar).render()  # draws with the light theme's colours
+
+
+async def test_a_plan_file_with_toml_syntax_in_its_error_is_shown_verbatim(tmp_plan) -> None:
+    path = tmp_plan("[training]\nseq_len = 4\n", "nomodel.toml")  # no [model] table
+    app = VramplanApp(plan_path=path)
+    async with app.run_test() as pilot:
+        await pilot.pause()
+        assert "missing [model] table" in text_of(app, "#notice")

@@ -1,0 +1,30 @@
+"""Snapshots of the planner (pytest-textual-snapshot; update with ``pytest --snapshot-update`` after checking the
+report). Deterministic: no clock, the focus on a list (no blinking cursor), notifications off in tests."""
+
+from __future__ import annotations
+
+from core.plan import default_plan
+from tui.app import VramplanApp
+
+OVER_CAPACITY = {"strategy.zero_stage": 0, "strategy.gradient_checkpointing": "none"}
+
+
+def test_main_80x24(snap_compare) -> None:
+    assert snap_compare(VramplanApp(), terminal_size=(80, 24))
+
+
+def test_main_160x48(snap_compare) -> None:
+    assert snap_compare(VramplanApp(), terminal_size=(160, 48))
+
+
+def test_over_capacity_80x24(snap_compare) -> None:
+    app = VramplanApp(plan=default_plan().with_changes(OVER_CAPACITY))
+    assert snap_compare(app, terminal_size=(80, 24), press=["4"])
+
+
+def test_help_80x24(snap_compare) -> None:
+    assert snap_compare(VramplanApp(), terminal_size=(80, 24), press=["question_mark"])
+
+
+def test_narrow_40x12(snap_compare) -> None:
+    assert snap_compare(VramplanApp(), terminal_size=(40, 12))

@@ -1,0 +1,142 @@
+"""The discrete settings of a plan: their choices, labels, palette entries, and which are impossible now.
+
+Plain data shared by the panes (selects, checkboxes), the keys that cycle a setting and the command palette, so
+the three never disagree. No Textual here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from core.errors import PlanError
+from core.plan import OPTIMIZERS, PRECISIONS, Plan
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    value: Any  # the plan value (None: the key is unset, e.g. quantization "auto")
+    label: str  # shown in a select
+    palette: str  # namespaced command palette entry, e.g. "strategy: ZeRO-3"
+
+
+def _simple(namespace: str, what: str, values: tuple[Any, ...]) -> tuple[Choice, ...]:
+    return tuple(Choice(v, str(v), f"{namespace}: {what} {v}") for v in values)
+
+
+CHOICES: dict[str, tuple[Choice, ...]] = {
+    "training.precision": _simple("training", "precision", PRECISIONS),
+    "training.optimizer": _simple("training", "optimizer", OPTIMIZERS),
+    "training.method": (
+        Choice("full", "full", "training: full fine-tuning"),
+        Choice("lora", "LoRA", "training: LoRA"),
+        Choice("qlora", "QLoRA", "training: QLoRA"),
+    ),
+    "training.quantization": (
+        Choice(None, "auto", "training: base weights auto (QLoRA nf4, else 16-bit)"),
+        Choice("none", "none", "training: base weights unquantized"),
+        Choice("int8", "int8", "training: base weights int8"),
+        Choice("nf4", "nf4", "training: base weights nf4"),
+        Choice("fp4", "fp4", "training: base weights fp4"),
+    ),
+    "strategy.gradient_checkpointing": (
+        Choice("none", "none", "strategy: checkpointing off"),
+        Choice("selective", "selective", "strategy: selective checkpointing"),
+        Choice("full", "full", "strategy: full checkpointing"),
+    ),
+    "strategy.attention": (
+        Choice("flash", "flash", "strategy: flash attention"),
+        Choice("eager", "eager", "strategy: eager attention"),
+    ),
+    "strategy.activation_compression": (
+        Choice("none", "off", "strategy: int8 activations off"),
+        Choice("int8", "on", "strategy: int8 activations"),
+    ),
+    "strategy.fused_cross_entropy": (
+        Choice(False, "off", "strategy: fused cross-entropy off"),
+        Choice(True, "on", "strategy: fused cross-entropy"),
+    ),
+    "strategy.zero_stage": (
+        Choice(0, "off", "strategy: ZeRO off (DDP)"),
+        Choice(1, "1", "strategy: ZeRO-1 (optimizer states sharded)"),
+        Choice(2, "2", "strategy: ZeRO-2 (+ gradients)"),
+        Choice(3, "3", "strategy: ZeRO-3 (+ parameters)"),
+    ),
+    "strategy.offload_optimizer": (
+        Choice("none", "none", "strategy: optimizer on GPU"),
+        Choice("cpu", "cpu", "strategy: offload optimizer to CPU"),
+        Choice("nvme", "nvme", "strategy: offload optimizer to NVMe"),
+    ),
+    "strategy.offload_parameters": (
+        Choice("none", "none", "strategy: parameters on GPU"),
+        Choice("cpu", "cpu", "strategy: offload parameters to CPU"),
+        Choice("nvme", "nvme", "strategy: offload parameters to NVMe"),
+    ),
+    "strategy.sequence_parallel": (
+        Choice(False, "off", "strategy: sequence parallel off"),
+        Choice(True, "on", "strategy: sequence parallel"),
+    ),
+}
+
+# Sizes offered in the palette for the parallel degrees (any value can be typed in the Strategies pane).
+PARALLEL_PALETTE = {"strategy.tensor_parallel": "TP", "strategy.pipeline_parallel": "PP"}
+PARALLEL_SIZES = (1, 2, 4, 8)
+
+
+def plan_value(plan: Plan, key: str) -> Any:
+    """The value of a dotted plan key (``strategy.zero_stage`` -> 3)."""
+    table, _, name = key.partition(".")
+    return getattr(getattr(plan, table), name)
+
+
+def choice_index(plan: Plan, key: str) -> int:
+    value = plan_value(plan, key)
+    for i, c in enumerate(CHOICES[key]):
+        if c.value == value and type(c.value) is type(value):
+            return i
+    return 0
+
+
+def try_change(plan: Plan, changes: dict[str, Any]) -> Plan | PlanError:
+    """The changed plan, or the `PlanError` that says why it is impossible."""
+    try:
+        return plan.with_changes(changes)
+    except PlanError as exc:
+        return exc
+
+
+def next_valid(plan: Plan, key: str) -> Plan | PlanError:
+    """Cycle a setting to its next choice that makes a valid plan (skipping impossible ones).
+
+    When no other choice is possible, the error of the immediate next one says why.
+    """
+    options = CHOICES[key]
+    start = choice_index(plan, key)
+    first_error: PlanError | None = None
+    for step in range(1, len(options)):
+        result = try_change(plan, {key: options[(start + step) % len(options)].value})
+        if isinstance(result, Plan):
+            return result
+        first_error = first_error or result
+    assert first_error is not None
+    return first_error
+
+
+def blocked(plan: Plan, key: str) -> list[tuple[Choice, str]]:
+    """The choices of `key` other than the current one that the plan cannot take, each with the reason."""
+    current = choice_index(plan, key)
+    out = []
+    for i, c in enumerate(CHOICES[key]):
+        if i == current:
+            continue
+        result = try_change(plan, {key: c.value})
+        if isinstance(result, PlanError):
+            out.append((c, result.message))
+    return out
+
+
+def error_text(exc: PlanError, key: str | None) -> str:
+    """A PlanError for display next to the control of `key`: the other key is named when it is not this one."""
+    if exc.where and exc.where != key:
+        return f"{exc.where}: {exc.message}"
+    return exc.message

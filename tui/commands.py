@@ -1,0 +1,184 @@
+"""The command table: every planner command once, generating the key bindings, the footer, the help screen and
+the command palette.
+
+Each row: a stable id (users remap keys by id with ``App.set_keymap``), the key(s), the action on the planner
+screen, a short description (footer and help), whether the footer shows it, and its namespaced palette entry.
+Later commands (export, open, checklist, advisor...) are one more row here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Protocol
+
+from textual.binding import Binding
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+
+from core import presets
+from tui.choices import CHOICES, PARALLEL_PALETTE, PARALLEL_SIZES
+from tui.format import short_gpu_name
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    id: str  # stable binding id, for keymaps
+    key: str | None  # Textual key names, comma-separated (None: palette only)
+    action: str  # an action of the planner screen ("app.*" for the app's)
+    description: str  # footer and help text
+    footer: bool = False
+    palette: str | None = None  # namespaced palette entry ("plan: undo"); None: not in the palette
+    group: str = "Plan"  # section of the help screen
+
+
+def _cycle(key: str) -> str:
+    return f"cycle({key!r})"
+
+
+COMMANDS: tuple[Command, ...] = (
+    Command("help", "question_mark,f1", "help", "Help", True, "view: help (every key)", "View"),
+    Command("undo", "ctrl+z", "undo", "Undo", True, "plan: undo"),
+    Command("redo", "ctrl+y", "redo", "Redo", True, "plan: redo"),
+    Command("explain", "e", "explain", "Explain", True, "view: explain a memory figure", "View"),
+    Command("find_model", "slash", "find_model", "Find a model", False, "model: find a preset by name", "View"),
+    Command("leave_field", "escape", "leave_field", "Leave a text field", False, None, "View"),
+    Command("pane_model", "1", "show_pane('model')", "Model pane", False, "view: model pane", "View"),
+    Command("pane_hardware", "2", "show_pane('hardware')", "Hardware pane", False, "view: hardware pane", "View"),
+    Command("pane_training", "3", "show_pane('training')", "Training pane", False, "view: training pane", "View"),
+    Command("pane_strategy", "4", "show_pane('strategy')", "Strategies pane", False, "view: strategies pane", "View"),
+    Command(
+        "cycle_checkpointing", "c", _cycle("strategy.gradient_checkpointing"), "Checkpointing", True, None, "Strategies"
+    ),
+    Command("cycle_zero", "z", _cycle("strategy.zero_stage"), "ZeRO stage", True, None, "Strategies"),
+    Command(
+        "toggle_attention", "a", _cycle("strategy.attention"), "Flash or eager attention", False, None, "Strategies"
+    ),
+    Command(
+        "toggle_int8", "i", _cycle("strategy.activation_compression"), "int8 activations", False, None, "Strategies"
+    ),
+    Command(
+        "toggle_fused_ce", "x", _cycle("strategy.fused_cross_entropy"), "Fused cross-entropy", False, None, "Strategies"
+    ),
+    Command(
+        "cycle_offload_optimizer",
+        "o",
+        _cycle("strategy.offload_optimizer"),
+        "Offload optimizer",
+        False,
+        None,
+        "Strategies",
+    ),
+    Command(
+        "cycle_offload_parameters",
+        "p",
+        _cycle("strategy.offload_parameters"),
+        "Offload parameters",
+        False,
+        None,
+        "Strategies",
+    ),
+    Command(
+        "toggle_sequence_parallel",
+        "s",
+        _cycle("strategy.sequence_parallel"),
+        "Sequence parallel",
+        False,
+        None,
+        "Strategies",
+    ),
+    Command("cycle_precision", "r", _cycle("training.precision"), "Precision regime", False, None, "Training"),
+    Command("cycle_method", "m", _cycle("training.method"), "Method: full, LoRA, QLoRA", False, None, "Training"),
+)
+
+# Keys Textual and the focused widget handle, listed on the help screen after the table's.
+WIDGET_KEYS: tuple[tuple[str, str], ...] = (
+    ("tab", "Next field"),
+    ("shift+tab", "Previous field"),
+    ("↑ ↓ enter", "Move in a list, pick"),
+    ("← → space", "Change a choice"),
+    ("ctrl+p", "Command palette"),
+    ("ctrl+q", "Quit"),
+)
+
+
+_KEY_LABELS = {"question_mark": "?", "slash": "/", "escape": "esc"}
+
+
+def key_label(key: str) -> str:
+    """A Textual key name as people write it (``question_mark`` -> ``?``)."""
+    return _KEY_LABELS.get(key, key)
+
+
+def bindings(commands: tuple[Command, ...] = COMMANDS) -> list[Binding]:
+    return [Binding(c.key, c.action, c.description, show=c.footer, id=c.id) for c in commands if c.key]
+
+
+class Planner(Protocol):
+    """What the palette needs from the planner screen."""
+
+    def apply_changes(self, changes: dict[str, Any]) -> bool: ...
+
+    async def run_action(self, action: str) -> bool: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    text: str  # "model: LLaMA-7B"
+    help: str
+    run: Callable[[], Any]
+
+
+def palette_entries(planner: Planner) -> Iterator[Entry]:
+    """Every palette entry: the table's commands, then model and GPU presets, then settings."""
+    for c in COMMANDS:
+        if c.palette:
+            keys = f" ({' '.join(key_label(k) for k in c.key.split(','))})" if c.key else ""
+            yield Entry(c.palette, c.description + keys, partial(planner.run_action, c.action))
+    reg = presets.registry()
+    for mp in reg.sorted_models():
+        cfg = mp.config
+        yield Entry(
+            f"model: {mp.name}",
+            f"{cfg['model_type']}, {cfg['num_hidden_layers']} layers, hidden {cfg['hidden_size']}",
+            partial(planner.apply_changes, {"model.preset": mp.id}),
+        )
+    for g in reg.sorted_gpus():
+        tf = g.bf16_tflops if g.bf16 else g.fp16_tflops
+        yield Entry(
+            f"gpu: {short_gpu_name(g.name)}",
+            f"{g.memory_mib / 1024:.1f} GiB, {tf:g} dense {'bf16' if g.bf16 else 'fp16'} TFLOP/s",
+            partial(planner.apply_changes, {"hardware.gpu": g.id}),
+        )
+    for key, choices in CHOICES.items():
+        for c in choices:
+            yield Entry(
+                c.palette,
+                f"set {key} = {c.value if c.value is not None else '(unset)'}",
+                partial(planner.apply_changes, {key: c.value}),
+            )
+    for key, short in PARALLEL_PALETTE.items():
+        for n in PARALLEL_SIZES:
+            yield Entry(f"strategy: {short} {n}", f"set {key} = {n}", partial(planner.apply_changes, {key: n}))
+
+
+class PlannerCommands(Provider):
+    """Namespaced planner commands in Textual's command palette (ctrl+p)."""
+
+    def _entries(self) -> list[Entry]:
+        screen = self.screen
+        if not hasattr(screen, "apply_changes"):
+            return []
+        return list(palette_entries(screen))  # type: ignore[arg-type]
+
+    async def discover(self) -> Hits:
+        for e in self._entries():
+            if not e.text.startswith(("model:", "gpu:")):
+                yield DiscoveryHit(e.text, e.run, help=e.help)
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for e in self._entries():
+            score = matcher.match(e.text)
+            if score > 0:
+                yield Hit(score, matcher.highlight(e.text), e.run, text=e.text, help=e.help)

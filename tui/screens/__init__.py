@@ -1,0 +1,1 @@
+"""Screens: the planner and the help screen."""

@@ -1,0 +1,68 @@
+"""The help screen: every key of the command table (as currently mapped) and the widget keys Textual handles."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, VerticalScroll
+from textual.content import Content
+from textual.screen import ModalScreen, Screen
+from textual.widgets import Static
+
+from tui.commands import COMMANDS, WIDGET_KEYS
+
+GROUPS = ("Plan", "View", "Strategies", "Training")
+COLUMNS = (("Plan", "View", "Training"), ("Strategies", "Everywhere"))
+
+
+def key_rows(screen: Screen[object]) -> dict[str, list[tuple[str, str]]]:
+    """(keys, description) per help group, with the keys each command id is bound to now (keymaps included)."""
+    app = screen.app
+    bound: dict[str, list[str]] = {}
+    for key, active in screen.active_bindings.items():
+        if active.binding.id:
+            bound.setdefault(active.binding.id, []).append(app.get_key_display(Binding(key, "")))
+    rows: dict[str, list[tuple[str, str]]] = {g: [] for g in GROUPS}
+    for c in COMMANDS:
+        if not c.key:
+            continue
+        keys = bound.get(c.id) or [app.get_key_display(Binding(k, "")) for k in c.key.split(",")]
+        rows.setdefault(c.group, []).append((" ".join(dict.fromkeys(keys)), c.description))
+    rows["Everywhere"] = list(WIDGET_KEYS)
+    return rows
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,question_mark,f1,q", "app.pop_screen", "Close", id="help_close"),
+    ]
+
+    def __init__(self, planner: Screen[object]) -> None:
+        super().__init__()
+        self.planner = planner
+
+    def compose(self) -> ComposeResult:
+        rows = key_rows(self.planner)
+        with VerticalScroll(id="help"):
+            with Horizontal(id="help-columns"):
+                for n, groups in enumerate(COLUMNS):
+                    yield Static(self._text(rows, groups), id=f"help-{n}", classes="help-column")
+            tip = "ctrl+p finds any command, preset or setting: model: …, gpu: …, strategy: …"
+            yield Static(Content.styled(tip, "dim"), id="help-tip")
+
+    def on_mount(self) -> None:
+        self.query_one("#help").border_title = "Keys"
+        self.query_one("#help").border_subtitle = "esc closes"
+
+    @staticmethod
+    def _text(rows: dict[str, list[tuple[str, str]]], groups: tuple[str, ...]) -> Content:
+        lines: list[Content] = []
+        for group in groups:
+            if rows.get(group):
+                if lines:
+                    lines.append(Content(""))
+                lines.append(Content.styled(group, "bold"))
+                lines += [Content.assemble((f" {keys:<10}", "$accent"), f" {desc}") for keys, desc in rows[group]]
+        return Content("\n").join(lines)

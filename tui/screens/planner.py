@@ -1,0 +1,187 @@
+"""The planner screen: owns the plan and its estimate. Panes send edits up (`PlanPane.Changed`); the screen
+validates them (`Plan.with_changes`), keeps undo/redo, recomputes the estimate in `watch_plan` (microseconds,
+synchronous) and binds it down into every pane and the gauges."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import BindingType
+from textual.containers import Container, Horizontal, Vertical
+from textual.content import Content
+from textual.reactive import Reactive, var
+from textual.screen import Screen
+from textual.widgets import Footer, Input, Static, Tab, Tabs
+
+from core.errors import PlanError
+from core.estimate import estimate
+from core.plan import Plan
+from core.result import Estimate
+from tui.choices import error_text, next_valid
+from tui.commands import bindings
+from tui.history import PlanHistory
+from tui.widgets.bars import KindLegend
+from tui.widgets.fields import NO_ERRORS, PlanPane
+from tui.widgets.gauges import MemoryGauges
+from tui.widgets.hardware_pane import HardwarePane
+from tui.widgets.model_pane import ModelPane
+from tui.widgets.strategy_pane import StrategyPane
+from tui.widgets.training_pane import TrainingPane
+
+# The plan panes, in tab order: (id, tab title, class). A new pane (the checklist...) is one more row.
+PANES: tuple[tuple[str, str, type[PlanPane]], ...] = (
+    ("model", "Model", ModelPane),
+    ("hardware", "Hardware", HardwarePane),
+    ("training", "Training", TrainingPane),
+    ("strategy", "Strategies", StrategyPane),
+)
+
+
+def _breakpoint(size: int, breakpoints: list[tuple[int, str]]) -> str:
+    return [name for threshold, name in breakpoints if size >= threshold][-1]
+
+
+class PlannerScreen(Screen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = bindings()
+    # Narrow: the headline over one pane; normal: tabs + gauges side by side; wide and tall: every pane at once.
+    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-narrow"), (64, "-normal"), (140, "-wide")]
+    VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-short"), (40, "-tall")]
+    AUTO_FOCUS = "#model-list"
+
+    plan: Reactive[Plan] = var(None, init=False)  # type: ignore[arg-type]
+    estimate: Reactive[Estimate] = var(None, init=False)  # type: ignore[arg-type]
+    errors: Reactive[Mapping[str, str]] = var(NO_ERRORS, init=False)
+    pane: Reactive[str] = var("model", init=False)
+    notice: Reactive[str] = var("", init=False)
+
+    def __init__(self, plan: Plan, notice: str = "") -> None:
+        super().__init__()
+        self.history = PlanHistory(plan)
+        self.set_reactive(PlannerScreen.plan, plan)
+        self.set_reactive(PlannerScreen.estimate, estimate(plan))
+        self.set_reactive(PlannerScreen.notice, notice)
+
+    def compose(self) -> ComposeResult:
+        # The layout classes the first resize would set, set now: the whole tree is styled once, not twice.
+        width, height = self.app.size
+        self.add_class(_breakpoint(width, self.HORIZONTAL_BREAKPOINTS), _breakpoint(height, self.VERTICAL_BREAKPOINTS))
+        with Horizontal(id="main"):
+            with Vertical(id="editor"):
+                yield Tabs(*(Tab(title, id=f"tab-{pid}") for pid, title, _ in PANES), id="pane-tabs")
+                with Container(id="panes"):
+                    for pid, _, cls in PANES:
+                        pane = cls(id=f"pane-{pid}", classes="-current" if pid == self.pane else "")
+                        pane.set_reactive(PlanPane.estimate, self.estimate)  # shown on mount, not a frame later
+                        yield pane.data_bind(PlannerScreen.estimate, PlannerScreen.errors)
+            gauges = MemoryGauges(id="gauges")
+            gauges.set_reactive(MemoryGauges.estimate, self.estimate)
+            yield gauges.data_bind(PlannerScreen.estimate)
+        yield Static(id="notice")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.watch_notice()
+
+    # -- the one way the plan changes ------------------------------------------------------------------------
+    def apply_changes(self, changes: dict[str, Any], coalesce: str | None = None) -> bool:
+        """Validate and apply plan changes; a `PlanError` is shown next to the control and the plan is kept."""
+        try:
+            new = self.plan.with_changes(changes)
+        except PlanError as exc:
+            self._reject(next(iter(changes)), exc)
+            return False
+        self._commit(new, coalesce)
+        return True
+
+    def _commit(self, new: Plan, coalesce: str | None = None) -> None:
+        self.errors = NO_ERRORS
+        self.notice = ""
+        if new == self.plan:
+            return
+        self.history.push(new, coalesce)
+        self.plan = new
+
+    def _reject(self, key: str, exc: PlanError) -> None:
+        message = error_text(exc, key)
+        self.errors = {key: message}
+        self.notice = f"✘ {key}: {message} (plan unchanged)"
+
+    def watch_plan(self, plan: Plan) -> None:
+        self.estimate = estimate(plan)
+
+    def on_plan_pane_changed(self, event: PlanPane.Changed) -> None:
+        event.stop()
+        self.apply_changes(event.changes, event.coalesce)
+
+    def on_plan_pane_invalid(self, event: PlanPane.Invalid) -> None:
+        event.stop()
+        self._reject(event.key, PlanError(event.message, event.key))
+
+    # -- view state ------------------------------------------------------------------------------------------
+    def watch_notice(self) -> None:
+        notice = self.query_one("#notice", Static)
+        notice.update(Content(self.notice))  # plain text: messages quote TOML ("[model]") and lists
+        notice.display = bool(self.notice)
+
+    def watch_pane(self, pane: str) -> None:
+        for pid, _, _ in PANES:
+            self.query_one(f"#pane-{pid}").set_class(pid == pane, "-current")
+        tabs = self.query_one("#pane-tabs", Tabs)
+        if tabs.active != f"tab-{pane}":
+            tabs.active = f"tab-{pane}"
+
+    def on_tabs_tab_activated(self, event: Tabs.TabActivated) -> None:
+        event.stop()
+        if event.tab.id:
+            self.pane = event.tab.id.removeprefix("tab-")
+
+    # -- actions (bound by the command table) ----------------------------------------------------------------
+    def action_undo(self) -> None:
+        plan = self.history.undo()
+        if plan is None:
+            self.notice = "nothing to undo"
+            return
+        self.errors, self.notice = NO_ERRORS, ""
+        self.plan = plan
+
+    def action_redo(self) -> None:
+        plan = self.history.redo()
+        if plan is None:
+            self.notice = "nothing to redo"
+            return
+        self.errors, self.notice = NO_ERRORS, ""
+        self.plan = plan
+
+    def action_cycle(self, key: str) -> None:
+        """Move a setting to its next possible choice (the keys of the Strategies and Training rows)."""
+        result = next_valid(self.plan, key)
+        if isinstance(result, PlanError):
+            self._reject(key, result)
+        else:
+            self.history.break_coalescing()
+            self._commit(result)
+
+    # Focus moves with `set_focus` (at once, not on the next idle like `Widget.focus`): keys typed right after
+    # a pane key (or pasted) then go where the user expects.
+    def action_show_pane(self, pane: str) -> None:
+        """Show a pane and focus it (not its first field: digits and letters stay commands; tab enters it)."""
+        self.pane = pane
+        self.set_focus(self.query_one(f"#pane-{pane}"))
+
+    def action_find_model(self) -> None:
+        self.pane = "model"
+        self.set_focus(self.query_one("#model-filter"))
+
+    def action_explain(self) -> None:
+        self.set_focus(self.query_one(KindLegend))
+
+    def action_leave_field(self) -> None:
+        if isinstance(self.focused, Input):
+            self.set_focus(None)
+
+    def action_help(self) -> None:
+        from tui.screens.help import HelpScreen
+
+        self.app.push_screen(HelpScreen(self))

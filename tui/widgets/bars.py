@@ -1,0 +1,200 @@
+"""Leaf displays that draw themselves (`render()`): a stacked bar against a capacity, and the selectable legend
+of memory kinds. Colours come from component classes styled in app.tcss (theme variables only); with NO_COLOR
+each kind also has its own glyph."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from textual import events
+from textual.binding import Binding, BindingType
+from textual.content import Content
+from textual.message import Message
+from textual.reactive import reactive
+from textual.widget import Widget
+
+from core.result import KIND_LABELS, KINDS
+from tui.format import gib
+
+# Glyphs per kind: solid blocks in colour; distinct patterns without colour (NO_COLOR) so kinds stay apart.
+GLYPHS_NO_COLOR: dict[str, str] = {
+    "parameters": "█",
+    "gradients": "▓",
+    "optimizer_states": "▒",
+    "activations": "░",
+    "logits": "#",
+    "gathered_parameters": "=",
+    "autocast_cache": "+",
+    "temporaries": "~",
+    "checkpoint_buffers": ":",
+    "overhead": "/",
+    "host": "▓",
+}
+SEGMENT_KINDS = (*KINDS, "host")
+
+
+def segment_cells(sizes: list[int], scale: int, width: int) -> list[int]:
+    """Cells per segment so that cumulative edges are rounded (the cells add up to the rounded total)."""
+    cells, edge, cum = [], 0, 0
+    for n in sizes:
+        cum += n
+        end = round(cum * width / scale) if scale else 0
+        cells.append(end - edge)
+        edge = end
+    return cells
+
+
+class StackedBar(Widget):
+    """One bar of bytes by kind against a capacity; the last line is the scale."""
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        *(f"stacked-bar--{k}" for k in SEGMENT_KINDS),
+        "stacked-bar--free",
+        "stacked-bar--limit",
+        "stacked-bar--scale",
+    }
+
+    def __init__(self, **kw: object) -> None:
+        super().__init__(**kw)  # type: ignore[arg-type]
+        self.segments: list[tuple[str, int]] = []
+        self.capacity = 0
+
+    def show(self, segments: list[tuple[str, int]], capacity: int) -> None:
+        segments = [(k, n) for k, n in segments if n > 0]
+        if (segments, capacity) != (self.segments, self.capacity):
+            self.segments, self.capacity = segments, capacity
+            self.refresh()
+
+    def _glyph(self, kind: str) -> str:
+        return GLYPHS_NO_COLOR[kind] if self.app.no_color else "█"
+
+    def render(self) -> Content:
+        width = self.size.width
+        if width < 4 or not self.capacity:
+            return Content("")
+        bar_rows = max(1, self.size.height - 1)
+        bar = self._bar(width)
+        return Content("\n").join([*([bar] * bar_rows), self._scale(width)])
+
+    def _bar(self, width: int) -> Content:
+        """Segments by kind; past the capacity (over) they turn to a shaded glyph behind a ``┃`` marker."""
+        total = sum(n for _, n in self.segments)
+        scale = max(total, self.capacity)
+        over = total > self.capacity
+        cap_pos = min(width - 1, round(self.capacity * width / scale)) if over else width
+        cells = segment_cells([n for _, n in self.segments], scale, width)
+        parts: list[tuple[str, object]] = []
+        x = 0
+        for (kind, _), n in zip(self.segments, cells, strict=True):
+            style = self.get_visual_style(f"stacked-bar--{kind}")
+            glyph = self._glyph(kind)
+            inside = max(0, min(n, cap_pos - x))
+            if inside:
+                parts.append((glyph * inside, style))
+            if n - inside:
+                parts.append(((glyph if self.app.no_color else "▓") * (n - inside), style))
+            x += n
+        if x < width:
+            parts.append(("·" * (width - x), self.get_visual_style("stacked-bar--free")))
+        content = Content.assemble(*parts)  # type: ignore[arg-type]
+        if over:
+            limit = self.get_visual_style("stacked-bar--limit")
+            content = content[:cap_pos] + Content.assemble(("┃", limit)) + content[cap_pos + 1 :]
+        return content
+
+    def _scale(self, width: int) -> Content:
+        total = sum(n for _, n in self.segments)
+        scale = max(total, self.capacity)
+        style = self.get_visual_style("stacked-bar--scale")
+        right = f"{gib(self.capacity)} GiB"
+        if total <= self.capacity:
+            text = "0" + right.rjust(width - 1)
+        else:
+            cap_pos = min(width - 1, round(self.capacity * width / scale))
+            mark = f"{right} ┘"
+            start = max(1, cap_pos - len(mark) + 1)
+            text = ("0" + " " * (start - 1) + mark).ljust(width)[:width]
+        return Content.assemble((text, style))
+
+
+class KindLegend(Widget, can_focus=True):
+    """The kinds of memory with their GiB at the peak and at their largest; the cursor selects one to explain."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("up,k", "move(-1)", "Previous", show=False),
+        Binding("down,j", "move(1)", "Next", show=False),
+        Binding("home", "move(-99)", "First", show=False),
+        Binding("end", "move(99)", "Last", show=False),
+    ]
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        *(f"kind-legend--{k}" for k in KINDS),
+        "kind-legend--cursor",
+        "kind-legend--header",
+    }
+    cursor: reactive[int] = reactive(0)
+
+    class Selected(Message):
+        def __init__(self, legend: KindLegend, kind: str) -> None:
+            super().__init__()
+            self.legend = legend
+            self.kind = kind
+
+        @property
+        def control(self) -> KindLegend:
+            return self.legend
+
+    def __init__(self, **kw: object) -> None:
+        super().__init__(**kw)  # type: ignore[arg-type]
+        self.rows: list[tuple[str, int, int]] = []  # kind, bytes at the peak, bytes at its largest
+
+    @property
+    def kind(self) -> str | None:
+        return self.rows[self.cursor][0] if self.rows else None
+
+    def show(self, rows: list[tuple[str, int, int]]) -> None:
+        if rows == self.rows:
+            return
+        kind, relayout = self.kind, len(rows) != len(self.rows)
+        self.rows = rows
+        kinds = [k for k, _, _ in rows]
+        self.set_reactive(KindLegend.cursor, kinds.index(kind) if kind in kinds else 0)
+        self.refresh(layout=relayout)
+
+    def get_content_height(self, container: object, viewport: object, width: int) -> int:
+        return len(self.rows) + 1
+
+    def select(self, kind: str) -> None:
+        kinds = [k for k, _, _ in self.rows]
+        if kind in kinds:
+            self.cursor = kinds.index(kind)
+
+    def action_move(self, step: int) -> None:
+        if self.rows:
+            self.cursor = max(0, min(len(self.rows) - 1, self.cursor + step))
+
+    def watch_cursor(self) -> None:
+        if self.rows:
+            self.post_message(self.Selected(self, self.rows[self.cursor][0]))
+
+    def on_click(self, event: events.Click) -> None:
+        row = event.y - 1
+        if 0 <= row < len(self.rows):
+            self.cursor = row
+            self.focus()
+
+    def render(self) -> Content:
+        width = self.size.width
+        label_w = max(4, width - 14)
+        header = f"{'GiB per GPU':<{label_w + 2}}{'peak':>6}{'max':>6}"
+        lines = [Content.assemble((header, self.get_visual_style("kind-legend--header")))]
+        glyphs = GLYPHS_NO_COLOR if self.app.no_color else {}
+        for i, (kind, at_peak, largest) in enumerate(self.rows):
+            label = KIND_LABELS.get(kind, kind)[:label_w]
+            line = Content.assemble(
+                (glyphs.get(kind, "█"), self.get_visual_style(f"kind-legend--{kind}")),
+                f" {label:<{label_w}}{gib(at_peak, 2):>6}{gib(largest, 2):>6}",
+            )
+            if i == self.cursor:
+                line = line.stylize(self.get_visual_style("kind-legend--cursor"), 1)
+            lines.append(line)
+        return Content("\n").join(lines)

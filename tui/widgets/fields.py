@@ -1,0 +1,259 @@
+"""The plan panes' building blocks: `PlanPane` (gets the estimate and the errors, posts `Changed`) and the field
+rows that edit one plan key each (a number, a choice, a flag, a list), each with its inline error and note."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.content import Content
+from textual.message import Message
+from textual.reactive import Reactive, var
+from textual.widget import Widget
+from textual.widgets import Input, Label, Static
+
+from core.result import Estimate
+from tui.choices import CHOICES, Choice, blocked, plan_value
+from tui.widgets.choice_bar import ChoiceBar
+from tui.widgets.text import show_text
+
+NO_ERRORS: Mapping[str, str] = {}
+
+
+class PlanPane(VerticalScroll):
+    """A pane editing part of the plan. The planner binds `estimate` (which carries its plan) and `errors`
+    (plan key -> message) into it; edits go up as `PlanPane.Changed`, never sideways."""
+
+    TITLE = ""
+    _stale = False
+    _sync_pending = False
+    estimate: Reactive[Estimate | None] = var(None, init=False)
+    errors: Reactive[Mapping[str, str]] = var(NO_ERRORS, init=False)
+
+    class Changed(Message):
+        """The user asks for plan changes (dotted keys). `coalesce` names a typing session for undo."""
+
+        def __init__(self, changes: dict[str, Any], coalesce: str | None = None) -> None:
+            super().__init__()
+            self.changes = changes
+            self.coalesce = coalesce
+
+    class Invalid(Message):
+        """What the user typed is not a value at all (e.g. an empty number): shown next to the field."""
+
+        def __init__(self, key: str, message: str) -> None:
+            super().__init__()
+            self.key = key
+            self.message = message
+
+    def on_mount(self) -> None:
+        self.border_title = self.TITLE
+        self.fields: dict[str, FieldRow] = {row.key: row for row in self.query(FieldRow)}
+        self._sync()
+
+    def watch_estimate(self) -> None:
+        self._schedule_sync()
+
+    def watch_errors(self) -> None:
+        self._schedule_sync()
+
+    def _schedule_sync(self) -> None:
+        """Sync once after the next frame: the gauges show a new figure first, the panes follow a frame later
+        (and a change that sets both the errors and the estimate syncs once)."""
+        if not self._sync_pending:
+            self._sync_pending = True
+            self.call_after_refresh(self._sync)
+
+    def on_show(self) -> None:
+        if self._stale:
+            self._sync()
+
+    def _sync(self) -> None:
+        """Show the plan in every field (a hidden pane, e.g. another tab, catches up when it is shown)."""
+        self._sync_pending = False
+        est = self.estimate
+        if est is None or not hasattr(self, "fields"):
+            return
+        if not self.display:
+            self._stale = True
+            return
+        self._stale = False
+        for key, row in self.fields.items():
+            row.show(plan_value(est.plan, key), self.errors.get(key))
+        self.show_estimate(est)
+        focused = self.screen.focused
+        if focused is not None and self in focused.ancestors:  # texts above it may have grown: keep it in view
+            self.call_after_refresh(focused.scroll_visible, animate=False)
+
+    def show_estimate(self, est: Estimate) -> None:
+        """Update what the pane derives from the plan (details, notes). Panes override it."""
+
+    def show_blocked(self, est: Estimate, keys: tuple[str, ...]) -> None:
+        """Mark, at each choice control, which other choices are impossible with this plan and why."""
+        for key in keys:
+            row = self.fields[key]
+            assert isinstance(row, ChoiceField)
+            row.set_blocked(blocked(est.plan, key))
+
+
+def field_id(key: str) -> str:
+    return "f-" + key.replace(".", "-")
+
+
+class FieldRow(Widget):
+    """One plan key: a label, a control, a note (derived figures, impossible choices) and an inline error."""
+
+    keeps_text = False  # True for text inputs: an error keeps what the user typed so they can fix it
+
+    def __init__(self, key: str, label: str, *, tooltip: str | None = None) -> None:
+        super().__init__(id=field_id(key))
+        self.ready = False  # controls post their initial values on mount: ignore them until the plan is shown
+        self.key = key
+        self.label = label
+        if tooltip:
+            self.tooltip = tooltip
+        self.control = self.make_control()
+        self.note = Static("", classes="field-note")
+        self.error = Static("", classes="field-error")
+        self.note.display = self.error.display = False
+        self._error_text = ""
+
+    def compose(self) -> ComposeResult:
+        yield Label(self.label, classes="field-label")
+        yield self.control
+        yield self.note
+        yield self.error
+
+    def make_control(self) -> Widget:
+        raise NotImplementedError
+
+    def set_control(self, value: Any) -> None:
+        raise NotImplementedError
+
+    def show(self, value: Any, error: str | None) -> None:
+        error = error or ""
+        if error != self._error_text:
+            self._error_text = error
+            self.set_class(bool(error), "-error")
+            show_text(self.error, Content(f"✘ {error}"))
+            self.error.display = bool(error)
+        if not (error and self.keeps_text):
+            self.set_control(value)
+        self.ready = True
+
+    def set_note(self, text: str) -> None:
+        show_text(self.note, Content(text))
+        self.note.display = bool(text)
+
+    def post_change(self, value: Any, coalesce: bool = False) -> None:
+        if not self.ready:
+            return
+        self.post_message(PlanPane.Changed({self.key: value}, self.key if coalesce else None))
+
+    def post_invalid(self, message: str) -> None:
+        if self.ready:
+            self.post_message(PlanPane.Invalid(self.key, message))
+
+
+class IntField(FieldRow):
+    keeps_text = True
+
+    def make_control(self) -> Widget:
+        return Input(type="integer", compact=True, select_on_focus=True)
+
+    def set_control(self, value: Any) -> None:
+        field = self.control
+        assert isinstance(field, Input)
+        if _parse_int(field.value) != value:
+            with self.prevent(Input.Changed):
+                field.value = str(value)
+
+    @on(Input.Changed)
+    def _typed(self, event: Input.Changed) -> None:
+        event.stop()
+        if event.value != event.input.value:
+            return  # stale: the plan has set the field since
+        value = _parse_int(event.value)
+        if value is None:
+            self.post_invalid("enter a whole number")
+        else:
+            self.post_change(value, coalesce=True)
+
+
+def _parse_int(text: str) -> int | None:
+    try:
+        return int(text.strip().replace("_", "").replace(",", ""))
+    except ValueError:
+        return None
+
+
+class ListField(FieldRow):
+    """A list of words (LoRA targets), separated by spaces or commas."""
+
+    keeps_text = True
+
+    def make_control(self) -> Widget:
+        return Input(compact=True, select_on_focus=True)
+
+    def set_control(self, value: Any) -> None:
+        field = self.control
+        assert isinstance(field, Input)
+        if _parse_words(field.value) != tuple(value):
+            with self.prevent(Input.Changed):
+                field.value = " ".join(value)
+
+    @on(Input.Changed)
+    def _typed(self, event: Input.Changed) -> None:
+        event.stop()
+        if event.value != event.input.value:
+            return
+        words = _parse_words(event.value)
+        if not words:
+            self.post_invalid("at least one target")
+        else:
+            self.post_change(words, coalesce=True)
+
+
+def _parse_words(text: str) -> tuple[str, ...]:
+    return tuple(w for w in re.split(r"[\s,]+", text.strip()) if w)
+
+
+class ChoiceField(FieldRow):
+    """Every choice of a setting in a `ChoiceBar` (`tui.choices.CHOICES` unless given); flags are off/on."""
+
+    def __init__(self, key: str, label: str, choices: tuple[Choice, ...] | None = None, **kw: Any) -> None:
+        self.choices = choices if choices is not None else CHOICES[key]
+        super().__init__(key, label, **kw)
+
+    def make_control(self) -> Widget:
+        return ChoiceBar([c.label for c in self.choices])
+
+    def _index(self, value: Any) -> int:
+        for i, c in enumerate(self.choices):
+            if c.value == value and type(c.value) is type(value):
+                return i
+        return 0
+
+    def set_control(self, value: Any) -> None:
+        bar = self.control
+        assert isinstance(bar, ChoiceBar)
+        bar.show(self._index(value), bar.blocked)
+
+    def set_blocked(self, blocked: list[tuple[Choice, str]]) -> None:
+        """Strike through the choices the plan cannot take, and say why in the note."""
+        bar = self.control
+        assert isinstance(bar, ChoiceBar)
+        bar.show(bar.index, frozenset(self.choices.index(c) for c, _ in blocked))
+        notes: dict[str, list[str]] = {}
+        for choice, why in blocked:
+            notes.setdefault(why, []).append(choice.label)
+        self.set_note("\n".join(f"✘ {', '.join(labels)}: {why}" for why, labels in notes.items()))
+
+    @on(ChoiceBar.Changed)
+    def _chosen(self, event: ChoiceBar.Changed) -> None:
+        event.stop()
+        self.post_change(self.choices[event.index].value)

@@ -1,0 +1,139 @@
+"""The memory gauges: a headline (fits / does not fit, headroom), one stacked bar per GPU by kind against its
+capacity, a legend with GiB figures, the formula and source of the selected kind, and a host-RAM bar when
+offloading."""
+
+from __future__ import annotations
+
+from textual import events
+from textual.app import ComposeResult
+from textual.containers import Vertical, VerticalScroll
+from textual.content import Content
+from textual.reactive import Reactive, var
+from textual.widgets import Static
+
+from core.result import KINDS, Estimate
+from tui.format import gib, gpu_name, model_name, short_gpu_name
+from tui.widgets.bars import KindLegend, StackedBar
+from tui.widgets.text import show_text
+
+
+def headline(est: Estimate) -> str:
+    """Two lines: the verdict with the per-GPU total (one decimal, as ``vramplan estimate``), then the margin."""
+    total, cap = gib(est.total), gib(est.gpu_capacity)
+    if est.fits:
+        verdict = f"[b]✔ fits[/b]  {total} / {cap} GiB per GPU"
+        margin = f"{gib(est.headroom)} GiB free ({est.headroom_fraction:.0%} headroom)"
+    else:
+        verdict = f"[b]✘ does not fit by {gib(-est.headroom)} GiB[/b]"
+        margin = f"{total} / {cap} GiB per GPU ({est.total / est.gpu_capacity:.0%})"
+    return f"{verdict}\n{margin}"
+
+
+def plan_summary(est: Estimate) -> str:
+    """One line of context whatever pane is shown: model, method, GPUs."""
+    p = est.plan
+    t, hw = p.training, p.hardware
+    method = {"full": "full", "lora": f"LoRA r{t.lora_rank}", "qlora": f"QLoRA r{t.lora_rank}"}[t.method]
+    return f"{model_name(p.model)} {method}, {hw.total_gpus} x {short_gpu_name(gpu_name(p))}"
+
+
+def legend_rows(est: Estimate) -> list[tuple[str, int, int]]:
+    """Every kind that occurs (the components, plus anything alive at the peak), in the gauges' order."""
+    live, comps = est.live_at_peak, est.components
+    return [
+        (k, live.get(k, 0), comps[k].bytes if k in comps else live.get(k, 0)) for k in KINDS if k in comps or k in live
+    ]
+
+
+def explanation(est: Estimate, kind: str) -> Content:
+    """Formula and source of one kind (the overhead lists its terms)."""
+    comps = est.components
+    if kind not in comps:
+        return Content("")
+    c = comps[kind]
+    live = est.live_at_peak.get(kind, 0)
+    lines = [
+        Content.from_markup(
+            "[b]$label[/b]: $peak GiB at the peak, $most GiB at most",
+            label=c.label,
+            peak=gib(live, 2),
+            most=gib(c.bytes, 2),
+        ),
+        Content(c.formula),
+    ]
+    terms = est.overhead_terms if kind == "overhead" else ()
+    lines += [Content(f"• {t.name.replace('_', ' ')} {gib(t.bytes, 2)} GiB: {t.formula}") for t in terms]
+    lines.append(Content.styled(f"source: {c.source}", "dim"))
+    lines += [Content.styled(f"{t.name.replace('_', ' ')}: {t.source}", "dim") for t in terms]
+    return Content("\n").join(lines)
+
+
+class MemoryGauges(VerticalScroll):
+    """Shows one estimate; the planner binds `estimate` into it."""
+
+    estimate: Reactive[Estimate | None] = var(None, init=False)
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="plan-summary")
+        yield Static(id="headline")
+        yield StackedBar(id="gpu-bar")
+        yield Static(id="peak-moment", classes="muted")
+        yield KindLegend(id="legend")
+        yield Static(id="explain")
+        with Vertical(id="host"):
+            yield Static(id="host-label")
+            yield StackedBar(id="host-bar")
+
+    def on_mount(self) -> None:
+        self.watch_estimate()
+
+    def watch_estimate(self) -> None:
+        est = self.estimate
+        if est is None or not self.is_mounted:
+            return
+        show_text(self.query_one("#plan-summary", Static), Content(plan_summary(est)))
+        show_text(self.query_one("#headline", Static), headline(est))
+        self.query_one("#headline").set_class(not est.fits, "-over")
+        live = est.live_at_peak
+        self.query_one("#gpu-bar", StackedBar).show([(k, live.get(k, 0)) for k in KINDS], est.gpu_capacity)
+        stage = "" if est.stage == "all" else f" (busiest: {est.stage} pipeline stage)"
+        show_text(self.query_one("#peak-moment", Static), Content(f"peak: {est.peak.moment}{stage}"))
+        legend = self.query_one(KindLegend)
+        legend.show(legend_rows(est))
+        self._explain(legend.kind)
+        self._host(est)
+
+    def _host(self, est: Estimate) -> None:
+        offloading = bool(est.cpu_per_node or est.nvme_per_node)
+        self.query_one("#host").set_class(offloading, "-on")
+        if not offloading:
+            return
+        hw = est.plan.hardware
+        node_gpu = hw.gpus_per_node * est.gpu_capacity
+        text = f"host RAM per node [b]{gib(est.cpu_per_node)} GiB[/b] (offloaded)"
+        if est.nvme_per_node:
+            text += f", NVMe per node {gib(est.nvme_per_node)} GiB"
+        show_text(
+            self.query_one("#host-label", Static),
+            text + f"\n[dim]bar: against the node's {gib(node_gpu, 0)} GiB of GPU memory[/dim]",
+        )
+        self.query_one("#host-bar", StackedBar).show([("host", est.cpu_per_node)], node_gpu)
+
+    def _explain(self, kind: str | None) -> None:
+        est = self.estimate
+        if est is not None and kind is not None:
+            show_text(self.query_one("#explain", Static), explanation(est, kind))
+
+    def on_kind_legend_selected(self, event: KindLegend.Selected) -> None:
+        event.stop()
+        self._explain(event.kind)
+        if event.control.has_focus:  # reading explanations: bring the selected one into view
+            self.call_after_refresh(self.query_one("#explain").scroll_visible, animate=False)
+
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+        if isinstance(event.widget, KindLegend):  # reading explanations: show the selected one
+            self.call_after_refresh(self.query_one("#explain").scroll_visible, animate=False)
+
+    def on_descendant_blur(self, event: events.DescendantBlur) -> None:
+        if isinstance(event.widget, KindLegend):  # back to the headline
+            self.scroll_home(animate=False)

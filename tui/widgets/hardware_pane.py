@@ -1,0 +1,53 @@
+"""The Hardware pane: GPU presets (memory and dense TFLOP/s), GPUs per node and nodes."""
+
+from __future__ import annotations
+
+from textual import on
+from textual.app import ComposeResult
+from textual.content import Content
+from textual.widgets import OptionList, Static
+
+from core import presets
+from core.result import Estimate
+from tui.format import parallel_summary, short_gpu_name
+from tui.widgets.fields import IntField, PlanPane
+from tui.widgets.preset_list import PresetList
+from tui.widgets.text import show_text
+
+
+def gpu_rows() -> list[tuple[str, str]]:
+    rows = []
+    for g in presets.registry().sorted_gpus():
+        tf = f"{g.bf16_tflops:g}" if g.bf16 else f"{g.fp16_tflops:g}*"
+        rows.append((g.id, f"{short_gpu_name(g.name)[:16]:<16} {g.memory_mib / 1024:>5.1f} GiB {tf:>6} TF"))
+    return rows
+
+
+class HardwarePane(PlanPane):
+    TITLE = "Hardware"
+
+    def compose(self) -> ComposeResult:
+        yield PresetList("hardware.gpu", id="gpu-list")
+        yield Static(id="gpu-details", classes="details")
+        yield IntField("hardware.gpus_per_node", "GPUs per node")
+        yield IntField("hardware.nodes", "nodes")
+
+    def show_estimate(self, est: Estimate) -> None:
+        plan = est.plan
+        hw = plan.hardware
+        self.query_one("#gpu-list", PresetList).show_rows(gpu_rows(), hw.gpu)
+        g = presets.gpu(hw.gpu)
+        tf = f"{g.bf16_tflops:g} bf16" if g.bf16 else f"{g.fp16_tflops:g} fp16 (no bf16)"
+        rest = (
+            f"  {g.memory_mib / 1024:.1f} GiB, {tf} TFLOP/s dense\nHBM {g.memory_bandwidth_gbs:g} GB/s, {g.gpu_link}\n"
+            f"{hw.total_gpus} GPU{'s' if hw.total_gpus > 1 else ''}: {parallel_summary(plan)}"
+        )
+        show_text(
+            self.query_one("#gpu-details", Static), Content.from_markup("[b]$name[/b]$rest", name=g.name, rest=rest)
+        )
+
+    @on(OptionList.OptionSelected, "#gpu-list")
+    def _picked(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        if event.option.id:
+            self.post_message(PlanPane.Changed({"hardware.gpu": event.option.id}))

@@ -1,0 +1,124 @@
+"""The Model pane: presets (filtered by typing), the chosen model's dimensions and parameter count, and its
+config.json keys, editable for a custom model."""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from typing import ClassVar
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.content import Content
+from textual.widgets import Input, Label, OptionList, Static
+
+from core import presets
+from core.arch import FAMILIES, build_arch
+from core.result import Estimate
+from core.units import fmt_count
+from tui.choices import Choice
+from tui.format import model_name, modified_keys
+from tui.widgets.fields import ChoiceField, IntField, PlanPane
+from tui.widgets.preset_list import PresetList
+from tui.widgets.text import show_text
+
+FAMILY_CHOICES = tuple(Choice(t, t, f"model: type {t}") for t in FAMILIES)
+TIED = (Choice(False, "no", ""), Choice(True, "yes", ""))
+MODEL_INTS = (
+    ("model.vocab_size", "vocab_size"),
+    ("model.hidden_size", "hidden_size"),
+    ("model.intermediate_size", "intermediate"),
+    ("model.num_hidden_layers", "layers"),
+    ("model.num_attention_heads", "heads"),
+    ("model.num_key_value_heads", "KV heads"),
+)
+
+
+@cache
+def preset_params(preset_id: str) -> int:
+    return build_arch(**presets.model_preset(preset_id).config).total_params
+
+
+def _squash(text: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", text.lower())
+
+
+def _subsequence(needle: str, hay: str) -> bool:
+    it = iter(hay)
+    return all(ch in it for ch in needle)
+
+
+def model_rows(query: str) -> list[tuple[str, str]]:
+    """Presets in their `order` (LLaMA-7B, BLOOM-7B1 and Qwen2.5-72B first) matching every word of `query`,
+    punctuation and case ignored, letters in order (``qwen72`` finds Qwen2.5-72B); exact substrings first."""
+    words = [_squash(w) for w in query.split() if _squash(w)]
+    ranked = []
+    for mp in presets.registry().sorted_models():
+        hay = _squash(f"{mp.name} {mp.id} {mp.config['model_type']}")
+        if all(_subsequence(w, hay) for w in words):
+            exact = all(w in hay for w in words)
+            ranked.append((not exact, mp))
+    ranked.sort(key=lambda r: r[0])  # stable: keeps the preset order within each group
+    return [(mp.id, f"{mp.name:<16} {fmt_count(preset_params(mp.id)):>9}") for _, mp in ranked]
+
+
+class ModelFilter(Input):
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("down", "app.focus_next", "Into the list", show=False)]
+
+
+class ModelPane(PlanPane):
+    TITLE = "Model"
+
+    def compose(self) -> ComposeResult:
+        yield ModelFilter(placeholder="type to filter presets  ( / )", compact=True, id="model-filter")
+        yield PresetList("model.preset", id="model-list")
+        yield Static(id="model-details", classes="details")
+        yield Label("config.json (edit for a custom model)", classes="section")
+        yield ChoiceField("model.model_type", "model_type", FAMILY_CHOICES)
+        for key, label in MODEL_INTS:
+            yield IntField(key, label)
+        yield ChoiceField("model.tie_word_embeddings", "tied embeddings", TIED)
+
+    def show_estimate(self, est: Estimate) -> None:
+        self._show_list()
+        m = est.plan.model
+        changed = modified_keys(m)
+        head = f"  {m.model_type}, {fmt_count(est.params_total)} params"
+        if est.params_trainable != est.params_total:
+            head += f" ({fmt_count(est.params_trainable)} trainable)"
+        kv = f" ({m.num_key_value_heads} KV)" if m.num_key_value_heads != m.num_attention_heads else ""
+        dims = (
+            f"{m.num_hidden_layers} layers, hidden {m.hidden_size}, FFN {m.intermediate_size}, "
+            f"{m.num_attention_heads} heads{kv}, vocab {m.vocab_size}" + (", tied" if m.tie_word_embeddings else "")
+        )
+        text = Content.from_markup("[b]$name[/b]$rest", name=model_name(m), rest=f"{head}\n{dims}")
+        if changed:
+            text += Content.styled(f"\nchanged from the preset: {', '.join(changed)}", "dim")
+        show_text(self.query_one("#model-details", Static), text)
+
+    def _show_list(self) -> None:
+        query = self.query_one("#model-filter", Input).value
+        current = self.estimate.plan.model.preset if self.estimate else None
+        self.query_one("#model-list", PresetList).show_rows(model_rows(query), current)
+
+    @on(Input.Changed, "#model-filter")
+    def _filter(self, event: Input.Changed) -> None:
+        event.stop()
+        self._show_list()
+
+    @on(Input.Submitted, "#model-filter")
+    def _pick_first(self, event: Input.Submitted) -> None:
+        event.stop()
+        options = self.query_one("#model-list", PresetList)
+        option = options.highlighted_option
+        if option is not None and option.id:
+            self.post_message(PlanPane.Changed({"model.preset": option.id}))
+            event.input.value = ""  # done filtering: the whole list again, the pick marked, keys are commands
+            self.screen.set_focus(options)
+
+    @on(OptionList.OptionSelected, "#model-list")
+    def _picked(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        if event.option.id:
+            self.post_message(PlanPane.Changed({"model.preset": event.option.id}))

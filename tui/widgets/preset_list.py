@@ -1,0 +1,34 @@
+"""A list of presets (models or GPUs) with the plan's current one marked; picking one posts a plan change."""
+
+from __future__ import annotations
+
+from textual.content import Content
+from textual.widgets import OptionList
+from textual.widgets.option_list import Option
+
+
+class PresetList(OptionList):
+    """Rows are (preset id, text). The current preset is marked ``●`` and highlighted when shown."""
+
+    def __init__(self, key: str, **kw: object) -> None:
+        super().__init__(compact=True, **kw)  # type: ignore[arg-type]
+        self.key = key  # the plan key a pick sets: model.preset or hardware.gpu
+        self._shown: tuple[tuple[str, str], ...] = ()
+        self._current: str | None = None
+
+    def show_rows(self, rows: list[tuple[str, str]], current: str | None) -> None:
+        new = tuple(rows)
+        if new == self._shown and current == self._current:
+            return
+        keep = self.highlighted_option.id if self.highlighted_option is not None else None
+        self._shown, self._current = new, current
+        self.set_options(
+            Option(Content.assemble(("● " if pid == current else "  ", "$accent"), text), id=pid) for pid, text in new
+        )
+        ids = [pid for pid, _ in new]
+        target = keep if keep in ids and self.has_focus else current if current in ids else None
+        if target is not None:
+            self.highlighted = ids.index(target)
+        elif ids:
+            self.highlighted = 0
+        self.call_after_refresh(self.scroll_to_highlight)
