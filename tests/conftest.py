@@ -5,6 +5,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
+
+# The suite is deterministic: the same examples on every run and machine (CI must pass on a clean clone).
+# Explore with fresh random examples: pytest --hypothesis-profile=explore
+settings.register_profile("default", derandomize=True, deadline=None)
+settings.register_profile("explore", derandomize=False, deadline=None)
+settings.load_profile("default")
 
 DATA = Path(__file__).parent / "data"
 ROOT = Path(__file__).parent.parent

@@ -111,9 +111,13 @@ def test_more_gpus_never_slower_per_token_in_pure_compute(data: dict[str, Any]) 
 
 
 @SETTINGS
-@given(plans(), st.sampled_from(["a100-80gb", "h100-80gb"]), st.sampled_from([1, 2, 4]))
+@given(plans(), st.sampled_from(["a100-80gb", "h100-80gb"]), st.sampled_from([2, 4]))
 def test_more_gpus_never_slower_with_fast_links(data: dict[str, Any], gpu: str, per_node: int) -> None:
-    """Within one node (NVLink-class links, no offload), doubling data parallelism never lowers throughput."""
+    """Within one node (NVLink-class links, no offload), doubling data parallelism never lowers throughput.
+
+    From two GPUs on: going from one to two adds the collectives themselves (a ZeRO-3 all-gather of a 1B model
+    behind 128 tokens of compute is slower than no all-gather: true, and the model says so); doubling an existing
+    group only grows their (n-1)/n factor while the tokens per step double."""
     plan = changed(
         valid(data),
         {
