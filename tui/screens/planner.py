@@ -24,6 +24,7 @@ from tui.choices import error_text, next_valid
 from tui.commands import bindings
 from tui.history import PlanHistory
 from tui.widgets.bars import KindLegend
+from tui.widgets.checklist_pane import ChecklistPane
 from tui.widgets.fields import NO_ERRORS, PlanPane
 from tui.widgets.gauges import MemoryGauges
 from tui.widgets.hardware_pane import HardwarePane
@@ -37,6 +38,7 @@ PANES: tuple[tuple[str, str, type[PlanPane]], ...] = (
     ("hardware", "Hardware", HardwarePane),
     ("training", "Training", TrainingPane),
     ("strategy", "Strategies", StrategyPane),
+    ("checklist", "Checks", ChecklistPane),
 )
 
 
