@@ -5,6 +5,7 @@ a row is selectable when Enter (or space) does something with it."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from textual.content import Content
 
@@ -29,6 +30,12 @@ class Row:
 
 def wrapped(head: Content, body: list[Content], width: int, indent: int = INDENT) -> Content:
     """``head`` wrapped to ``width``, its continuation lines and each body line indented under it."""
+    return _wrapped(head, tuple(body), width, indent)
+
+
+@lru_cache(maxsize=512)
+def _wrapped(head: Content, body: tuple[Content, ...], width: int, indent: int) -> Content:
+    """(Memoised: wrapping is most of the cost of the rows, and most rows do not change with the plan.)"""
     inner = max(10, width - indent)
     first, *rest = head.wrap(max(10, width)) or [head]
     lines = [first]
@@ -51,15 +58,20 @@ def status_tag(item: Item) -> str:
 
 
 def item_row(item: Item, width: int) -> Row:
-    tag = status_tag(item)
-    head = Content.assemble((f"{tag:<8}", STATUS_STYLES[item.status]), (item.title, "bold"))
-    body = [Content.styled(item.detail, "dim") if item.status == "ok" else Content(item.detail)]
-    if item.fix is not None:
-        body.append(Content.assemble(("⏎ fix: ", "$text-accent bold"), item.fix.text()))
-    if item.status == "manual":
-        hint = "space: not checked yet" if item.ticked else "space: mark as checked (kept in the plan)"
+    fix = item.fix.text() if item.fix is not None else None
+    prompt = _item_prompt(status_tag(item), item.status, item.ticked, item.title, item.detail, fix, width)
+    return Row(item.id, prompt, item.fix is not None or item.status == "manual")
+
+
+def _item_prompt(tag: str, status: str, ticked: bool, title: str, detail: str, fix: str | None, width: int) -> Content:
+    head = Content.assemble((f"{tag:<8}", STATUS_STYLES[status]), (title, "bold"))
+    body = [Content.styled(detail, "dim") if status == "ok" else Content(detail)]
+    if fix is not None:
+        body.append(Content.assemble(("⏎ fix: ", "$text-accent bold"), fix))
+    if status == "manual":
+        hint = "space: not checked yet" if ticked else "space: mark as checked (kept in the plan)"
         body.append(Content.styled(hint, "dim"))
-    return Row(item.id, wrapped(head, body, width), item.fix is not None or item.status == "manual")
+    return wrapped(head, body, width)
 
 
 def checklist_rows(cl: Checklist, width: int) -> list[Row]:
