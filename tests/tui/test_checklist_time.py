@@ -39,7 +39,7 @@ async def highlight(app: VramplanApp, pilot: Pilot[Any], row_id: str) -> None:
     await pilot.pause()
 
 
-async def test_enter_applies_a_checklist_fix_and_undo_restores() -> None:
+async def test_enter_applies_a_fix_undo_restores_and_space_ticks_a_by_hand_item() -> None:
     plan = default_plan().with_changes(OVER)
     item = checklist(plan).item("oom.capacity")
     assert item.status == "fail" and item.fix is not None
@@ -63,31 +63,25 @@ async def test_enter_applies_a_checklist_fix_and_undo_restores() -> None:
         assert figure(estimate(plan).total) in text_of(app, "#headline")
         assert row_text(app, "oom.capacity").startswith("✘ FAIL")
 
-
-async def test_space_ticks_a_by_hand_item_in_the_plan() -> None:
-    app = VramplanApp()
-    async with app.run_test() as pilot:
-        await pilot.press("5")
-        await highlight(app, pilot, "nan.data")
+        await highlight(app, pilot, "nan.data")  # a by-hand item: space ticks it, in the plan
         assert row_text(app, "nan.data").startswith("☐ check")
         await pilot.press("space")
         await pilot.pause()
-        plan = app.planner.plan
-        assert plan.checklist.ticked == ("nan.data",)
+        ticked = app.planner.plan
+        assert ticked == plan.with_changes({"checklist.ticked": ("nan.data",)})
         assert row_text(app, "nan.data").startswith("☑ done")
         assert "(1 ticked)" in text_of(app, "#checklist-summary")
-        assert loads(render("toml", plan).text)["checklist"]["ticked"] == ["nan.data"]  # exported with it
+        assert loads(render("toml", ticked).text)["checklist"]["ticked"] == ["nan.data"]  # exported with it
         await highlight(app, pilot, "oom.capacity")  # not a by-hand item: space does nothing
         await pilot.press("space")
         await pilot.pause()
-        assert app.planner.plan == plan
-        await highlight(app, pilot, "nan.data")
-        await pilot.press("space")
+        assert app.planner.plan == ticked
+        await pilot.press("ctrl+z")  # ticking is a plan change like any other
         await pilot.pause()
-        assert app.planner.plan.checklist.ticked == ()
+        assert app.planner.plan == plan and row_text(app, "nan.data").startswith("☐ check")
 
 
-async def test_fit_advisor_suggestion_and_fewest_gpus_apply() -> None:
+async def test_fit_advisor_suggestion_and_largest_micro_batch_apply() -> None:
     plan = default_plan().with_changes(OVER)
     advice = advise(plan)
     assert advice.needed and advice.suggestions
