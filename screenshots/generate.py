@@ -52,6 +52,30 @@ SHOTS = (
         },
     ),
     Shot("help-80x24", (80, 24), keys=("question_mark",)),
+    Shot(
+        "strategies-time-80x24",
+        (80, 24),
+        keys=("4",),
+        changes={"training.tokens": 10_000_000_000, "hardware.price_per_gpu_hour": 2.0},
+    ),
+    Shot(
+        "fit-advisor-80x24",
+        (80, 24),
+        keys=("5",),
+        changes={"strategy.zero_stage": 0, "strategy.gradient_checkpointing": "none"},
+    ),
+    Shot(
+        "checklist-160x48",
+        (160, 48),
+        keys=("5", "down", "down", "down"),
+        changes={
+            "model.preset": "llama-2-13b",
+            "training.precision": "fp16-autocast",
+            "training.loss_scaling": "none",
+            "training.learning_rate": 1e-3,
+            "training.micro_batch_size": 4,
+        },
+    ),
     Shot("narrow-40x12", (40, 12)),
     Shot("no-color-80x24", (80, 24), no_color=True),
 )
@@ -69,8 +93,9 @@ async def take(shot: Shot) -> Path:
         await pilot.pause()
         for key in shot.keys:
             await pilot.press(key)
+            await app.workers.wait_for_complete()  # the fit advisor runs in a worker
         await pilot.wait_for_scheduled_animations()
-        await pilot.pause()
+        await pilot.pause(0.2)  # work that follows a burst of changes (tui/widgets/settle.py)
         name = f"{shot.name}.svg"
         app.save_screenshot(name, str(HERE))
     return HERE / name

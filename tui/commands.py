@@ -48,6 +48,10 @@ COMMANDS: tuple[Command, ...] = (
     Command("pane_training", "3", "show_pane('training')", "Training pane", False, "view: training pane", "View"),
     Command("pane_strategy", "4", "show_pane('strategy')", "Strategies pane", False, "view: strategies pane", "View"),
     Command(
+        "pane_checklist", "5", "show_pane('checklist')", "Checklist, fit advisor", True, "view: checklist pane", "View"
+    ),
+    Command("fit_advisor", None, "show_pane('checklist')", "Fit advisor", False, "view: fit advisor (what fits)"),
+    Command(
         "cycle_checkpointing", "c", _cycle("strategy.gradient_checkpointing"), "Checkpointing", True, None, "Strategies"
     ),
     Command("cycle_zero", "z", _cycle("strategy.zero_stage"), "ZeRO stage", True, None, "Strategies"),

@@ -28,3 +28,13 @@ def test_help_80x24(snap_compare) -> None:
 
 def test_narrow_40x12(snap_compare) -> None:
     assert snap_compare(VramplanApp(), terminal_size=(40, 12))
+
+
+def test_checklist_and_advisor_80x24(snap_compare) -> None:
+    async def advised(pilot) -> None:  # the advisor runs in a worker: wait for it
+        await pilot.press("5")
+        await pilot.app.workers.wait_for_complete()
+        await pilot.pause()
+
+    app = VramplanApp(plan=default_plan().with_changes(OVER_CAPACITY))
+    assert snap_compare(app, terminal_size=(80, 24), run_before=advised)

@@ -1,6 +1,6 @@
-"""The planner screen: owns the plan and its estimate. Panes send edits up (`PlanPane.Changed`); the screen
-validates them (`Plan.with_changes`), keeps undo/redo, recomputes the estimate in `watch_plan` (microseconds,
-synchronous) and binds it down into every pane and the gauges."""
+"""The planner screen: owns the plan, its estimate and its step time. Panes send edits up (`PlanPane.Changed`); the
+screen validates them (`Plan.with_changes`), keeps undo/redo, recomputes the estimate and the step time in
+`watch_plan` (microseconds, synchronous) and binds them down into every pane and the gauges."""
 
 from __future__ import annotations
 
@@ -19,10 +19,12 @@ from core.errors import PlanError
 from core.estimate import estimate
 from core.plan import Plan
 from core.result import Estimate
+from core.timing import StepTime, step_time
 from tui.choices import error_text, next_valid
 from tui.commands import bindings
 from tui.history import PlanHistory
 from tui.widgets.bars import KindLegend
+from tui.widgets.checklist_pane import ChecklistPane
 from tui.widgets.fields import NO_ERRORS, PlanPane
 from tui.widgets.gauges import MemoryGauges
 from tui.widgets.hardware_pane import HardwarePane
@@ -30,12 +32,13 @@ from tui.widgets.model_pane import ModelPane
 from tui.widgets.strategy_pane import StrategyPane
 from tui.widgets.training_pane import TrainingPane
 
-# The plan panes, in tab order: (id, tab title, class). A new pane (the checklist...) is one more row.
+# The plan panes, in tab order: (id, tab title, class). A new pane is one more row.
 PANES: tuple[tuple[str, str, type[PlanPane]], ...] = (
     ("model", "Model", ModelPane),
     ("hardware", "Hardware", HardwarePane),
     ("training", "Training", TrainingPane),
     ("strategy", "Strategies", StrategyPane),
+    ("checklist", "Checks", ChecklistPane),
 )
 
 
@@ -52,6 +55,7 @@ class PlannerScreen(Screen[None]):
 
     plan: Reactive[Plan] = var(None, init=False)  # type: ignore[arg-type]
     estimate: Reactive[Estimate] = var(None, init=False)  # type: ignore[arg-type]
+    timing: Reactive[StepTime] = var(None, init=False)  # type: ignore[arg-type]
     errors: Reactive[Mapping[str, str]] = var(NO_ERRORS, init=False)
     pane: Reactive[str] = var("model", init=False)
     notice: Reactive[str] = var("", init=False)
@@ -61,6 +65,7 @@ class PlannerScreen(Screen[None]):
         self.history = PlanHistory(plan)
         self.set_reactive(PlannerScreen.plan, plan)
         self.set_reactive(PlannerScreen.estimate, estimate(plan))
+        self.set_reactive(PlannerScreen.timing, step_time(plan))
         self.set_reactive(PlannerScreen.notice, notice)
 
     def compose(self) -> ComposeResult:
@@ -77,7 +82,8 @@ class PlannerScreen(Screen[None]):
                         yield pane.data_bind(PlannerScreen.estimate, PlannerScreen.errors)
             gauges = MemoryGauges(id="gauges")
             gauges.set_reactive(MemoryGauges.estimate, self.estimate)
-            yield gauges.data_bind(PlannerScreen.estimate)
+            gauges.set_reactive(MemoryGauges.timing, self.timing)
+            yield gauges.data_bind(PlannerScreen.estimate, PlannerScreen.timing)
         yield Static(id="notice")
         yield Footer()
 
@@ -110,6 +116,7 @@ class PlannerScreen(Screen[None]):
 
     def watch_plan(self, plan: Plan) -> None:
         self.estimate = estimate(plan)
+        self.timing = step_time(plan)
 
     def on_plan_pane_changed(self, event: PlanPane.Changed) -> None:
         event.stop()
@@ -128,6 +135,8 @@ class PlannerScreen(Screen[None]):
     def watch_pane(self, pane: str) -> None:
         for pid, _, _ in PANES:
             self.query_one(f"#pane-{pid}").set_class(pid == pane, "-current")
+        # in the wide layout, a SOLO pane (the checklist) is shown on its own instead of with the others
+        self.set_class(self.query_one(f"#pane-{pane}", PlanPane).SOLO, "-solo-pane")
         tabs = self.query_one("#pane-tabs", Tabs)
         if tabs.active != f"tab-{pane}":
             tabs.active = f"tab-{pane}"
@@ -168,7 +177,7 @@ class PlannerScreen(Screen[None]):
     def action_show_pane(self, pane: str) -> None:
         """Show a pane and focus it (not its first field: digits and letters stay commands; tab enters it)."""
         self.pane = pane
-        self.set_focus(self.query_one(f"#pane-{pane}"))
+        self.set_focus(self.query_one(f"#pane-{pane}", PlanPane).focus_target())
 
     def action_find_model(self) -> None:
         self.pane = "model"

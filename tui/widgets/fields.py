@@ -3,6 +3,7 @@ rows that edit one plan key each (a number, a choice, a flag, a list), each with
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -29,6 +30,7 @@ class PlanPane(VerticalScroll):
     (plan key -> message) into it; edits go up as `PlanPane.Changed`, never sideways."""
 
     TITLE = ""
+    SOLO = False  # in the wide layout (every pane at once), shown on its own when it is the current pane
     _stale = False
     _sync_pending = False
     estimate: Reactive[Estimate | None] = var(None, init=False)
@@ -92,6 +94,10 @@ class PlanPane(VerticalScroll):
     def show_estimate(self, est: Estimate) -> None:
         """Update what the pane derives from the plan (details, notes). Panes override it."""
 
+    def focus_target(self) -> Widget:
+        """What a pane key focuses: the pane itself (tab enters its fields); a pane may name a widget inside."""
+        return self
+
     def show_blocked(self, est: Estimate, keys: tuple[str, ...]) -> None:
         """Mark, at each choice control, which other choices are impossible with this plan and why."""
         for key in keys:
@@ -109,7 +115,7 @@ class FieldRow(Widget):
 
     keeps_text = False  # True for text inputs: an error keeps what the user typed so they can fix it
 
-    def __init__(self, key: str, label: str, *, tooltip: str | None = None) -> None:
+    def __init__(self, key: str, label: str, *, tooltip: str | None = None, effect: bool = False) -> None:
         super().__init__(id=field_id(key))
         self.ready = False  # controls post their initial values on mount: ignore them until the plan is shown
         self.key = key
@@ -120,11 +126,17 @@ class FieldRow(Widget):
         self.note = Static("", classes="field-note")
         self.error = Static("", classes="field-error")
         self.note.display = self.error.display = False
+        # effect=True: a line under the control for what the other choices would do (`set_effect`)
+        self.effect = Static("", classes="field-effect") if effect else None
+        if self.effect is not None:
+            self.effect.display = False
         self._error_text = ""
 
     def compose(self) -> ComposeResult:
         yield Label(self.label, classes="field-label")
         yield self.control
+        if self.effect is not None:
+            yield self.effect
         yield self.note
         yield self.error
 
@@ -148,6 +160,11 @@ class FieldRow(Widget):
     def set_note(self, text: str) -> None:
         show_text(self.note, Content(text))
         self.note.display = bool(text)
+
+    def set_effect(self, text: str) -> None:
+        if self.effect is not None:
+            show_text(self.effect, Content(text))
+            self.effect.display = bool(text)
 
     def post_change(self, value: Any, coalesce: bool = False) -> None:
         if not self.ready:
@@ -216,6 +233,87 @@ class ListField(FieldRow):
             self.post_invalid("at least one target")
         else:
             self.post_change(words, coalesce=True)
+
+
+# Suffixes a number may carry: 2T tokens, 300B, 45% (of one).
+_SCALE = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12, "%": 0.01}
+_NAMES = (("T", 10**12), ("B", 10**9), ("M", 10**6), ("K", 10**3))
+
+
+def parse_number(text: str, integer: bool = False) -> float | int | None:
+    """``2T`` -> 2e12, ``45%`` -> 0.45, ``1e9``, ``2,000``, ``$2.5``; empty -> None (unset). ValueError says what
+    a number looks like."""
+    t = text.strip().replace("_", "").replace(",", "").removeprefix("$").strip()
+    if not t:
+        return None
+    scale = _SCALE.get(t[-1].lower(), 1.0)
+    if scale != 1.0:
+        t = t[:-1].strip()
+    try:
+        value = float(t) * scale
+    except ValueError:
+        raise ValueError("enter a number: 0.4, 45%, 1e12, 2T (empty: unset)") from None
+    if not math.isfinite(value):
+        raise ValueError("enter a finite number")
+    if integer:
+        if value != round(value):
+            raise ValueError("enter a whole number (2T, 300B, 1e9)")
+        return round(value)
+    return value
+
+
+def number_text(value: float | int, integer: bool = False) -> str:
+    """How a plan's number is shown in its field: ``2T`` for 2,000,000,000,000 tokens, ``0.45``."""
+    if integer:
+        for name, size in _NAMES:
+            if value >= size:  # the largest suffix, when it is exact to three decimals
+                return f"{value / size:g}{name}" if (value * 1000) % size == 0 else str(value)
+        return str(value)
+    return f"{value:g}"
+
+
+class NumberField(FieldRow):
+    """An optional number (a float, or an integer with ``integer=True``): decimals, exponents, K/M/B/T and %.
+    Empty unsets it; the placeholder says what unset means."""
+
+    keeps_text = True
+
+    def __init__(self, key: str, label: str, *, integer: bool = False, placeholder: str = "", **kw: Any) -> None:
+        self.integer = integer
+        self.placeholder = placeholder
+        super().__init__(key, label, **kw)
+
+    def make_control(self) -> Widget:
+        return Input(compact=True, select_on_focus=True, placeholder=self.placeholder)
+
+    def set_placeholder(self, text: str) -> None:
+        field = self.control
+        assert isinstance(field, Input)
+        if field.placeholder != text:
+            field.placeholder = text
+
+    def set_control(self, value: Any) -> None:
+        field = self.control
+        assert isinstance(field, Input)
+        try:
+            shown = parse_number(field.value, self.integer)
+        except ValueError:
+            shown = math.nan  # never equal: the plan's value replaces it
+        if shown != value:
+            with self.prevent(Input.Changed):
+                field.value = "" if value is None else number_text(value, self.integer)
+
+    @on(Input.Changed)
+    def _typed(self, event: Input.Changed) -> None:
+        event.stop()
+        if event.value != event.input.value:
+            return
+        try:
+            value = parse_number(event.value, self.integer)
+        except ValueError as exc:
+            self.post_invalid(str(exc))
+            return
+        self.post_change(value, coalesce=True)
 
 
 def _parse_words(text: str) -> tuple[str, ...]:

@@ -1,6 +1,6 @@
-"""The memory gauges: a headline (fits / does not fit, headroom), one stacked bar per GPU by kind against its
-capacity, a legend with GiB figures, the formula and source of the selected kind, and a host-RAM bar when
-offloading."""
+"""The memory gauges: a headline (fits / does not fit, headroom), the step time and throughput under it, one
+stacked bar per GPU by kind against its capacity, a legend with GiB figures, the formula and source of the selected
+kind, a host-RAM bar when offloading, and (large terminals) the step's time terms."""
 
 from __future__ import annotations
 
@@ -12,8 +12,11 @@ from textual.reactive import Reactive, var
 from textual.widgets import Static
 
 from core.result import KINDS, Estimate
+from core.timing import StepTime
 from tui.format import gib, gpu_name, model_name, short_gpu_name
+from tui.time_text import time_summary, time_table
 from tui.widgets.bars import KindLegend, StackedBar
+from tui.widgets.settle import Settled
 from tui.widgets.text import show_text
 
 
@@ -69,13 +72,19 @@ def explanation(est: Estimate, kind: str) -> Content:
 
 
 class MemoryGauges(VerticalScroll):
-    """Shows one estimate; the planner binds `estimate` into it."""
+    """Shows one estimate and its step time; the planner binds `estimate` and `timing` into it."""
 
     estimate: Reactive[Estimate | None] = var(None, init=False)
+    timing: Reactive[StepTime | None] = var(None, init=False)
+
+    def __init__(self, **kw: object) -> None:
+        super().__init__(**kw)  # type: ignore[arg-type]
+        self.show_time_terms = Settled(self, self._time_terms, after_frame=True)
 
     def compose(self) -> ComposeResult:
         yield Static(id="plan-summary")
         yield Static(id="headline")
+        yield Static(id="step-time")
         yield StackedBar(id="gpu-bar")
         yield Static(id="peak-moment", classes="muted")
         yield KindLegend(id="legend")
@@ -83,9 +92,28 @@ class MemoryGauges(VerticalScroll):
         with Vertical(id="host"):
             yield Static(id="host-label")
             yield StackedBar(id="host-bar")
+        yield Static(id="time-terms")
 
     def on_mount(self) -> None:
         self.watch_estimate()
+        self.watch_timing()
+
+    def watch_timing(self) -> None:
+        st = self.timing
+        if st is None or not self.is_mounted:
+            return
+        show_text(self.query_one("#step-time", Static), time_summary(st))
+        self.show_time_terms()
+
+    def _time_terms(self) -> None:
+        """The fuller time table, shown in the wide and tall layout only: updated after the frame (`Settled`) and
+        only while shown (a hidden text that changes would cost a layout pass)."""
+        terms = self.query_one("#time-terms", Static)
+        if self.timing is not None and terms.display:
+            show_text(terms, time_table(self.timing))
+
+    def on_resize(self) -> None:
+        self._time_terms()  # the layout (and so whether the table is shown) changes with the terminal's size
 
     def watch_estimate(self) -> None:
         est = self.estimate

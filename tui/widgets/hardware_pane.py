@@ -10,7 +10,7 @@ from textual.widgets import OptionList, Static
 from core import presets
 from core.result import Estimate
 from tui.format import parallel_summary, short_gpu_name
-from tui.widgets.fields import IntField, PlanPane
+from tui.widgets.fields import IntField, NumberField, PlanPane
 from tui.widgets.preset_list import PresetList
 from tui.widgets.text import show_text
 
@@ -31,6 +31,11 @@ class HardwarePane(PlanPane):
         yield Static(id="gpu-details", classes="details")
         yield IntField("hardware.gpus_per_node", "GPUs per node")
         yield IntField("hardware.nodes", "nodes")
+        yield NumberField(
+            "hardware.price_per_gpu_hour",
+            "price / GPU-hour",
+            tooltip="for the cost of a token budget (Training pane); empty: the preset's price, if it has one",
+        )
 
     def show_estimate(self, est: Estimate) -> None:
         plan = est.plan
@@ -45,6 +50,9 @@ class HardwarePane(PlanPane):
         show_text(
             self.query_one("#gpu-details", Static), Content.from_markup("[b]$name[/b]$rest", name=g.name, rest=rest)
         )
+        price = self.fields["hardware.price_per_gpu_hour"]
+        assert isinstance(price, NumberField)
+        price.set_placeholder(f"{g.price_per_gpu_hour:g} (preset)" if g.price_per_gpu_hour is not None else "unset")
 
     @on(OptionList.OptionSelected, "#gpu-list")
     def _picked(self, event: OptionList.OptionSelected) -> None:

@@ -1,12 +1,17 @@
 """The Strategies pane: checkpointing, attention kernel, int8 activations, fused cross-entropy, ZeRO stage,
-offloading, tensor/pipeline/sequence parallelism. Choices the plan cannot take are noted next to their control."""
+offloading, tensor/pipeline/sequence parallelism. Under each control, what the other choices would do (memory per
+GPU and time per token, measured: `tui.effects`, a few ms, once the plan has settled); choices the plan cannot take
+are noted next to their control."""
 
 from __future__ import annotations
 
 from textual.app import ComposeResult
+from textual.widgets import Static
 
 from core.result import Estimate
+from tui.effects import DEGREE_KEYS, effects_line, toggle_effects
 from tui.widgets.fields import ChoiceField, IntField, PlanPane
+from tui.widgets.settle import Settled
 
 BLOCKABLE = (
     "strategy.gradient_checkpointing",
@@ -18,22 +23,36 @@ BLOCKABLE = (
     "strategy.offload_parameters",
     "strategy.sequence_parallel",
 )
+EFFECT_KEYS = (*BLOCKABLE, *DEGREE_KEYS)
 
 
 class StrategyPane(PlanPane):
     TITLE = "Strategies"
 
+    def __init__(self, **kw: object) -> None:
+        super().__init__(**kw)  # type: ignore[arg-type]
+        self.show_effects = Settled(self, self._show_effects)
+
     def compose(self) -> ComposeResult:
-        yield ChoiceField("strategy.gradient_checkpointing", "checkpointing")
-        yield ChoiceField("strategy.attention", "attention")
-        yield ChoiceField("strategy.activation_compression", "int8 activations")
-        yield ChoiceField("strategy.fused_cross_entropy", "fused CE loss")
-        yield ChoiceField("strategy.zero_stage", "ZeRO stage")
-        yield ChoiceField("strategy.offload_optimizer", "offload optimizer")
-        yield ChoiceField("strategy.offload_parameters", "offload params")
-        yield IntField("strategy.tensor_parallel", "tensor parallel")
-        yield IntField("strategy.pipeline_parallel", "pipeline parallel")
-        yield ChoiceField("strategy.sequence_parallel", "sequence parallel")
+        yield Static("→ other choices: memory per GPU, time", id="effects-legend", classes="muted")
+        yield ChoiceField("strategy.gradient_checkpointing", "checkpointing", effect=True)
+        yield ChoiceField("strategy.attention", "attention", effect=True)
+        yield ChoiceField("strategy.activation_compression", "int8 activations", effect=True)
+        yield ChoiceField("strategy.fused_cross_entropy", "fused CE loss", effect=True)
+        yield ChoiceField("strategy.zero_stage", "ZeRO stage", effect=True)
+        yield ChoiceField("strategy.offload_optimizer", "offload optimizer", effect=True)
+        yield ChoiceField("strategy.offload_parameters", "offload params", effect=True)
+        yield IntField("strategy.tensor_parallel", "tensor parallel", effect=True)
+        yield IntField("strategy.pipeline_parallel", "pipeline parallel", effect=True)
+        yield ChoiceField("strategy.sequence_parallel", "sequence parallel", effect=True)
 
     def show_estimate(self, est: Estimate) -> None:
         self.show_blocked(est, BLOCKABLE)
+        self.show_effects()
+
+    def _show_effects(self) -> None:
+        est = self.estimate
+        if est is None or not self.display:
+            return  # hidden: the pane catches up when shown
+        for key, pairs in toggle_effects(est.plan, est, EFFECT_KEYS).items():
+            self.fields[key].set_effect(effects_line(pairs))

@@ -1,13 +1,16 @@
 """The Training pane: batch and sequence, gradient accumulation (with the global batch), precision regime,
-optimizer, and the method (full fine-tuning, LoRA, QLoRA with rank, targets and base quantization)."""
+optimizer, the method (full fine-tuning, LoRA, QLoRA with rank, targets and base quantization), and what the time
+model needs: the MFU the math reaches and a token budget for the time to train."""
 
 from __future__ import annotations
 
 from textual.app import ComposeResult
-from textual.widgets import Static
+from textual.widgets import Label, Static
 
 from core.result import Estimate
-from tui.widgets.fields import ChoiceField, IntField, ListField, PlanPane
+from core.timing import DEFAULT_MFU, step_time
+from core.units import fmt_count, fmt_seconds
+from tui.widgets.fields import ChoiceField, IntField, ListField, NumberField, PlanPane
 from tui.widgets.text import show_text
 
 LORA_KEYS = ("training.lora_rank", "training.lora_targets", "training.quantization")
@@ -29,6 +32,21 @@ class TrainingPane(PlanPane):
             "training.lora_targets", "LoRA targets", tooltip="q k v o gate up down, qkv (BLOOM), or all-linear"
         )
         yield ChoiceField("training.quantization", "base weights")
+        yield Label("time (step time, time to train)", classes="section")
+        yield NumberField(
+            "training.mfu",
+            "MFU setting",
+            placeholder=f"{DEFAULT_MFU:g} (default)",
+            tooltip="fraction of the GPU's dense peak the math reaches: 0.3-0.55 (also 40%); empty: the default",
+        )
+        yield NumberField(
+            "training.tokens",
+            "token budget",
+            integer=True,
+            placeholder="unset (e.g. 2T)",
+            tooltip="tokens to train on, for the time to train: 2T, 300B, 1e9; empty: unset",
+        )
+        yield Static(id="time-details", classes="details")
 
     def show_estimate(self, est: Estimate) -> None:
         p = est.plan
@@ -43,3 +61,19 @@ class TrainingPane(PlanPane):
         for key in LORA_KEYS:
             self.query_one(f"#f-{key.replace('.', '-')}").display = lora
         self.show_blocked(est, ("training.method",))
+        self._show_time(est)
+
+    def _show_time(self, est: Estimate) -> None:
+        st = step_time(est.plan)
+        setting = "" if est.plan.training.mfu is not None else ", the default"
+        text = (
+            f"MFU achieved [b]{st.mfu:.1%}[/b] of {st.peak_flops / 1e12:g} TFLOP/s (setting {st.mfu_setting:g}"
+            f"{setting}): step {fmt_seconds(st.step_seconds)}, mostly {st.bottleneck}"
+        )
+        if st.tokens is not None and st.train_seconds is not None and st.gpu_hours is not None:
+            text += (
+                f"\n{fmt_count(st.tokens)} tokens in {st.train_steps:,} steps: [b]{fmt_seconds(st.train_seconds)}"
+                f"[/b], {st.gpu_hours:,.0f} GPU-hours"
+            )
+            text += f", cost {st.cost:,.0f}" if st.cost is not None else " (a price per GPU-hour gives the cost)"
+        show_text(self.query_one("#time-details", Static), text)

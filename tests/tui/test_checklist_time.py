@@ -1,0 +1,200 @@
+"""Pilot tests of the Checklist pane (fixes, ticks, the fit advisor) and the step-time figures (gauges, the MFU /
+token budget / price fields, each strategy choice's effect)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.pilot import Pilot
+from textual.widgets import Input
+
+from core.advisor import advise
+from core.checklist import apply_fix, checklist
+from core.errors import PlanError
+from core.estimate import estimate
+from core.export import render
+from core.plan import Plan, default_plan
+from core.timing import StepTime, step_time
+from core.tomlio import loads
+from core.units import GiB, fmt_seconds
+from tests.tui.conftest import figure, text_of
+from tui.app import VramplanApp
+from tui.effects import alternatives
+from tui.time_text import rate
+from tui.widgets.checklist_pane import ChecklistList
+from tui.widgets.checklist_rows import status_tag
+from tui.widgets.strategy_pane import EFFECT_KEYS
+
+OVER = {"strategy.zero_stage": 0, "strategy.gradient_checkpointing": "none"}
+
+
+def row_text(app: VramplanApp, row_id: str) -> str:
+    """A row's text, its wrapped lines joined."""
+    return " ".join(app.planner.query_one(ChecklistList).get_option(row_id).prompt.plain.split())  # type: ignore[union-attr]
+
+
+async def highlight(app: VramplanApp, pilot: Pilot[Any], row_id: str) -> None:
+    lst = app.planner.query_one(ChecklistList)
+    lst.highlighted = lst.get_option_index(row_id)
+    await pilot.pause()
+
+
+async def test_enter_applies_a_fix_undo_restores_and_space_ticks_a_by_hand_item() -> None:
+    plan = default_plan().with_changes(OVER)
+    item = checklist(plan).item("oom.capacity")
+    assert item.status == "fail" and item.fix is not None
+    app = VramplanApp(plan=plan)
+    async with app.run_test() as pilot:
+        await pilot.press("5")
+        await pilot.pause()
+        assert isinstance(app.planner.focused, ChecklistList)
+        assert row_text(app, "oom.capacity").startswith("✘ FAIL")
+        assert item.fix.text() in row_text(app, "oom.capacity")
+        await highlight(app, pilot, "oom.capacity")
+        await pilot.press("enter")
+        await pilot.pause()
+        fixed = apply_fix(plan, item.fix)
+        assert app.planner.plan == fixed
+        assert figure(estimate(fixed).total) in text_of(app, "#headline")
+        assert row_text(app, "oom.capacity").startswith(status_tag(checklist(fixed).item("oom.capacity")))
+        await pilot.press("ctrl+z")
+        await pilot.pause()
+        assert app.planner.plan == plan
+        assert figure(estimate(plan).total) in text_of(app, "#headline")
+        assert row_text(app, "oom.capacity").startswith("✘ FAIL")
+
+        await highlight(app, pilot, "nan.data")  # a by-hand item: space ticks it, in the plan
+        assert row_text(app, "nan.data").startswith("☐ check")
+        await pilot.press("space")
+        await pilot.pause()
+        ticked = app.planner.plan
+        assert ticked == plan.with_changes({"checklist.ticked": ("nan.data",)})
+        assert row_text(app, "nan.data").startswith("☑ done")
+        assert "(1 ticked)" in text_of(app, "#checklist-summary")
+        assert loads(render("toml", ticked).text)["checklist"]["ticked"] == ["nan.data"]  # exported with it
+        await highlight(app, pilot, "oom.capacity")  # not a by-hand item: space does nothing
+        await pilot.press("space")
+        await pilot.pause()
+        assert app.planner.plan == ticked
+        await pilot.press("ctrl+z")  # ticking is a plan change like any other
+        await pilot.pause()
+        assert app.planner.plan == plan and row_text(app, "nan.data").startswith("☐ check")
+
+
+async def test_fit_advisor_suggestion_and_largest_micro_batch_apply() -> None:
+    plan = default_plan().with_changes(OVER)
+    advice = advise(plan)
+    assert advice.needed and advice.suggestions
+    app = VramplanApp(plan=plan)
+    async with app.run_test() as pilot:
+        await pilot.press("5")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        first = advice.suggestions[0]
+        assert first.title in row_text(app, "advice.s0")
+        assert " ".join(first.effect.set_args()) in row_text(app, "advice.s0")
+        await highlight(app, pilot, "advice.s0")
+        await pilot.press("enter")
+        await pilot.pause()
+        fixed = plan.with_changes(first.changes)
+        assert app.planner.plan == fixed and estimate(fixed).fits
+        assert figure(estimate(fixed).total) in text_of(app, "#headline")
+        await app.workers.wait_for_complete()  # the advice for the changed plan
+        await pilot.pause()
+        now = advise(fixed)
+        assert now.min_gpus is not None and f"these strategies: {now.min_gpus} (1 node x" in row_text(
+            app, "advice.min_gpus"
+        )
+        assert f"largest micro-batch that fits as is: {now.max_micro_batch_size}" in row_text(app, "advice.micro_batch")
+        await highlight(app, pilot, "advice.micro_batch")
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.planner.plan == fixed.with_changes({"training.micro_batch_size": now.max_micro_batch_size})
+        assert estimate(app.planner.plan).fits
+        await pilot.press("ctrl+z", "ctrl+z")
+        await pilot.pause()
+        assert app.planner.plan == plan
+
+
+async def test_time_figures_follow_the_plan_and_the_time_inputs() -> None:
+    app = VramplanApp()
+    async with app.run_test() as pilot:
+
+        def shown() -> str:
+            return text_of(app, "#step-time")
+
+        def expect(st: StepTime) -> None:
+            assert fmt_seconds(st.step_seconds) in shown()
+            assert f"{rate(st.tokens_per_second)} tok/s ({rate(st.tokens_per_second_per_gpu)}/GPU)" in shown()
+            assert f"MFU {st.mfu:.0%}" in shown()
+
+        expect(step_time(app.planner.plan))
+        await pilot.press("c")  # checkpointing full -> none: faster
+        await pilot.pause()
+        expect(step_time(app.planner.plan))
+        await pilot.press("3")
+        mfu = app.planner.query_one("#f-training-mfu Input", Input)
+        mfu.focus()
+        await pilot.press("2")  # 2 > 1: an inline error, the plan kept
+        await pilot.pause()
+        assert "less than or equal to 1" in text_of(app, "#f-training-mfu .field-error")
+        assert app.planner.plan.training.mfu is None
+        await pilot.press("backspace", *".3")
+        await pilot.pause()
+        assert app.planner.plan.training.mfu == 0.3
+        expect(step_time(app.planner.plan))
+        assert f"MFU achieved {step_time(app.planner.plan).mfu:.1%}" in text_of(app, "#time-details")
+        tokens = app.planner.query_one("#f-training-tokens Input", Input)
+        tokens.focus()
+        await pilot.press(*"2T")
+        await pilot.pause()
+        st = step_time(app.planner.plan)
+        assert app.planner.plan.training.tokens == 2 * 10**12 and st.train_seconds is not None
+        assert f"{fmt_seconds(st.train_seconds)}, {st.gpu_hours:,.0f} GPU-h" in shown()
+        await pilot.press("escape", "2")
+        price = app.planner.query_one("#f-hardware-price_per_gpu_hour Input", Input)
+        price.focus()
+        await pilot.press("3")
+        await pilot.pause()
+        st = step_time(app.planner.plan)
+        assert app.planner.plan.hardware.price_per_gpu_hour == 3 and st.cost is not None
+        assert f"cost {st.cost:,.0f}" in shown()
+        await pilot.press("backspace")  # empty: unset again
+        await pilot.pause()
+        assert app.planner.plan.hardware.price_per_gpu_hour is None and "cost" not in shown()
+
+
+def expected_brief(plan: Plan, value_changes: dict[str, Any]) -> str:
+    """Memory and time of a changed plan, from a fresh estimate and step time (not tui.effects)."""
+    new = plan.with_changes(value_changes)
+    delta = (estimate(new).total - estimate(plan).total) / GiB
+    memory = "same memory" if abs(delta) < 0.05 else f"{delta:+.1f} GiB"
+    if estimate(new).fits != estimate(plan).fits:
+        memory += " (fits)" if estimate(new).fits else " (over)"
+    a, b = step_time(plan), step_time(new)
+    r = (b.step_seconds / b.tokens_per_step) / (a.step_seconds / a.tokens_per_step)
+    time = "same time" if abs(r - 1) < 0.005 else f"×{r:.1f} time" if r >= 2 else f"{(r - 1) * 100:+.0f}% time"
+    return f"{memory}, {time}"
+
+
+async def test_each_strategy_choice_shows_its_re_estimated_effect() -> None:
+    app = VramplanApp()
+    async with app.run_test() as pilot:
+        for _ in range(2):  # the default plan, then after a change
+            await pilot.press("4")
+            await pilot.pause()
+            plan = app.planner.plan
+            shown = 0
+            for key in EFFECT_KEYS:
+                text = text_of(app, f"#f-{key.replace('.', '-')} .field-effect")
+                parts = dict(part.split(": ", 1) for part in text.removeprefix("→ ").split(" · ") if part)
+                for label, value in alternatives(plan, key):
+                    try:
+                        brief = expected_brief(plan, {key: value})
+                    except PlanError:  # an impossible choice: not shown (the note says why)
+                        assert label not in parts
+                        continue
+                    assert parts[label] == brief, (key, text)
+                    shown += 1
+            assert shown >= 10
+            await pilot.press("c")

@@ -1,0 +1,63 @@
+"""Step-time text for the planner: the compact lines under the memory headline, and the fuller table (each term
+busy / exposed, the MFU, the step's formula) shown when the terminal is large. Figures are `core.timing`'s."""
+
+from __future__ import annotations
+
+from textual.content import Content
+
+from core.timing import LABELS, StepTime
+from core.units import fmt_count, fmt_seconds
+
+
+def rate(per_second: float) -> str:
+    """Tokens per second in few columns: ``987``, ``9,876``, ``19.2k``, ``1.23M``."""
+    if per_second >= 1e6:
+        return f"{per_second / 1e6:.2f}M"
+    if per_second >= 1e4:
+        return f"{per_second / 1e3:.1f}k"
+    return f"{per_second:,.0f}"
+
+
+def train_line(st: StepTime) -> Content:
+    """``2.00 T tokens: 11.6 days, 2,227 GPU-h, cost 4,454`` (empty without a token budget)."""
+    if st.tokens is None or st.train_seconds is None or st.gpu_hours is None:
+        return Content("")
+    cost = f", cost {st.cost:,.0f}" if st.cost is not None else ""
+    when = (fmt_seconds(st.train_seconds), "bold")
+    return Content.assemble(f"{fmt_count(st.tokens)} tokens: ", when, f", {st.gpu_hours:,.0f} GPU-h{cost}")
+
+
+def time_summary(st: StepTime) -> Content:
+    """Two or three short lines for the gauges column, readable at 80x24."""
+    lines = [
+        Content.assemble("step ", (fmt_seconds(st.step_seconds), "bold"), f", mostly {st.bottleneck}"),
+        Content(f"{rate(st.tokens_per_second)} tok/s ({rate(st.tokens_per_second_per_gpu)}/GPU), MFU {st.mfu:.0%}"),
+    ]
+    train = train_line(st)
+    if train.plain:
+        lines.append(train)
+    return Content("\n").join(lines)
+
+
+def time_table(st: StepTime, width: int = 52) -> Content:
+    """The fuller view: the terms of one GPU's step (busy, exposed), throughput and MFU, the step's formula."""
+    label_w = max(12, width - 20)
+    lines = [Content.styled(f"{'time per GPU, per step':<{label_w}}{'busy':>10}{'exposed':>10}", "dim")]
+    for t in st.terms:
+        if t.seconds <= 0:
+            continue
+        exposed = fmt_seconds(t.exposed) if t.exposed > 0 else "hidden"
+        label = LABELS.get(t.name, t.name)[:label_w]
+        lines.append(Content(f"{label:<{label_w}}{fmt_seconds(t.seconds):>10}{exposed:>10}"))
+    setting = f"{st.mfu_setting:g}" + ("" if st.plan.training.mfu is not None else " (default)")
+    lines.append(
+        Content(
+            f"{st.tokens_per_step:,} tokens per step, {st.tokens_per_second:,.0f} tokens/s "
+            f"({st.tokens_per_second_per_gpu:,.0f} per GPU); MFU {st.mfu:.1%} achieved, setting {setting} of "
+            f"{st.peak_flops / 1e12:g} TFLOP/s"
+        )
+    )
+    formula, _ = st.explain().get("step", ("", ""))
+    if formula:
+        lines.append(Content.styled(f"step = {formula}", "dim"))
+    return Content("\n").join(lines)
