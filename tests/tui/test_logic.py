@@ -128,7 +128,8 @@ class _Recorder:
 def test_palette_entries_are_namespaced_and_act_on_the_plan() -> None:
     rec = _Recorder()
     entries = {e.text: e for e in palette_entries(rec)}
-    assert all(t.split(": ", 1)[0] in {"plan", "view", "model", "gpu", "strategy", "training"} for t in entries)
+    namespaces = {"plan", "view", "model", "gpu", "strategy", "training", "export"}
+    assert all(t.split(": ", 1)[0] in namespaces for t in entries)
     for text in ("model: LLaMA-7B", "model: BLOOM-7B1", "gpu: H100 80GB SXM5", "strategy: ZeRO-3 (+ parameters)"):
         assert any(t.startswith(text) for t in entries), text
     assert entries["plan: undo"].help == "Undo (ctrl+z)"  # no [brackets]: the palette reads help as markup
@@ -137,6 +138,9 @@ def test_palette_entries_are_namespaced_and_act_on_the_plan() -> None:
     entries["gpu: H100 80GB SXM5"].run()
     entries["strategy: TP 4"].run()
     assert rec.calls == [{"model.preset": "llama-7b"}, {"hardware.gpu": "h100-80gb"}, {"strategy.tensor_parallel": 4}]
+    assert entries["plan: open"].help == "Open (ctrl+o)"
+    for text in ("export: TOML", "export: DeepSpeed config", "export: Markdown report"):
+        assert text in entries, text
 
 
 def test_segment_cells_add_up_to_the_rounded_total() -> None:
