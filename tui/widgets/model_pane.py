@@ -107,7 +107,19 @@ class ModelPane(PlanPane):
         for key, label in MODEL_INTS:
             yield IntField(key, label)
         yield ChoiceField("model.tie_word_embeddings", "tied embeddings", TIED)
-        yield from structure_rows()
+
+    def on_mount(self) -> None:
+        self.call_after_refresh(self._mount_structure)
+
+    async def _mount_structure(self) -> None:
+        """The structure rows, mounted after the first frame (styling ten more rows would delay it by about a
+        third on a slow machine); each is shown once the plan says its family has it."""
+        rows = structure_rows()
+        for row in rows:
+            row.display = False
+        await self.mount_all(rows)
+        self.fields.update({row.key: row for row in rows})
+        self._sync()
 
     def show_estimate(self, est: Estimate) -> None:
         self._show_list()
