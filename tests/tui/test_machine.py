@@ -109,6 +109,8 @@ async def test_a_config_json_through_the_model_pane(tmp_path: Path) -> None:
 
         assert all(visible(k) for k in ("use_parallel_residual", "partial_rotary_factor", "hidden_act"))
         assert not any(visible(k) for k in ("mlp_bias", "alibi", "head_dim", "new_decoder_architecture"))
+        rotary = app.planner.query_one("#f-model-partial_rotary_factor Input", Input)
+        assert rotary.value == "0.25"  # rotary_pct in the file
         bar = app.planner.query_one("#f-model-use_parallel_residual ChoiceBar", ChoiceBar)
         assert bar.index == 1  # "yes": GPT-NeoX runs attention and MLP in parallel
         app.planner.set_focus(bar)
