@@ -1,5 +1,6 @@
 """Pilot tests of the file dialogs: export (each format, the overwrite confirmation, every write error inline with
-the plan intact) and open (a plan file, a stale export's notice, a broken file's error, one undoable change)."""
+the plan intact) and open (a stale export's notice at start-up, a plan file through the prompt, a broken file's
+error, one undoable change)."""
 
 from __future__ import annotations
 
@@ -82,10 +83,7 @@ async def test_an_existing_file_is_replaced_only_after_confirmation(tmp_path: Pa
         await pilot.press("enter")  # the focus is on "Keep": enter keeps the file
         await pilot.pause()
         assert target.read_text() == "my notes\n" and app.screen is dialog and not dialog.confirming
-        await pilot.press("enter", "n")  # asked again, declined again
-        await pilot.pause()
-        assert target.read_text() == "my notes\n"
-        await pilot.press("enter", "y")
+        await pilot.press("enter", "y")  # asked again: y replaces it
         await pilot.pause()
         assert app.screen is app.planner
         assert load_plan_file(target).plan == default_plan()
@@ -154,13 +152,7 @@ async def test_open_plan_files_stale_exports_and_broken_ones(tmp_path: Path, mon
         await pilot.pause()
         assert app.planner.plan == reviewed
         assert stale_notice in text_of(app, "#notice")
-
-        async def open_file(name: str) -> None:
-            await pilot.press("ctrl+o")
-            await pilot.pause()
-            app.screen.query_one("#open-path", Input).value = name
-            await pilot.press("enter")
-            await pilot.pause()
+        assert app.planner.meta is not None and app.planner.meta.title == "for review"  # carried into exports
 
         await pilot.press("ctrl+o", *"hand.toml", "enter")  # typed, like a user
         await pilot.pause()
@@ -168,17 +160,18 @@ async def test_open_plan_files_stale_exports_and_broken_ones(tmp_path: Path, mon
         assert (opened.model.preset, opened.training.seq_len) == ("bloom-7b1", 1024)
         assert "opened hand.toml" in text_of(app, "#notice")
         assert figure(estimate(opened).total) in text_of(app, "#headline")
-        await open_file("stale.toml")
-        assert app.planner.plan == reviewed and stale_notice in text_of(app, "#notice")
-        assert app.planner.meta is not None and app.planner.meta.title == "for review"  # carried into exports
-
-        await open_file("broken.toml")
+        assert app.planner.meta is None  # a hand-written file: no [meta]
+        await pilot.press("ctrl+o")
+        await pilot.pause()
+        app.screen.query_one("#open-path", Input).value = "broken.toml"
+        await pilot.press("enter")
+        await pilot.pause()
         assert isinstance(app.screen, OpenScreen)
         assert "broken.toml: training.seq_len" in shown(app.screen, "#open-error")
         await pilot.press("escape")
         await pilot.pause()
-        assert app.planner.plan == reviewed
+        assert app.planner.plan == opened
 
         await pilot.press("ctrl+z")  # opening a file is one undoable change
         await pilot.pause()
-        assert app.planner.plan == opened
+        assert app.planner.plan == reviewed

@@ -89,10 +89,10 @@ async def test_a_config_json_through_the_model_pane(tmp_path: Path) -> None:
         await pilot.pause()
         field = app.planner.query_one("#f-model-hf_config Input", Input)
         assert app.planner.focused is field
-        await pilot.press(*"nowhere", "enter")
+        await pilot.press(*"nope", "enter")
         await pilot.pause()
         assert "no such file or directory" in text_of(app, "#f-model-hf_config .field-error")
-        assert app.planner.plan == default_plan() and field.value == "nowhere"
+        assert app.planner.plan == default_plan() and field.value == "nope"
         field.value = str(ckpt)  # a checkpoint directory holding a config.json
         await pilot.press("enter")
         await pilot.pause()
