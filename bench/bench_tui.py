@@ -5,7 +5,8 @@ new figure. Run: python bench/bench_tui.py   (the README quotes its output; this
 driver skips that last step, so the benchmark's app does it (`render_segments`) and looks for the figure in them.
 
 - start (in process): `VramplanApp()` to the first frame showing the headline, Textual and the app imported.
-- start (cold process): interpreter start, imports included, to that first frame (fresh `python` each run).
+- start (cold process): interpreter start, imports included, to that first frame (fresh `python` each run); and the
+  same with a fake ``nvidia-smi`` on PATH that hangs for 5 s (detection on): it must not delay the first frame.
 - key to frame: `pilot.press(key)` on a strategy toggle to the first frame whose bytes contain the new per-GPU
   total, for the keys c z a i x (checkpointing, ZeRO, attention, int8 activations, fused cross-entropy) in turn
   from the default plan.
@@ -18,9 +19,11 @@ import time
 T_PROCESS = time.perf_counter()
 
 import asyncio  # noqa: E402
+import os  # noqa: E402
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
+import tempfile  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
@@ -99,10 +102,20 @@ async def key_to_frame(samples: int, size: tuple[int, int] = (80, 24)) -> list[f
     return times
 
 
-def cold_start() -> float:
+def cold_start(env: dict[str, str] | None = None) -> float:
     """One fresh interpreter: process start to the first painted frame (this script with --cold)."""
-    out = subprocess.run([sys.executable, __file__, "--cold"], capture_output=True, text=True, check=True, cwd=ROOT)
+    out = subprocess.run(
+        [sys.executable, __file__, "--cold"], capture_output=True, text=True, check=True, cwd=ROOT, env=env
+    )
     return float(out.stdout.strip().splitlines()[-1])
+
+
+def hanging_nvidia_smi(directory: Path) -> dict[str, str]:
+    """An environment whose ``nvidia-smi`` sleeps 5 s before answering (core.detect gives up after 2 s)."""
+    script = directory / "nvidia-smi"
+    script.write_text("#!/bin/sh\nsleep 5\necho 'NVIDIA H100 80GB HBM3, 81559'\n")
+    script.chmod(0o755)
+    return {**os.environ, "PATH": f"{directory}{os.pathsep}{os.environ.get('PATH', '')}", "VRAMPLAN_DETECT": "1"}
 
 
 def ms(values: list[float]) -> str:
@@ -123,6 +136,9 @@ def main() -> None:
     print(f"start to first frame, in process (160x48): {ms(wide)}")
     cold = [cold_start() for _ in range(5)]
     print(f"start to first frame, cold process incl. imports (80x24): {ms(cold)}")
+    with tempfile.TemporaryDirectory() as tmp:
+        slow = [cold_start(hanging_nvidia_smi(Path(tmp))) for _ in range(5)]
+    print(f"start to first frame, cold process, nvidia-smi hanging 5 s (80x24): {ms(slow)}")
     keys = asyncio.run(key_to_frame(30))
     print(f"strategy key to frame with the new figure (80x24): {ms(keys)}")
     keys_wide = asyncio.run(key_to_frame(20, (160, 48)))

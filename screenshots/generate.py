@@ -1,14 +1,17 @@
 """Regenerate the README's screenshots from the real app: ``python screenshots/generate.py``.
 
-Each shot starts `VramplanApp` headless at a terminal size (`App.run_test(size=...)`), presses keys like a user and
-saves an SVG (`App.save_screenshot`) next to this script.
+Each shot starts `VramplanApp` headless at a terminal size (`App.run_test(size=...)`), presses keys like a user (or
+runs a command of the command table) and saves an SVG (`App.save_screenshot`) next to this script. The config.json
+shot reads a Falcon-7B config.json written to a temporary directory (tiiuae/falcon-7b's keys).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +32,7 @@ class Shot:
     keys: tuple[str, ...] = ()
     changes: dict[str, Any] = field(default_factory=dict)
     no_color: bool = False
+    actions: tuple[str, ...] = ()  # planner actions (the command table's), run before the keys
 
 
 SHOTS = (
@@ -78,19 +82,61 @@ SHOTS = (
     ),
     Shot("narrow-40x12", (40, 12)),
     Shot("no-color-80x24", (80, 24), no_color=True),
+    Shot("export-80x24", (80, 24), actions=("export",)),
+    Shot(
+        "export-deepspeed-80x24",
+        (80, 24),
+        changes={"strategy.pipeline_parallel": 2, "strategy.zero_stage": 1},
+        actions=("export('deepspeed')",),
+    ),
+    Shot(  # the Model pane on Falcon-7B's config.json, scrolled to Falcon's structure keys
+        "config-json-80x24",
+        (80, 24),
+        changes={"model.hf_config": "$FALCON"},
+        actions=("load_config",),
+        keys=("tab",) * 15,  # from the path to the last row, Falcon's activation
+    ),
 )
+
+FALCON_7B = {  # tiiuae/falcon-7b config.json, the keys transformers reads for the architecture
+    "_name_or_path": "tiiuae/falcon-7b",
+    "model_type": "falcon",
+    "alibi": False,
+    "bias": False,
+    "hidden_size": 4544,
+    "multi_query": True,
+    "new_decoder_architecture": False,
+    "num_attention_heads": 71,
+    "num_hidden_layers": 32,
+    "parallel_attn": True,
+    "vocab_size": 65024,
+}
+
+
+WORK = Path(tempfile.gettempdir()) / "vramplan-screenshots"  # the current directory of the shots (export paths)
+
+
+def falcon_config() -> str:
+    directory = WORK / "falcon-7b"
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "config.json").write_text(json.dumps(FALCON_7B, indent=2))
+    return str(directory)
 
 
 async def take(shot: Shot) -> Path:
     if shot.no_color:
         os.environ["NO_COLOR"] = "1"
     try:
-        plan = default_plan().with_changes(shot.changes) if shot.changes else None
+        changes = {k: falcon_config() if v == "$FALCON" else v for k, v in shot.changes.items()}
+        plan = default_plan().with_changes(changes) if changes else None
         app = VramplanApp(plan=plan)
     finally:
         os.environ.pop("NO_COLOR", None)
     async with app.run_test(size=shot.size) as pilot:
         await pilot.pause()
+        for action in shot.actions:
+            await app.planner.run_action(action)
+            await pilot.pause()
         for key in shot.keys:
             await pilot.press(key)
             await app.workers.wait_for_complete()  # the fit advisor runs in a worker
@@ -102,6 +148,8 @@ async def take(shot: Shot) -> Path:
 
 
 async def main() -> None:
+    WORK.mkdir(exist_ok=True)
+    os.chdir(WORK)
     for shot in SHOTS:
         print(await take(shot))
 

@@ -25,6 +25,10 @@ def run_app(args: list[str]) -> int:
     if len(args) > 1 or (args and args[0].startswith("-")):
         print(f"vramplan: unknown command or option {args[0]!r} (see vramplan --help)", file=sys.stderr)
         return 2
+    if not args:  # nvidia-smi runs in a thread while Textual is imported (never delaying the first frame)
+        from tui import detection
+
+        detection.begin()
     from tui.app import VramplanApp
 
     app = VramplanApp(plan_path=args[0] if args else None)

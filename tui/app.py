@@ -1,5 +1,6 @@
-"""``VramplanApp``: the planner. ``VramplanApp()`` opens the default plan (the one ``vramplan estimate`` uses);
-``VramplanApp(plan_path=...)`` opens a plan file, and a problem with the file is shown in the app."""
+"""``VramplanApp``: the planner. ``VramplanApp()`` opens the starting plan (the one ``vramplan estimate`` uses: the
+default plan, on the GPUs ``nvidia-smi`` reports); ``VramplanApp(plan_path=...)`` opens a plan file (hand-written or
+exported), and a problem with the file is shown in the app; ``VramplanApp(plan=...)`` opens a given plan."""
 
 from __future__ import annotations
 
@@ -8,22 +9,26 @@ from typing import ClassVar
 
 from textual.app import App
 from textual.screen import Screen
+from textual.timer import Timer
 
+from core import presets
 from core.errors import PlanError
 from core.plan import Plan, default_plan
-from core.planio import load_plan
+from core.planfile import Meta
+from core.planio import load_plan_file, starting_plan
+from tui import detection
 from tui.commands import PlannerCommands
 from tui.screens.planner import PlannerScreen
 
 
-def open_plan(path: str | Path | None) -> tuple[Plan, str]:
-    """The plan to start on and a notice: a broken or missing file opens the default plan and says why."""
-    if path is None:
-        return default_plan(), ""
+def open_plan(path: str | Path) -> tuple[Plan, list[str], Meta | None]:
+    """A plan file's plan, its notices (e.g. the estimate changed since export) and ``[meta]``; a broken or
+    missing file opens the default plan and says why."""
     try:
-        return load_plan(path), ""
+        pf = load_plan_file(path)
     except PlanError as exc:
-        return default_plan(), f"✘ {exc.line()}; opened the default plan instead"
+        return default_plan(), [f"✘ {exc.line()}; opened the default plan instead"], None
+    return pf.plan, list(pf.notices), pf.meta
 
 
 class VramplanApp(App[int]):
@@ -34,15 +39,46 @@ class VramplanApp(App[int]):
     def __init__(self, plan_path: str | Path | None = None, plan: Plan | None = None) -> None:
         super().__init__()
         self.plan_path = plan_path
+        self.detection: detection.Detection | None = None
+        self._detect_timer: Timer | None = None
+        self._detection_pending = False
+        notices: list[str] = []
+        meta: Meta | None = None
         if plan is not None:
-            self.start_plan, self._notice = plan, ""
-        else:
-            self.start_plan, self._notice = open_plan(plan_path)
-        if plan_path is not None:
+            self.start_plan = plan
+        elif plan_path is not None:
+            self.start_plan, notices, meta = open_plan(plan_path)
             self.sub_title = str(plan_path)
+        else:
+            # Never waits for nvidia-smi: the detected GPUs are taken when they arrive (see `_check_detection`).
+            self.detection = detection.begin()
+            done = self.detection.done  # read once: it may finish while this runs
+            self.start_plan = starting_plan() if done else default_plan()
+            self._detection_pending = not done
+            det = self.detection.result if done else None
+            if det is not None and self.start_plan.hardware.gpu == det.gpu_id:
+                notices.append(detection.detected_notice(det))
+        notices[:0] = [f"✘ skipped user preset: {problem}" for problem in presets.registry().problems]
+        self._notice = "\n".join(notices)
+        self._meta = meta
 
     def get_default_screen(self) -> Screen[None]:
-        return PlannerScreen(self.start_plan, self._notice)
+        return PlannerScreen(self.start_plan, self._notice, meta=self._meta)
+
+    def on_mount(self) -> None:
+        if self._detection_pending:
+            self._detect_timer = self.set_interval(0.05, self._check_detection)
+
+    def _check_detection(self) -> None:
+        """Detection finished after start-up: the planner takes the detected GPUs if its plan is untouched."""
+        if self.detection is None or not self.detection.done:
+            return
+        self._detection_pending = False
+        if self._detect_timer is not None:
+            self._detect_timer.stop()
+        det = self.detection.result
+        if det is not None:
+            self.planner.take_detected(starting_plan(), det)
 
     @property
     def planner(self) -> PlannerScreen:

@@ -3,7 +3,7 @@ the command palette.
 
 Each row: a stable id (users remap keys by id with ``App.set_keymap``), the key(s), the action on the planner
 screen, a short description (footer and help), whether the footer shows it, and its namespaced palette entry.
-Later commands (export, open, checklist, advisor...) are one more row here.
+Later commands (checklist, advisor...) are one more row here.
 """
 
 from __future__ import annotations
@@ -39,8 +39,16 @@ def _cycle(key: str) -> str:
 COMMANDS: tuple[Command, ...] = (
     Command("help", "question_mark,f1", "help", "Help", True, "view: help (every key)", "View"),
     Command("undo", "ctrl+z", "undo", "Undo", True, "plan: undo"),
-    Command("redo", "ctrl+y", "redo", "Redo", True, "plan: redo"),
-    Command("explain", "e", "explain", "Explain", True, "view: explain a memory figure", "View"),
+    Command("redo", "ctrl+y", "redo", "Redo", False, "plan: redo"),
+    Command("export", "ctrl+s", "export", "Export", True, None),
+    Command("export_toml", None, "export('toml')", "Export the plan file (TOML)", False, "export: TOML"),
+    Command(
+        "export_deepspeed", None, "export('deepspeed')", "Export a DeepSpeed config", False, "export: DeepSpeed config"
+    ),
+    Command("export_markdown", None, "export('markdown')", "Export a review report", False, "export: Markdown report"),
+    Command("open_plan", "ctrl+o", "open_plan", "Open", True, "plan: open"),
+    Command("load_config", None, "load_config", "Load a config.json", False, "model: load a config.json", "View"),
+    Command("explain", "e", "explain", "Explain", False, "view: explain a memory figure", "View"),
     Command("find_model", "slash", "find_model", "Find a model", False, "model: find a preset by name", "View"),
     Command("leave_field", "escape", "leave_field", "Leave a text field", False, None, "View"),
     Command("pane_model", "1", "show_pane('model')", "Model pane", False, "view: model pane", "View"),
@@ -142,15 +150,21 @@ def palette_entries(planner: Planner) -> Iterator[Entry]:
     reg = presets.registry()
     for mp in reg.sorted_models():
         cfg = mp.config
+        user = " (user)" if reg.is_user("models", mp.id) else ""
+        about = (
+            f"{cfg['model_type']}, {cfg['num_hidden_layers']} layers, hidden {cfg['hidden_size']}"
+            if "model_type" in cfg
+            else f"from {cfg.get('hf_config', 'a config.json')}"
+        )
         yield Entry(
-            f"model: {mp.name}",
-            f"{cfg['model_type']}, {cfg['num_hidden_layers']} layers, hidden {cfg['hidden_size']}",
+            f"model: {mp.name}{user}",
+            about,
             partial(planner.apply_changes, {"model.preset": mp.id}),
         )
     for g in reg.sorted_gpus():
         tf = g.bf16_tflops if g.bf16 else g.fp16_tflops
         yield Entry(
-            f"gpu: {short_gpu_name(g.name)}",
+            f"gpu: {short_gpu_name(g.name)}" + (" (user)" if reg.is_user("hardware", g.id) else ""),
             f"{g.memory_mib / 1024:.1f} GiB, {tf:g} dense {'bf16' if g.bf16 else 'fp16'} TFLOP/s",
             partial(planner.apply_changes, {"hardware.gpu": g.id}),
         )

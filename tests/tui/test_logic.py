@@ -1,4 +1,5 @@
-"""The planner's plain logic (no app running): undo history, choices, palette entries, bar geometry."""
+"""The planner's plain logic (no app running): undo history, choices, palette entries, bar geometry, export paths,
+path completion, the Model pane's structure keys."""
 
 from __future__ import annotations
 
@@ -7,13 +8,16 @@ import typing
 import pytest
 
 from core.errors import PlanError
-from core.plan import Plan, StrategyConfig, TrainingConfig, default_plan
+from core.plan import Plan, StrategyConfig, TrainingConfig, default_plan, plan_from_dict
 from tui.choices import CHOICES, blocked, choice_index, error_text, next_valid, plan_value
 from tui.commands import COMMANDS, bindings, palette_entries
 from tui.history import PlanHistory
+from tui.screens.files import with_format
 from tui.widgets.bars import segment_cells
 from tui.widgets.choice_bar import layout_tokens
+from tui.widgets.model_fields import structure_keys, structure_value
 from tui.widgets.model_pane import model_rows
+from tui.widgets.path_input import complete_path
 
 
 def _plans(n: int) -> list[Plan]:
@@ -128,7 +132,8 @@ class _Recorder:
 def test_palette_entries_are_namespaced_and_act_on_the_plan() -> None:
     rec = _Recorder()
     entries = {e.text: e for e in palette_entries(rec)}
-    assert all(t.split(": ", 1)[0] in {"plan", "view", "model", "gpu", "strategy", "training"} for t in entries)
+    namespaces = {"plan", "view", "model", "gpu", "strategy", "training", "export"}
+    assert all(t.split(": ", 1)[0] in namespaces for t in entries)
     for text in ("model: LLaMA-7B", "model: BLOOM-7B1", "gpu: H100 80GB SXM5", "strategy: ZeRO-3 (+ parameters)"):
         assert any(t.startswith(text) for t in entries), text
     assert entries["plan: undo"].help == "Undo (ctrl+z)"  # no [brackets]: the palette reads help as markup
@@ -137,6 +142,9 @@ def test_palette_entries_are_namespaced_and_act_on_the_plan() -> None:
     entries["gpu: H100 80GB SXM5"].run()
     entries["strategy: TP 4"].run()
     assert rec.calls == [{"model.preset": "llama-7b"}, {"hardware.gpu": "h100-80gb"}, {"strategy.tensor_parallel": 4}]
+    assert entries["plan: open"].help == "Open (ctrl+o)"
+    for text in ("export: TOML", "export: DeepSpeed config", "export: Markdown report"):
+        assert text in entries, text
 
 
 def test_segment_cells_add_up_to_the_rounded_total() -> None:
@@ -158,3 +166,47 @@ def test_model_filter_is_loose_and_keeps_the_preset_order() -> None:
     assert [pid for pid, _ in model_rows("bloom 7")] == ["bloom-7b1"]
     assert {pid for pid, _ in model_rows("llama 70")} == {"llama-2-70b", "llama-3-70b"}
     assert model_rows("zzz") == []
+
+
+def test_export_path_follows_the_format() -> None:
+    assert with_format("plans/llama.toml", "markdown") == "plans/llama.md"
+    assert with_format("llama.md", "deepspeed") == "llama.deepspeed.json"
+    assert with_format("llama.deepspeed.json", "toml") == "llama.toml"  # the whole two-part extension
+    assert with_format("llama", "toml") == "llama.toml" and with_format("  ", "toml") == "  "
+
+
+def test_path_completion(tmp_path) -> None:
+    (tmp_path / "ckpt-7b").mkdir()
+    (tmp_path / "plan.toml").write_text("")
+    (tmp_path / "plan.txt").write_text("")
+    (tmp_path / ".hidden.toml").write_text("")
+    base = f"{tmp_path}/"
+    assert complete_path(base + "ck") == base + "ckpt-7b/"  # a directory gets its slash
+    assert complete_path(base + "pl", (".toml",)) == base + "plan.toml"  # only the wanted files
+    assert complete_path(base + "plan.t", (".json",)) is None
+    assert complete_path(base + "plan.toml") is None  # complete already
+    assert complete_path(base + ".h") == base + ".hidden.toml"  # hidden names only when asked for
+    assert complete_path(base, (".toml",)) == base + "ckpt-7b/"
+    assert complete_path(f"{tmp_path}/missing/x") is None and complete_path("") is None
+
+
+def test_structure_keys_follow_the_family() -> None:
+    assert structure_keys("mistral") == {"head_dim"}
+    assert structure_keys("gpt_neox") == {
+        "attention_bias",
+        "use_parallel_residual",
+        "hidden_act",
+        "partial_rotary_factor",
+    }
+    assert "head_dim" not in structure_keys("bloom") and "head_dim" in structure_keys("phi3")
+    sizes = {"vocab_size": 50304, "hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12}
+    neox = plan_from_dict({"model": {"model_type": "gpt_neox", **sizes, "num_attention_heads": 12}}).model
+    # unset keys show what the family builds: parallel residual, GELU, a quarter of each head rotated, biases
+    shown = {k: structure_value(neox, k) for k in sorted(structure_keys("gpt_neox") | {"head_dim"})}
+    assert shown == {
+        "attention_bias": True,
+        "head_dim": 768 // 12,
+        "hidden_act": "gelu",
+        "partial_rotary_factor": 0.25,
+        "use_parallel_residual": True,
+    }

@@ -5,7 +5,7 @@ screen validates them (`Plan.with_changes`), keeps undo/redo, recomputes the est
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import BindingType
@@ -15,13 +15,17 @@ from textual.reactive import Reactive, var
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static, Tab, Tabs
 
+from core.detect import DetectedGpus
 from core.errors import PlanError
 from core.estimate import estimate
 from core.plan import Plan
+from core.planfile import Meta
+from core.planio import PlanFile
 from core.result import Estimate
 from core.timing import StepTime, step_time
 from tui.choices import error_text, next_valid
 from tui.commands import bindings
+from tui.detection import detected_notice
 from tui.history import PlanHistory
 from tui.widgets.bars import KindLegend
 from tui.widgets.checklist_pane import ChecklistPane
@@ -31,6 +35,9 @@ from tui.widgets.hardware_pane import HardwarePane
 from tui.widgets.model_pane import ModelPane
 from tui.widgets.strategy_pane import StrategyPane
 from tui.widgets.training_pane import TrainingPane
+
+if TYPE_CHECKING:
+    from tui.screens.files import Exported
 
 # The plan panes, in tab order: (id, tab title, class). A new pane is one more row.
 PANES: tuple[tuple[str, str, type[PlanPane]], ...] = (
@@ -60,8 +67,10 @@ class PlannerScreen(Screen[None]):
     pane: Reactive[str] = var("model", init=False)
     notice: Reactive[str] = var("", init=False)
 
-    def __init__(self, plan: Plan, notice: str = "") -> None:
+    def __init__(self, plan: Plan, notice: str = "", meta: Meta | None = None) -> None:
         super().__init__()
+        self.meta = meta  # the opened file's [meta] (its title and note carry over into exports)
+        self.export_format = "toml"
         self.history = PlanHistory(plan)
         self.set_reactive(PlannerScreen.plan, plan)
         self.set_reactive(PlannerScreen.estimate, estimate(plan))
@@ -85,7 +94,7 @@ class PlannerScreen(Screen[None]):
             gauges.set_reactive(MemoryGauges.timing, self.timing)
             yield gauges.data_bind(PlannerScreen.estimate, PlannerScreen.timing)
         yield Static(id="notice")
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self.watch_notice()
@@ -131,6 +140,7 @@ class PlannerScreen(Screen[None]):
         notice = self.query_one("#notice", Static)
         notice.update(Content(self.notice))  # plain text: messages quote TOML ("[model]") and lists
         notice.display = bool(self.notice)
+        notice.set_class("✘" not in self.notice, "-info")  # an error, or news (a file written, GPUs detected)
 
     def watch_pane(self, pane: str) -> None:
         for pid, _, _ in PANES:
@@ -189,6 +199,51 @@ class PlannerScreen(Screen[None]):
     def action_leave_field(self) -> None:
         if isinstance(self.focused, Input):
             self.set_focus(None)
+
+    def action_export(self, fmt: str | None = None) -> None:
+        """The export dialog, on `fmt` (else the last format exported)."""
+        from tui.screens.files import ExportScreen
+
+        screen = ExportScreen(self.plan, self.estimate, fmt or self.export_format, self.meta)
+        self.app.push_screen(screen, self._exported)
+
+    def _exported(self, result: Exported | None) -> None:
+        if result is None:
+            return
+        self.export_format = result.format
+        lines = [f"✔ wrote {result.path}", *(f"⚠ {w}" for w in result.warnings)]
+        self.notice = "\n".join(lines)
+
+    def action_open_plan(self) -> None:
+        from tui.screens.files import OpenScreen
+
+        self.app.push_screen(OpenScreen(), self.open_plan_file)
+
+    def open_plan_file(self, pf: PlanFile | None) -> None:
+        """Make an opened plan file the plan: one undoable change; its notices (the estimate changed since it was
+        exported...) are shown."""
+        if pf is None:
+            return
+        self.history.break_coalescing()
+        self._commit(pf.plan)
+        self.meta = pf.meta
+        self.app.sub_title = pf.path
+        self.notice = "\n".join(pf.notices) or f"✔ opened {pf.path}"
+
+    def take_detected(self, plan: Plan, det: DetectedGpus) -> None:
+        """The GPUs nvidia-smi reported arrived after the first frame: start on them if nothing was changed yet."""
+        if self.history.can_undo or self.history.can_redo:
+            self.notice = detected_notice(det, kept=True)
+            return
+        self.history = PlanHistory(plan)
+        self.errors = NO_ERRORS
+        self.plan = plan
+        self.notice = detected_notice(det)
+
+    def action_load_config(self) -> None:
+        """Focus the Model pane's config.json prompt."""
+        self.pane = "model"
+        self.set_focus(self.query_one("#f-model-hf_config Input"))
 
     def action_help(self) -> None:
         from tui.screens.help import HelpScreen

@@ -17,6 +17,7 @@ from textual.reactive import Reactive, var
 from textual.widget import Widget
 from textual.widgets import Input, Label, Static
 
+from core.plan import Plan
 from core.result import Estimate
 from tui.choices import CHOICES, Choice, blocked, plan_value
 from tui.widgets.choice_bar import ChoiceBar
@@ -85,7 +86,7 @@ class PlanPane(VerticalScroll):
             return
         self._stale = False
         for key, row in self.fields.items():
-            row.show(plan_value(est.plan, key), self.errors.get(key))
+            row.show(row.value_in(est.plan), self.errors.get(key))
         self.show_estimate(est)
         focused = self.screen.focused
         if focused is not None and self in focused.ancestors:  # texts above it may have grown: keep it in view
@@ -142,6 +143,10 @@ class FieldRow(Widget):
 
     def make_control(self) -> Widget:
         raise NotImplementedError
+
+    def value_in(self, plan: Plan) -> Any:
+        """What the control shows for this plan (the key's value; a row may show what is in effect)."""
+        return plan_value(plan, self.key)
 
     def set_control(self, value: Any) -> None:
         raise NotImplementedError

@@ -9,17 +9,22 @@ from textual.widgets import OptionList, Static
 
 from core import presets
 from core.result import Estimate
+from tui import detection
 from tui.format import parallel_summary, short_gpu_name
 from tui.widgets.fields import IntField, NumberField, PlanPane
-from tui.widgets.preset_list import PresetList
+from tui.widgets.preset_list import USER_MARK, PresetList, broken_notes
 from tui.widgets.text import show_text
 
 
 def gpu_rows() -> list[tuple[str, str]]:
+    """Name, memory and dense TFLOP/s (``*``: fp16, no bf16); a user preset says ``(user)`` in place of its
+    TFLOP/s (shown in the details), so rows stay one line at 80x24."""
+    reg = presets.registry()
     rows = []
-    for g in presets.registry().sorted_gpus():
+    for g in reg.sorted_gpus():
         tf = f"{g.bf16_tflops:g}" if g.bf16 else f"{g.fp16_tflops:g}*"
-        rows.append((g.id, f"{short_gpu_name(g.name)[:16]:<16} {g.memory_mib / 1024:>5.1f} GiB {tf:>6} TF"))
+        last = f"{USER_MARK.strip():>9}" if reg.is_user("hardware", g.id) else f"{tf:>6} TF"
+        rows.append((g.id, f"{short_gpu_name(g.name)[:16]:<16} {g.memory_mib / 1024:>5.1f} GiB {last}"))
     return rows
 
 
@@ -40,13 +45,19 @@ class HardwarePane(PlanPane):
     def show_estimate(self, est: Estimate) -> None:
         plan = est.plan
         hw = plan.hardware
-        self.query_one("#gpu-list", PresetList).show_rows(gpu_rows(), hw.gpu)
+        self.query_one("#gpu-list", PresetList).show_rows(gpu_rows(), hw.gpu, broken_notes("hardware"))
         g = presets.gpu(hw.gpu)
         tf = f"{g.bf16_tflops:g} bf16" if g.bf16 else f"{g.fp16_tflops:g} fp16 (no bf16)"
         rest = (
             f"  {g.memory_mib / 1024:.1f} GiB, {tf} TFLOP/s dense\nHBM {g.memory_bandwidth_gbs:g} GB/s, {g.gpu_link}\n"
             f"{hw.total_gpus} GPU{'s' if hw.total_gpus > 1 else ''}: {parallel_summary(plan)}"
         )
+        reg = presets.registry()
+        if reg.is_user("hardware", hw.gpu):
+            rest += f"\nuser preset: {reg.origin[f'hardware/{hw.gpu}']}"
+        det = detection.known()
+        if det is not None and det.gpu_id == hw.gpu:
+            rest += f"\n{det.label} (nvidia-smi)"
         show_text(
             self.query_one("#gpu-details", Static), Content.from_markup("[b]$name[/b]$rest", name=g.name, rest=rest)
         )

@@ -3,6 +3,7 @@ config.json keys, editable for a custom model."""
 
 from __future__ import annotations
 
+import json
 import re
 from functools import cache
 from typing import ClassVar
@@ -14,13 +15,23 @@ from textual.content import Content
 from textual.widgets import Input, Label, OptionList, Static
 
 from core import presets
-from core.arch import FAMILIES, build_arch
+from core.arch import FAMILIES
+from core.model import ModelConfig
 from core.result import Estimate
 from core.units import fmt_count
 from tui.choices import Choice
 from tui.format import model_name, modified_keys
 from tui.widgets.fields import ChoiceField, IntField, PlanPane
-from tui.widgets.preset_list import PresetList
+from tui.widgets.model_fields import (
+    STRUCTURE_KEYS,
+    ConfigPathField,
+    OptionalNumber,
+    short_path,
+    structure_keys,
+    structure_rows,
+    structure_value,
+)
+from tui.widgets.preset_list import USER_MARK, PresetList, broken_notes
 from tui.widgets.text import show_text
 
 FAMILY_CHOICES = tuple(Choice(t, t, f"model: type {t}") for t in FAMILIES)
@@ -35,9 +46,18 @@ MODEL_INTS = (
 )
 
 
+def preset_params(preset_id: str) -> str:
+    """The preset's parameter count, as the list shows it."""
+    mp = presets.model_preset(preset_id)
+    return _params(mp.id, json.dumps(mp.config, sort_keys=True))
+
+
 @cache
-def preset_params(preset_id: str) -> int:
-    return build_arch(**presets.model_preset(preset_id).config).total_params
+def _params(preset_id: str, config: str) -> str:
+    try:
+        return fmt_count(ModelConfig.model_validate({"preset": preset_id}).arch().total_params)
+    except ValueError:  # PlanError, ValidationError: a user preset whose config.json went away: still listed
+        return "?"
 
 
 def _squash(text: str) -> str:
@@ -55,12 +75,19 @@ def model_rows(query: str) -> list[tuple[str, str]]:
     words = [_squash(w) for w in query.split() if _squash(w)]
     ranked = []
     for mp in presets.registry().sorted_models():
-        hay = _squash(f"{mp.name} {mp.id} {mp.config['model_type']}")
+        hay = _squash(f"{mp.name} {mp.id} {mp.config.get('model_type', '')}")
         if all(_subsequence(w, hay) for w in words):
             exact = all(w in hay for w in words)
             ranked.append((not exact, mp))
     ranked.sort(key=lambda r: r[0])  # stable: keeps the preset order within each group
-    return [(mp.id, f"{mp.name:<16} {fmt_count(preset_params(mp.id)):>9}") for _, mp in ranked]
+    reg = presets.registry()
+    return [
+        (
+            mp.id,
+            f"{mp.name:<16} {preset_params(mp.id):>9}" + (USER_MARK if reg.is_user("models", mp.id) else ""),
+        )
+        for _, mp in ranked
+    ]
 
 
 class ModelFilter(Input):
@@ -75,10 +102,24 @@ class ModelPane(PlanPane):
         yield PresetList("model.preset", id="model-list")
         yield Static(id="model-details", classes="details")
         yield Label("config.json (edit for a custom model)", classes="section")
+        yield ConfigPathField("model.hf_config", "load config.json", tooltip="a local config.json or checkpoint dir")
         yield ChoiceField("model.model_type", "model_type", FAMILY_CHOICES)
         for key, label in MODEL_INTS:
             yield IntField(key, label)
         yield ChoiceField("model.tie_word_embeddings", "tied embeddings", TIED)
+
+    def on_mount(self) -> None:
+        self.call_after_refresh(self._mount_structure)
+
+    async def _mount_structure(self) -> None:
+        """The structure rows, mounted after the first frame (styling ten more rows would delay it by about a
+        third on a slow machine); each is shown once the plan says its family has it."""
+        rows = structure_rows()
+        for row in rows:
+            row.display = False
+        await self.mount_all(rows)
+        self.fields.update({row.key: row for row in rows})
+        self._sync()
 
     def show_estimate(self, est: Estimate) -> None:
         self._show_list()
@@ -93,14 +134,31 @@ class ModelPane(PlanPane):
             f"{m.num_attention_heads} heads{kv}, vocab {m.vocab_size}" + (", tied" if m.tie_word_embeddings else "")
         )
         text = Content.from_markup("[b]$name[/b]$rest", name=model_name(m), rest=f"{head}\n{dims}")
+        reg = presets.registry()
+        if m.preset and reg.is_user("models", m.preset):
+            text += Content.styled(f"\nuser preset: {reg.origin[f'models/{m.preset}']}", "dim")
+        if m.hf_config and not m.preset:
+            text += Content.styled(f"\nfrom {short_path(m.hf_config)}", "dim")
         if changed:
-            text += Content.styled(f"\nchanged from the preset: {', '.join(changed)}", "dim")
+            source = "preset" if m.preset else "config.json"
+            text += Content.styled(f"\nchanged from the {source}: {', '.join(changed)}", "dim")
         show_text(self.query_one("#model-details", Static), text)
+        self._show_structure(m)
+
+    def _show_structure(self, m: ModelConfig) -> None:
+        """The structure rows of this family only; an empty number shows the default in effect."""
+        allowed = structure_keys(m.model_type)
+        for key, row in self.fields.items():
+            name = key.partition(".")[2]
+            if name in STRUCTURE_KEYS:
+                row.display = name in allowed
+                if isinstance(row, OptionalNumber) and name in allowed:
+                    row.show_default(structure_value(m.model_copy(update={name: None}), name))
 
     def _show_list(self) -> None:
         query = self.query_one("#model-filter", Input).value
         current = self.estimate.plan.model.preset if self.estimate else None
-        self.query_one("#model-list", PresetList).show_rows(model_rows(query), current)
+        self.query_one("#model-list", PresetList).show_rows(model_rows(query), current, broken_notes("models"))
 
     @on(Input.Changed, "#model-filter")
     def _filter(self, event: Input.Changed) -> None:

@@ -6,6 +6,8 @@ from textual.content import Content
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
+from core import presets
+
 
 class PresetList(OptionList):
     """Rows are (preset id, text). The current preset is marked ``●`` and highlighted when shown."""
@@ -15,15 +17,23 @@ class PresetList(OptionList):
         self.key = key  # the plan key a pick sets: model.preset or hardware.gpu
         self._shown: tuple[tuple[str, str], ...] = ()
         self._current: str | None = None
+        self._notes: tuple[str, ...] = ()
 
-    def show_rows(self, rows: list[tuple[str, str]], current: str | None) -> None:
+    def show_rows(self, rows: list[tuple[str, str]], current: str | None, notes: tuple[str, ...] = ()) -> None:
+        """The presets (id, text), the current one marked; `notes` (broken user files) follow, not selectable."""
         new = tuple(rows)
-        if new == self._shown and current == self._current:
+        if new == self._shown and current == self._current and notes == self._notes:
             return
         keep = self.highlighted_option.id if self.highlighted_option is not None else None
-        self._shown, self._current = new, current
+        self._shown, self._current, self._notes = new, current, notes
         self.set_options(
-            Option(Content.assemble(("● " if pid == current else "  ", "$accent"), text), id=pid) for pid, text in new
+            [
+                *(
+                    Option(Content.assemble(("● " if pid == current else "  ", "$accent"), text), id=pid)
+                    for pid, text in new
+                ),
+                *(Option(Content.styled(f"✘ {note}", "$text-error"), disabled=True) for note in notes),
+            ]
         )
         ids = [pid for pid, _ in new]
         target = keep if keep in ids and self.has_focus else current if current in ids else None
@@ -32,3 +42,14 @@ class PresetList(OptionList):
         elif ids:
             self.highlighted = 0
         self.call_after_refresh(self.scroll_to_highlight)
+
+
+USER_MARK = " (user)"
+
+
+def broken_notes(kind: str) -> tuple[str, ...]:
+    """One note per broken user preset file of `kind` (``models`` or ``hardware``): its path and the problem."""
+    prefix = f"{kind}/"
+    return tuple(
+        f"skipped user preset: {line}" for key, line in presets.registry().broken.items() if key.startswith(prefix)
+    )
