@@ -19,6 +19,7 @@ from typing import Any
 
 from core.arch import ACTIVATIONS, FAMILIES
 from core.errors import PlanError
+from core.paths import user_path
 
 SUPPORTED: tuple[str, ...] = tuple(FAMILIES)
 # keys whose presence (with a value > 0) marks a mixture-of-experts model
@@ -45,7 +46,7 @@ class HFModel:
 
 def config_path(path: str | Path) -> Path:
     """The config.json a path names: the file itself, or ``config.json`` inside a checkpoint directory."""
-    p = Path(path).expanduser()
+    p = user_path(path)
     if p.is_dir():
         inner = p / "config.json"
         if not inner.is_file():

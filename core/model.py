@@ -7,7 +7,6 @@ architecture flags) default to the family's and may only be set where the family
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
@@ -15,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator,
 from core import presets
 from core.arch import ACTIVATIONS, FAMILIES, OPTION_KEYS, Arch, Family, build_arch
 from core.errors import PlanError
+from core.paths import user_path
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
@@ -58,7 +58,7 @@ class ModelConfig(BaseModel):
         if isinstance(data, dict) and isinstance(data.get("hf_config"), str):
             from core.hfconfig import read_hf_config
 
-            path = str(Path(data["hf_config"]).expanduser().absolute())  # relative: to the working directory
+            path = str(user_path(data["hf_config"]).absolute())  # relative: to the working directory
             try:
                 base = read_hf_config(path).model
             except PlanError as exc:

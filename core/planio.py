@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import PlanError, PlanNotice
+from core.paths import user_path
 from core.plan import Plan, default_plan, plan_from_dict
 from core.planfile import Meta, estimate_changes, newer_hint, parse_meta
 from core.tomlio import loads, read_toml
@@ -34,7 +35,7 @@ def load_plan_file(path: str | Path) -> PlanFile:
     raw = read_toml(path)
     model = raw.get("model")
     if isinstance(model, dict) and isinstance(model.get("hf_config"), str):
-        model["hf_config"] = str((Path(path).parent / Path(model["hf_config"]).expanduser()).resolve())
+        model["hf_config"] = str((Path(path).parent / user_path(model["hf_config"])).resolve())
     return plan_file_from_data(raw, str(path))
 
 
@@ -124,7 +125,7 @@ def apply_overrides(
     if model:
         changes["model.preset"] = model
     if hf_config:
-        changes["model.hf_config"] = str(Path(hf_config).expanduser().resolve())
+        changes["model.hf_config"] = str(user_path(hf_config).resolve())
     if gpu:
         changes["hardware.gpu"] = gpu
     for item in sets:

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError
 
 from core.errors import PlanError
+from core.paths import user_path
 from core.tomlio import read_toml
 from core.units import MiB
 
@@ -147,7 +148,7 @@ def _validate_user(schema: type[T], path: Path) -> T:
     if isinstance(item, ModelPreset):
         config = dict(item.config)
         if isinstance(config.get("hf_config"), str):
-            config["hf_config"] = str((path.parent / Path(config["hf_config"]).expanduser()).resolve())
+            config["hf_config"] = str((path.parent / user_path(config["hf_config"])).resolve())
             item = item.model_copy(update={"config": config})
         from core.model import ModelConfig  # core.model imports this module
         from core.plan import _pydantic_error
@@ -184,9 +185,9 @@ def user_config_dir() -> Path:
     """``$VRAMPLAN_CONFIG_DIR``, else ``$XDG_CONFIG_HOME/vramplan``, else ``~/.config/vramplan``."""
     explicit = os.environ.get("VRAMPLAN_CONFIG_DIR")
     if explicit:
-        return Path(explicit).expanduser()
+        return user_path(explicit)
     xdg = os.environ.get("XDG_CONFIG_HOME")
-    base = Path(xdg).expanduser() if xdg and Path(xdg).is_absolute() else Path.home() / ".config"
+    base = user_path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".config"
     return base / "vramplan"
 
 

@@ -54,6 +54,8 @@ def check_target(path: str | Path, overwrite: bool = False) -> Path:
 
     Lets a dialog validate the path before asking for confirmation.
     """
+    if "\0" in str(path):  # the OS layer would raise ValueError
+        raise WriteError("a path cannot contain a NUL character", repr(str(path)))
     p = Path(path)
     if p.is_symlink():  # write through the link: the link stays, its target gets the new content
         p = Path(os.path.realpath(p))

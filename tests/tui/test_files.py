@@ -109,6 +109,9 @@ async def test_write_errors_are_shown_in_the_dialog_and_the_plan_is_kept(tmp_pat
 
         assert "directory does not exist" in await attempt(str(tmp_path / "missing" / "plan.toml"))
         assert "is a directory" in await attempt("a-directory")
+        # typed or pasted paths the OS layer rejects: an unknown ~user is a missing directory, NUL is named
+        assert "directory does not exist" in await attempt("~no-such-user-here/plan.toml")
+        assert "NUL character" in await attempt("plan\0.toml")
         # Permission denied, simulated (root writes anywhere): the OS refuses the temporary file in tmp_path
         real_open, real_fsync = os.open, os.fsync
 

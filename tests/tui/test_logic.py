@@ -188,6 +188,7 @@ def test_path_completion(tmp_path) -> None:
     assert complete_path(base + ".h") == base + ".hidden.toml"  # hidden names only when asked for
     assert complete_path(base, (".toml",)) == base + "ckpt-7b/"
     assert complete_path(f"{tmp_path}/missing/x") is None and complete_path("") is None
+    assert complete_path(base + "plan\0") is None and complete_path("~no-such-user-here/pl") is None  # no raise
 
 
 def test_structure_keys_follow_the_family() -> None:

@@ -19,6 +19,7 @@ from textual.widgets import Button, Input, Label, Static
 
 from core.errors import PlanError
 from core.export import FORMATS, default_file_name, export_plan, render
+from core.paths import user_path
 from core.plan import Plan
 from core.planfile import Meta
 from core.planio import PlanFile, load_plan_file
@@ -107,7 +108,10 @@ class ExportScreen(ModalScreen[Exported | None]):
 
     def _show_where(self) -> None:
         text = self.query_one("#export-path", Input).value.strip()
-        where = f"in {Path(text).expanduser().absolute().parent}" if text else ""
+        try:
+            where = f"in {user_path(text).absolute().parent}" if text else ""
+        except PlanError as exc:
+            where = exc.message
         show_text(self.query_one("#export-where", Static), Content(where))
 
     def on_choice_bar_changed(self, event: ChoiceBar.Changed) -> None:  # the format bar (the only choice here)
@@ -136,9 +140,9 @@ class ExportScreen(ModalScreen[Exported | None]):
         if not text:
             self._error("enter a file name")
             return
-        path = Path(text).expanduser()
         meta = self.meta
         try:
+            path = user_path(text)
             rendered = export_plan(
                 path,
                 self.format,
@@ -256,7 +260,7 @@ class OpenScreen(ModalScreen[PlanFile | None]):
             message = "enter the path of a plan file"
         else:
             try:
-                self.dismiss(load_plan_file(Path(text).expanduser()))
+                self.dismiss(load_plan_file(user_path(text)))
                 return
             except PlanError as exc:
                 message = exc.line()

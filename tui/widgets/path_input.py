@@ -17,14 +17,17 @@ def complete_path(value: str, suffixes: tuple[str, ...] = ()) -> str | None:
     expanded = os.path.expanduser(value)
     tail = expanded.rpartition(os.sep)[2]
     directory = Path(expanded[: len(expanded) - len(tail)] or ".")
-    try:
-        entries = sorted(os.scandir(directory), key=lambda e: e.name)
-    except OSError:
+    hidden = tail.startswith(".")
+    try:  # only the names that match are sorted: a checkpoint folder can hold thousands of files
+        with os.scandir(directory) as it:
+            entries = sorted(
+                (e for e in it if e.name.startswith(tail) and (hidden or not e.name.startswith("."))),
+                key=lambda e: e.name,
+            )
+    except (OSError, ValueError):  # ValueError: a NUL character
         return None
     for entry in entries:
         name = entry.name
-        if not name.startswith(tail) or (name.startswith(".") and not tail.startswith(".")):
-            continue
         try:
             is_dir = entry.is_dir()
         except OSError:
