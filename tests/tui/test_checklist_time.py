@@ -21,7 +21,7 @@ from tests.tui.conftest import figure, text_of
 from tui.app import VramplanApp
 from tui.effects import alternatives
 from tui.time_text import rate
-from tui.widgets.checklist_pane import ChecklistList
+from tui.widgets.checklist_pane import ChecklistList, ChecklistPane
 from tui.widgets.checklist_rows import status_tag
 from tui.widgets.strategy_pane import EFFECT_KEYS
 
@@ -114,6 +114,36 @@ async def test_fit_advisor_suggestion_and_largest_micro_batch_apply() -> None:
         await pilot.press("ctrl+z", "ctrl+z")
         await pilot.pause()
         assert app.planner.plan == plan
+
+
+async def test_advice_that_arrives_while_the_pane_is_hidden_is_renewed_when_shown(monkeypatch) -> None:
+    import threading
+
+    import core.advisor
+
+    gate = threading.Event()
+
+    def slow_advise(plan: Plan, **kw: Any) -> Any:
+        gate.wait(5)
+        return advise(plan, **kw)
+
+    monkeypatch.setattr(core.advisor, "advise", slow_advise)
+    app = VramplanApp(plan=default_plan())
+    async with app.run_test() as pilot:
+        await pilot.press("5")  # advising the default plan (held at the gate)
+        await pilot.pause()
+        await pilot.press("c", "1")  # a new plan while it runs, then another pane
+        await pilot.pause()
+        gate.set()
+        await app.workers.wait_for_complete()  # the old plan's advice arrives while the pane is hidden
+        await pilot.pause()
+        await pilot.press("5")
+        await pilot.pause()
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        pane = app.planner.query_one(ChecklistPane)
+        assert pane.advice is not None and pane.advice.plan == app.planner.plan != default_plan()
+        assert "updating" not in row_text(app, "advice.head")
 
 
 async def test_time_figures_follow_the_plan_and_the_time_inputs() -> None:

@@ -103,8 +103,7 @@ class ChecklistPane(PlanPane):
         yield Static(id="checklist-summary", classes="details")
         yield ChecklistList(id="checklist-list", compact=True)
 
-    def on_mount(self) -> None:
-        super().on_mount()
+    def on_mount(self) -> None:  # PlanPane.on_mount runs too (Textual calls each class's handler)
         self.border_subtitle = "⏎ apply  space tick  1-4 back"
 
     def focus_target(self) -> Widget:
@@ -149,10 +148,12 @@ class ChecklistPane(PlanPane):
         est = self.estimate
         if est is None:
             return
-        if self.display and self.advice is not None and self.advice.plan != est.plan and not event.error:
+        if not self.display:  # hidden: judged and advised again when shown (the plan may have changed)
+            self._stale = True
+            return
+        if self.advice is not None and self.advice.plan != est.plan and not event.error:
             self._request_advice(est)  # the plan changed while it ran: advise the newest one
-        if self.display:
-            self._show()
+        self._show()
 
     def on_checklist_pane_rewrap(self, event: Rewrap) -> None:
         event.stop()
