@@ -9,13 +9,16 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core.errors import PlanError, PlanNotice
 from core.paths import user_path
 from core.plan import Plan, default_plan, plan_from_dict
 from core.planfile import Meta, estimate_changes, newer_hint, parse_meta
 from core.tomlio import loads, read_toml
+
+if TYPE_CHECKING:
+    from core.detect import DetectedGpus
 
 
 @dataclass(frozen=True)
@@ -101,8 +104,12 @@ def starting_plan() -> Plan:
     documented default hardware (8 x A100-80GB)."""
     from core.detect import detected_gpus
 
+    return plan_on(detected_gpus())
+
+
+def plan_on(det: DetectedGpus | None) -> Plan:
+    """The default plan on detected GPUs (None: on the documented default hardware)."""
     plan = default_plan()
-    det = detected_gpus()
     if det is None:
         return plan
     try:

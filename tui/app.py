@@ -15,7 +15,7 @@ from core import presets
 from core.errors import PlanError
 from core.plan import Plan, default_plan
 from core.planfile import Meta
-from core.planio import load_plan_file, starting_plan
+from core.planio import load_plan_file, plan_on
 from tui import detection
 from tui.commands import PlannerCommands
 from tui.screens.planner import PlannerScreen
@@ -53,9 +53,9 @@ class VramplanApp(App[int]):
             # Never waits for nvidia-smi: the detected GPUs are taken when they arrive (see `_check_detection`).
             self.detection = detection.begin()
             done = self.detection.done  # read once: it may finish while this runs
-            self.start_plan = starting_plan() if done else default_plan()
-            self._detection_pending = not done
             det = self.detection.result if done else None
+            self.start_plan = plan_on(det)
+            self._detection_pending = not done
             if det is not None and self.start_plan.hardware.gpu == det.gpu_id:
                 notices.append(detection.detected_notice(det))
         notices[:0] = [f"✘ skipped user preset: {problem}" for problem in presets.registry().problems]
@@ -78,7 +78,7 @@ class VramplanApp(App[int]):
             self._detect_timer.stop()
         det = self.detection.result
         if det is not None:
-            self.planner.take_detected(starting_plan(), det)
+            self.planner.take_detected(plan_on(det), det)
 
     @property
     def planner(self) -> PlannerScreen:
