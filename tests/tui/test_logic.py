@@ -9,6 +9,7 @@ import pytest
 
 from core.errors import PlanError
 from core.plan import Plan, StrategyConfig, TrainingConfig, default_plan, plan_from_dict
+from core.planfile import Meta
 from tui.choices import CHOICES, blocked, choice_index, error_text, next_valid, plan_value
 from tui.commands import COMMANDS, bindings, palette_entries
 from tui.history import PlanHistory
@@ -57,6 +58,24 @@ def test_history_is_bounded() -> None:
         h.push(p)
     assert h.current == plans[-1]
     assert h.undo() == plans[-2] and h.undo() == plans[-3] and h.undo() is None
+
+
+def test_history_keeps_each_steps_file_meta() -> None:
+    a, b, c, d = _plans(4)
+    first, opened = Meta(title="started from"), Meta(title="opened", note="for review")
+    h = PlanHistory(a, first)
+    h.push(b)  # an edit keeps the file's title and note
+    assert h.meta == first
+    h.push(c)
+    h.set_meta(opened)  # a file opened: its plan and its [meta]
+    h.push(d)
+    assert h.meta == opened
+    assert h.undo() == c and h.meta == opened
+    assert h.undo() == b and h.meta == first  # back before the open: the old title and note
+    assert h.redo() == c and h.meta == opened
+    h.undo()
+    h.push(d)  # a new branch drops the opened file's steps
+    assert h.meta == first and h.redo() is None
 
 
 @pytest.mark.parametrize(

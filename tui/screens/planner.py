@@ -69,9 +69,8 @@ class PlannerScreen(Screen[None]):
 
     def __init__(self, plan: Plan, notice: str = "", meta: Meta | None = None) -> None:
         super().__init__()
-        self.meta = meta  # the opened file's [meta] (its title and note carry over into exports)
         self.export_format = "toml"
-        self.history = PlanHistory(plan)
+        self.history = PlanHistory(plan, meta)
         self.set_reactive(PlannerScreen.plan, plan)
         self.set_reactive(PlannerScreen.estimate, estimate(plan))
         self.set_reactive(PlannerScreen.timing, step_time(plan))
@@ -122,6 +121,11 @@ class PlannerScreen(Screen[None]):
         message = error_text(exc, key)
         self.errors = {key: message}
         self.notice = f"✘ {key}: {message} (plan unchanged)"
+
+    @property
+    def meta(self) -> Meta | None:
+        """The `[meta]` of the plan file the current plan came from (its title and note carry over into exports)."""
+        return self.history.meta
 
     def watch_plan(self, plan: Plan) -> None:
         self.estimate = estimate(plan)
@@ -226,7 +230,7 @@ class PlannerScreen(Screen[None]):
             return
         self.history.break_coalescing()
         self._commit(pf.plan)
-        self.meta = pf.meta
+        self.history.set_meta(pf.meta)  # undo goes back to the plan before and its [meta]
         self.app.sub_title = pf.path
         self.notice = "\n".join(pf.notices) or f"✔ opened {pf.path}"
 
