@@ -120,6 +120,12 @@ async def test_a_config_json_through_the_model_pane(tmp_path: Path) -> None:
         assert plan.model.use_parallel_residual is False
         assert figure(estimate(plan).total) in text_of(app, "#headline")
         assert "changed from the config.json: use_parallel_residual" in text_of(app, "#model-details")
+        rotary.value = "50%"  # a structure number takes what every number field takes
+        await pilot.pause()
+        assert app.planner.plan.model.partial_rotary_factor == 0.5
+        rotary.value = ""  # empty: unset here, so the config.json's rotary_pct is in effect again
+        await pilot.pause()
+        assert app.planner.plan.model.partial_rotary_factor == 0.25
 
 
 async def test_user_presets_are_listed_and_marked_and_a_broken_one_is_reported(tmp_path: Path, monkeypatch) -> None:

@@ -15,7 +15,7 @@ from core.arch import ACTIVATIONS, FAMILIES, OPTION_KEYS
 from core.model import ModelConfig
 from core.plan import Plan
 from tui.choices import Choice
-from tui.widgets.fields import ChoiceField, FieldRow
+from tui.widgets.fields import ChoiceField, FieldRow, NumberField, number_text
 from tui.widgets.path_input import PathSuggester
 
 STRUCTURE_KEYS = frozenset({"head_dim", *OPTION_KEYS})
@@ -58,49 +58,14 @@ class StructureChoice(ChoiceField):
         return structure_value(plan.model, self.key.partition(".")[2])
 
 
-class OptionalNumber(FieldRow):
-    """A number that may be left empty: unset, the family's default (shown as the placeholder)."""
-
-    keeps_text = True
+class OptionalNumber(NumberField):
+    """A structure number that may be left empty: unset, the family's default (shown as the placeholder)."""
 
     def __init__(self, key: str, label: str, kind: type[int] | type[float], **kw: Any) -> None:
-        self.kind = kind
-        super().__init__(key, label, **kw)
+        super().__init__(key, label, integer=kind is int, **kw)
 
-    def make_control(self) -> Widget:
-        return Input(type="integer" if self.kind is int else "number", compact=True, select_on_focus=True)
-
-    def set_control(self, value: Any) -> None:
-        field = self.control
-        assert isinstance(field, Input)
-        if self._parse(field.value) != value:
-            with self.prevent(Input.Changed):
-                field.value = "" if value is None else f"{value:g}" if self.kind is float else str(value)
-
-    def show_default(self, value: Any) -> None:
-        field = self.control
-        assert isinstance(field, Input)
-        field.placeholder = f"{value:g} (default)" if isinstance(value, float) else f"{value} (default)"
-
-    def _parse(self, text: str) -> int | float | None:
-        text = text.strip().replace("_", "")
-        if not text:
-            return None
-        try:
-            return self.kind(text)
-        except ValueError:
-            return None
-
-    @on(Input.Changed)
-    def _typed(self, event: Input.Changed) -> None:
-        event.stop()
-        if event.value != event.input.value:
-            return
-        value = self._parse(event.value)
-        if value is None and event.value.strip():
-            self.post_invalid("enter a whole number" if self.kind is int else "enter a number")
-        else:
-            self.post_change(value, coalesce=True)
+    def show_default(self, value: float) -> None:
+        self.set_placeholder(f"{number_text(value, self.integer)} (default)")
 
 
 def structure_rows() -> list[FieldRow]:
