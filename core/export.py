@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from core import presets
+from core.model import model_name
 from core.plan import Plan
 from core.result import Estimate
 from core.safewrite import write_atomic
@@ -89,9 +90,8 @@ def format_for_path(path: str | Path) -> str | None:
 
 def plan_title(plan: Plan) -> str:
     """``LLaMA-7B on 8 x NVIDIA A100 80GB SXM4``: the headline of a plan."""
-    m, hw = plan.model, plan.hardware
-    model = presets.model_preset(m.preset).name if m.preset else f"custom {m.model_type}"
-    return f"{model} on {hw.total_gpus} x {presets.gpu(hw.gpu).name}"
+    hw = plan.hardware
+    return f"{model_name(plan.model)} on {hw.total_gpus} x {presets.gpu(hw.gpu).name}"
 
 
 def default_file_name(plan: Plan, fmt: str = "toml") -> str:

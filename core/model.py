@@ -171,3 +171,45 @@ def _check_falcon(m: ModelConfig) -> None:
             "falcon without new_decoder_architecture has 1 key/value head (multi_query) or num_attention_heads",
             "model.num_key_value_heads",
         )
+
+
+def model_base(model: ModelConfig) -> tuple[str, dict[str, Any]] | None:
+    """The name and keys a model starts from: its preset's, or its config.json's (None: a custom model, or a
+    config.json that can no longer be read)."""
+    from core.hfconfig import read_hf_config
+
+    try:
+        if model.preset is not None:
+            mp = presets.model_preset(model.preset)
+            keys = dict(mp.config)
+            if isinstance(keys.get("hf_config"), str):  # a user preset made of a config.json
+                keys = {**read_hf_config(keys["hf_config"]).model, **keys}
+            return mp.name, keys
+        if model.hf_config is not None:
+            hf = read_hf_config(model.hf_config)
+            return hf.name, hf.model
+    except PlanError:
+        return None
+    return None
+
+
+def modified_keys(model: ModelConfig, base: tuple[str, dict[str, Any]] | None = None) -> list[str]:
+    """Model keys that differ from the model's preset or config.json (a custom model built from one); `base`:
+    `model_base(model)` when the caller has it."""
+    base = base or model_base(model)
+    if base is None:
+        return []
+    keys = base[1]
+    dumped = model.model_dump(exclude_none=True)
+    skip = ("preset", "hf_config")
+    return [k for k, v in dumped.items() if k not in skip and k in keys and keys[k] != v] + [
+        k for k in dumped if k not in keys and k not in skip
+    ]
+
+
+def model_name(model: ModelConfig) -> str:
+    """``LLaMA-7B``, ``tiiuae/falcon-7b (modified)``, ``custom llama``: the model as the planner and exports name it."""
+    base = model_base(model)
+    if base is None:
+        return f"custom {model.model_type}"
+    return f"{base[0]} (modified)" if modified_keys(model, base) else base[0]

@@ -11,9 +11,10 @@ from textual.content import Content
 from textual.reactive import Reactive, var
 from textual.widgets import Static
 
+from core.model import model_name
 from core.result import KINDS, Estimate
 from core.timing import StepTime
-from tui.format import gib, gpu_name, model_name, short_gpu_name
+from tui.format import gib, gpu_name, short_gpu_name
 from tui.time_text import time_summary, time_table
 from tui.widgets.bars import KindLegend, StackedBar
 from tui.widgets.settle import Settled

@@ -16,11 +16,10 @@ from textual.widgets import Input, Label, OptionList, Static
 
 from core import presets
 from core.arch import FAMILIES
-from core.model import ModelConfig
+from core.model import ModelConfig, model_name, modified_keys
 from core.result import Estimate
 from core.units import fmt_count
 from tui.choices import Choice
-from tui.format import model_name, modified_keys
 from tui.widgets.fields import ChoiceField, IntField, PlanPane
 from tui.widgets.model_fields import (
     STRUCTURE_KEYS,
