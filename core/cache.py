@@ -18,5 +18,7 @@ def clear() -> None:
         states.model_states,
         estimate._stage_acts,
         estimate._phases,
+        estimate._stage_peak,
+        states.stages,
     ):
         fn.cache_clear()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 from core import presets
 from core.activations import (
@@ -42,9 +43,9 @@ from core.result import KINDS, Estimate, OverheadTerm, Phase
 from core.states import Stage, States, model_states, stages
 
 
-@dataclass(frozen=True, slots=True)
-class Layout:
-    """The strategy settings the activation and phase model read (hashable: results are cached on it)."""
+class Layout(NamedTuple):
+    """The strategy settings the activation and phase model read (hashable: results are cached on it; a
+    NamedTuple, built per estimate, is four times faster to build than a frozen dataclass)."""
 
     tp: int
     sp: bool
@@ -305,6 +306,21 @@ def _phases(ctx: ActCtx, stage: Stage, st: States, a: StageActs, lay: Layout) ->
     return tuple(phases)
 
 
+@lru_cache(maxsize=1024)
+def _stage_peak(
+    ctx: ActCtx, stage: Stage, st: States, lay: Layout
+) -> tuple[int, int, tuple[Phase, ...], dict[str, int]]:
+    """A stage's phases, the live bytes at its peak, the peak's index, and each kind at its largest."""
+    phases = _phases(ctx, stage, st, _stage_acts(ctx, stage, lay), lay)
+    top, peak = max((sum(p.live.values()), i) for i, p in enumerate(phases))
+    largest = dict.fromkeys(KINDS[:-1], 0)
+    for p in phases:
+        for k, v in p.live.items():
+            if v > largest[k]:
+                largest[k] = v
+    return top, peak, phases, largest
+
+
 def estimate(plan: Plan, *, cpu: bool = False) -> Estimate:
     """Per-GPU memory of the busiest rank at the peak of a steady-state step (see module docstring).
 
@@ -360,22 +376,16 @@ def estimate(plan: Plan, *, cpu: bool = False) -> Estimate:
             offload_optimizer=s.offload_optimizer,
             offload_params=s.offload_parameters,
         )
-        acts = _stage_acts(ctx, stage, lay)
-        phases = _phases(ctx, stage, st, acts, lay)
-        top, peak = max((sum(p.live.values()), i) for i, p in enumerate(phases))
+        top, peak, phases, most = _stage_peak(ctx, stage, st, lay)
         if best is None or top > best[0]:
             name = "all" if pp == 1 else ("first" if stage.first else "last")
-            best = (top, phases[peak], st, name, phases)
+            best = (top, phases[peak], st, name, phases, most)
     assert best is not None
-    _, peak, st, stage_name, phases = best
+    _, peak, st, stage_name, phases, most = best
 
     trainable = arch.total_params if full else arch.L * lora_params_per_layer(arch, roles, t.lora_rank)
     overheads = overhead_bytes(plan, st, best[0])
-    largest = dict.fromkeys(KINDS[:-1], 0)
-    for p in phases:
-        for k, v in p.live.items():
-            if v > largest[k]:
-                largest[k] = v
+    largest = dict(most)  # the Estimate's own (the memo's stays as it is)
 
     def explain() -> tuple[dict[str, tuple[str, str]], tuple[OverheadTerm, ...]]:
         return (

@@ -7,6 +7,7 @@ See `core.activations` for the model as a whole and its sources.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from core.arch import Arch
 from core.precision import Regime
@@ -25,9 +26,9 @@ CPU_DIFFERENCES: tuple[str, ...] = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class ActCtx:
-    """What the activation model needs to know about a plan, per micro-batch."""
+class ActCtx(NamedTuple):
+    """What the activation model needs to know about a plan, per micro-batch (a NamedTuple: immutable and hashable
+    like a frozen dataclass, built in a quarter of the time; one is built per estimate)."""
 
     arch: Arch
     b: int

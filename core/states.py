@@ -29,13 +29,14 @@ class Stage:
     in_flight: int  # micro-batches whose activations this stage holds at once (1F1B schedule)
 
 
-def stages(L: int, pp: int, grad_accum: int) -> list[Stage]:
+@lru_cache(maxsize=256)
+def stages(L: int, pp: int, grad_accum: int) -> tuple[Stage, ...]:
     """Stage 0 and the last stage bound every other one: stage 0 has the most micro-batches in flight (``p``
     with 1F1B, Narayanan et al. 2021 §2.2; fewer if there are fewer micro-batches), the last has the head."""
     per = -(-L // pp)
     if pp == 1:
-        return [Stage(True, True, L, 1)]
-    return [Stage(True, False, per, min(pp, grad_accum)), Stage(False, True, per, 1)]
+        return (Stage(True, True, L, 1),)
+    return (Stage(True, False, per, min(pp, grad_accum)), Stage(False, True, per, 1))
 
 
 def quantized_bytes(n_in: int, n_out: int, fmt: str, double_quant: bool) -> int:
