@@ -154,14 +154,16 @@ class KindLegend(Widget, can_focus=True):
     def show(self, rows: list[tuple[str, int, int]]) -> None:
         if rows == self.rows:
             return
-        kind, relayout = self.kind, len(rows) != len(self.rows)
+        kind = self.kind
         self.rows = rows
         kinds = [k for k, _, _ in rows]
         self.set_reactive(KindLegend.cursor, kinds.index(kind) if kind in kinds else 0)
-        self.refresh(layout=relayout)
+        self.refresh()  # same height whatever the rows: no layout pass (the costly part of a frame)
 
     def get_content_height(self, container: object, viewport: object, width: int) -> int:
-        return len(self.rows) + 1
+        """Room for every kind (the header and one row each), so that a plan showing more or fewer kinds neither
+        moves what is below nor costs a layout pass."""
+        return len(KINDS) + 1
 
     def select(self, kind: str) -> None:
         kinds = [k for k, _, _ in self.rows]
