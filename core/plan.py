@@ -16,6 +16,7 @@ from core import presets
 from core.arch import ALL_ROLES, FAMILIES
 from core.errors import PlanError
 from core.model import ModelConfig
+from core.units import parse_number
 
 Precision = Literal["fp32", "bf16-autocast", "fp16-autocast", "bf16-master", "fp16-master", "bf16-pure"]
 Optimizer = Literal["adamw", "adamw-8bit", "sgd", "sgd-momentum", "adafactor", "lion"]
@@ -76,6 +77,14 @@ class TrainingConfig(BaseModel):
     mfu: float | None = Field(
         default=None, gt=0, le=1, description="fraction of the dense peak the math reaches; unset: 0.45 (core.timing)"
     )
+
+    @field_validator("tokens", "mfu", mode="before")
+    @classmethod
+    def _suffixed(cls, v: Any, info: Any) -> Any:
+        """``tokens = "2T"`` / ``"300B"``, ``mfu = "45%"``: what the planner's fields take, in files and ``--set``."""
+        if not isinstance(v, str):
+            return v
+        return parse_number(v, integer=info.field_name == "tokens")
 
     @field_validator("lora_targets", mode="before")
     @classmethod

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 KiB = 1024
 MiB = 1024**2
 GiB = 1024**3
@@ -53,3 +55,40 @@ def fmt_seconds(seconds: float) -> str:
     if seconds < 3 * 86400:
         return f"{seconds / 3600:.1f} h"
     return f"{seconds / 86400:.1f} days"
+
+
+# Suffixes a number may carry: 2T tokens, 300B, 45% (of one).
+_SCALE = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12, "%": 0.01}
+_NAMES = (("T", 10**12), ("B", 10**9), ("M", 10**6), ("K", 10**3))
+
+
+def parse_number(text: str, integer: bool = False) -> float | int | None:
+    """``2T`` -> 2e12, ``45%`` -> 0.45, ``1e9``, ``2,000``, ``$2.5``; empty -> None (unset). ValueError says what
+    a number looks like."""
+    t = text.strip().replace("_", "").replace(",", "").removeprefix("$").strip()
+    if not t:
+        return None
+    scale = _SCALE.get(t[-1].lower(), 1.0)
+    if scale != 1.0:
+        t = t[:-1].strip()
+    try:
+        value = float(t) * scale
+    except ValueError:
+        raise ValueError("enter a number: 0.4, 45%, 1e12, 2T (empty: unset)") from None
+    if not math.isfinite(value):
+        raise ValueError("enter a finite number")
+    if integer:
+        if value != round(value):
+            raise ValueError("enter a whole number (2T, 300B, 1e9)")
+        return round(value)
+    return value
+
+
+def number_text(value: float | int, integer: bool = False) -> str:
+    """How a plan's number is shown in its field: ``2T`` for 2,000,000,000,000 tokens, ``0.45``."""
+    if integer:
+        for name, size in _NAMES:
+            if value >= size:  # the largest suffix, when it is exact to three decimals
+                return f"{value / size:g}{name}" if (value * 1000) % size == 0 else str(value)
+        return str(value)
+    return f"{value:g}"

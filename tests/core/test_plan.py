@@ -123,3 +123,14 @@ def test_every_hardware_preset_is_complete() -> None:
     assert not gpus["v100-32gb"].bf16 and not gpus["t4"].bf16
     assert gpus["h100-80gb"].bf16_tflops == 989.0  # dense, not the 1,979 sparse figure
     assert gpus["h100-80gb"].gpu_link_gbs == 450.0  # per direction, not the 900 GB/s bidirectional total
+
+
+def test_token_budget_and_mfu_take_the_planners_suffixes_in_files_and_set() -> None:
+    plan = default_plan().with_changes({"training.tokens": "2T", "training.mfu": "45%"})
+    assert plan.training.tokens == 2 * 10**12 and plan.training.mfu == 0.45
+    assert plan_from_dict({**plan.dump(), "training": {"tokens": "300B"}}).training.tokens == 300 * 10**9
+    assert plan.dump()["training"]["tokens"] == 2 * 10**12  # written back as the number it is
+    with pytest.raises(PlanError, match="training.tokens: enter a number"):
+        default_plan().with_changes({"training.tokens": "lots"})
+    with pytest.raises(PlanError, match="whole number"):
+        default_plan().with_changes({"training.tokens": "1.5"})

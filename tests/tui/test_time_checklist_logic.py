@@ -9,10 +9,9 @@ from core.checklist import checklist
 from core.estimate import estimate
 from core.plan import default_plan
 from core.timing import step_time
-from core.units import GiB
+from core.units import GiB, number_text, parse_number
 from tui.effects import alternatives, brief, effects_line, toggle_effects
 from tui.widgets.checklist_rows import advice_rows, checklist_rows
-from tui.widgets.fields import number_text, parse_number
 
 OVER = {"strategy.zero_stage": 0, "strategy.gradient_checkpointing": "none"}
 

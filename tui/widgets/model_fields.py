@@ -14,8 +14,9 @@ from textual.widgets import Input
 from core.arch import ACTIVATIONS, FAMILIES, OPTION_KEYS
 from core.model import ModelConfig
 from core.plan import Plan
+from core.units import number_text
 from tui.choices import Choice
-from tui.widgets.fields import ChoiceField, FieldRow, NumberField, number_text
+from tui.widgets.fields import ChoiceField, FieldRow, NumberField
 from tui.widgets.path_input import PathSuggester
 
 STRUCTURE_KEYS = frozenset({"head_dim", *OPTION_KEYS})

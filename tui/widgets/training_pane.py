@@ -72,7 +72,7 @@ class TrainingPane(PlanPane):
         )
         if st.tokens is not None and st.train_seconds is not None and st.gpu_hours is not None:
             text += (
-                f"\n{fmt_count(st.tokens)} tokens in {st.train_steps:,} steps: [b]{fmt_seconds(st.train_seconds)}"
+                f"\n{fmt_count(st.tokens)} tokens in {st.train_steps:,} step{'' if st.train_steps == 1 else 's'}: [b]{fmt_seconds(st.train_seconds)}"
                 f"[/b], {st.gpu_hours:,.0f} GPU-hours"
             )
             text += f", cost {st.cost:,.0f}" if st.cost is not None else " (a price per GPU-hour gives the cost)"
