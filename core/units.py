@@ -42,6 +42,11 @@ def fmt_count(n: int) -> str:
     return f"{n:,}"
 
 
+def fmt_steps(n: int) -> str:
+    """``1 step``, ``12,207 steps``."""
+    return f"{n:,} step" + ("" if n == 1 else "s")
+
+
 def fmt_seconds(seconds: float) -> str:
     """Durations, microseconds to days: ``850 us``, ``12.3 ms``, ``1.25 s``, ``4.2 min``, ``12.3 h``, ``21.0 days``."""
     if seconds < 1e-3:

@@ -8,7 +8,7 @@ from core import presets
 from core.presets import Registry
 from core.result import KIND_LABELS, Estimate
 from core.timing import LABELS, StepTime
-from core.units import GiB, fmt_count, fmt_seconds
+from core.units import GiB, fmt_count, fmt_seconds, fmt_steps
 
 if TYPE_CHECKING:
     from core.advisor import Advice
@@ -97,7 +97,7 @@ def time_table(st: StepTime) -> str:
         lines.append(f"  {LABELS.get(t.name, t.name):<28}{fmt_seconds(t.seconds):>10}  {exposed:>10}")
     if st.tokens is not None and st.train_seconds is not None and st.gpu_hours is not None:
         lines.append(
-            f"  {fmt_count(st.tokens)} tokens: {fmt_seconds(st.train_seconds)} in {st.train_steps:,} step{'' if st.train_steps == 1 else 's'}, "
+            f"  {fmt_count(st.tokens)} tokens: {fmt_seconds(st.train_seconds)} in {fmt_steps(st.train_steps)}, "
             f"{st.gpu_hours:,.0f} GPU-hours"
         )
         if st.cost is not None:

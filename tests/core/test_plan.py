@@ -130,7 +130,7 @@ def test_token_budget_and_mfu_take_the_planners_suffixes_in_files_and_set() -> N
     assert plan.training.tokens == 2 * 10**12 and plan.training.mfu == 0.45
     assert plan_from_dict({**plan.dump(), "training": {"tokens": "300B"}}).training.tokens == 300 * 10**9
     assert plan.dump()["training"]["tokens"] == 2 * 10**12  # written back as the number it is
-    with pytest.raises(PlanError, match="training.tokens: enter a number"):
+    with pytest.raises(PlanError, match=r"training\.tokens: enter a number"):
         default_plan().with_changes({"training.tokens": "lots"})
     with pytest.raises(PlanError, match="whole number"):
         default_plan().with_changes({"training.tokens": "1.5"})

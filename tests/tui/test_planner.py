@@ -309,3 +309,16 @@ async def test_a_plan_file_with_toml_syntax_in_its_error_is_shown_verbatim(tmp_p
     async with app.run_test() as pilot:
         await pilot.pause()
         assert "missing [model] table" in text_of(app, "#notice")
+
+
+async def test_wrapped_notes_leave_no_blank_lines_in_the_wide_layout() -> None:
+    # An auto grid row was sized by its first column's width: a note spanning both columns got blank lines
+    plan = default_plan().with_changes({"strategy.offload_optimizer": "cpu"})  # ZeRO "off" is then impossible
+    app = VramplanApp(plan=plan)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        row = app.planner.query_one("#f-strategy-zero_stage")
+        effect, note = row.query_one(".field-effect"), row.query_one(".field-note")
+        assert note.display and "offload_optimizer" in str(note.visual)
+        assert effect.region.height >= 1 and note.region.y == effect.region.bottom
+        assert row.region.bottom == note.region.bottom

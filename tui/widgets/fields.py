@@ -10,7 +10,7 @@ from typing import Any
 
 from textual import on
 from textual.app import ComposeResult
-from textual.containers import VerticalScroll
+from textual.containers import Horizontal, VerticalScroll
 from textual.content import Content
 from textual.message import Message
 from textual.reactive import Reactive, var
@@ -135,8 +135,11 @@ class FieldRow(Widget):
         self._error_text = ""
 
     def compose(self) -> ComposeResult:
-        yield Label(self.label, classes="field-label")
-        yield self.control
+        # Not a grid: Textual sizes an auto grid row by its first column's width, so a wrapped note spanning both
+        # columns got a row several lines too tall (blank lines under it in the wide layout).
+        with Horizontal(classes="field-line"):
+            yield Label(self.label, classes="field-label")
+            yield self.control
         if self.effect is not None:
             yield self.effect
         yield self.note

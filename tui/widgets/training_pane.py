@@ -9,7 +9,7 @@ from textual.widgets import Label, Static
 
 from core.result import Estimate
 from core.timing import DEFAULT_MFU, step_time
-from core.units import fmt_count, fmt_seconds
+from core.units import fmt_count, fmt_seconds, fmt_steps
 from tui.widgets.fields import ChoiceField, IntField, ListField, NumberField, PlanPane
 from tui.widgets.text import show_text
 
@@ -72,7 +72,7 @@ class TrainingPane(PlanPane):
         )
         if st.tokens is not None and st.train_seconds is not None and st.gpu_hours is not None:
             text += (
-                f"\n{fmt_count(st.tokens)} tokens in {st.train_steps:,} step{'' if st.train_steps == 1 else 's'}: [b]{fmt_seconds(st.train_seconds)}"
+                f"\n{fmt_count(st.tokens)} tokens in {fmt_steps(st.train_steps)}: [b]{fmt_seconds(st.train_seconds)}"
                 f"[/b], {st.gpu_hours:,.0f} GPU-hours"
             )
             text += f", cost {st.cost:,.0f}" if st.cost is not None else " (a price per GPU-hour gives the cost)"
