@@ -7,7 +7,7 @@ from __future__ import annotations
 def clear() -> None:
     import importlib
 
-    from core import activations, arch, states
+    from core import activations, arch, stage_acts, states
 
     estimate = importlib.import_module("core.estimate")  # the package exports the function under this name
     for fn in (
@@ -16,7 +16,7 @@ def clear() -> None:
         activations.embed_saved,
         activations.head_saved,
         states.model_states,
-        estimate._stage_acts,
+        stage_acts.stage_acts,
         estimate._phases,
         estimate._stage_peak,
         states.stages,
