@@ -20,9 +20,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from core import presets
-from core.activations import (
-    ActCtx,
-)
+from core.activations import ActCtx
 from core.arch import lora_params_per_layer, lora_roles
 from core.explain import component_formulas
 from core.overhead import overhead_bytes, overhead_terms
