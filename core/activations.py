@@ -35,11 +35,38 @@ Gemma and Phi-3 cases of tests/data/families_truth.json (with ``cpu=True``, see 
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
+from core.arch import lora_roles
 from core.attention import _attention
+from core.precision import REGIMES
 from core.saved import CPU_DIFFERENCES, INT8_GROUP, ActCtx, Saved, _linears, _norm
 
-__all__ = ["CPU_DIFFERENCES", "INT8_GROUP", "ActCtx", "Saved"]
+if TYPE_CHECKING:
+    from core.plan import Plan
+
+__all__ = ["CPU_DIFFERENCES", "INT8_GROUP", "ActCtx", "Saved", "plan_ctx"]
+
+
+def plan_ctx(plan: Plan, cpu: bool = False) -> ActCtx:
+    """What the activation model reads from a plan, per micro-batch (``cpu``: PyTorch's CPU kernels)."""
+    t, s = plan.training, plan.strategy
+    arch = plan.model.arch()
+    full = t.method == "full"
+    return ActCtx(
+        arch,
+        t.micro_batch_size,
+        t.seq_len,
+        REGIMES[t.precision],
+        full,
+        frozenset(() if full else lora_roles(arch, t.lora_targets)),
+        t.base_quantization != "none",
+        s.attention == "eager",
+        s.gradient_checkpointing == "selective",
+        s.gradient_checkpointing == "full",
+        t.lora_rank,
+        cpu,
+    )
 
 
 def _mlp(c: ActCtx, out: Saved, m_rg: bool, m_bytes: int, input_saved: bool) -> bool:

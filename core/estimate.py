@@ -20,12 +20,11 @@ from __future__ import annotations
 from functools import lru_cache
 
 from core import presets
-from core.activations import ActCtx
+from core.activations import ActCtx, plan_ctx
 from core.arch import lora_params_per_layer, lora_roles
 from core.explain import component_formulas
 from core.overhead import overhead_bytes, overhead_terms
 from core.plan import Plan
-from core.precision import REGIMES
 from core.result import KINDS, Estimate, OverheadTerm, Phase
 from core.stage_acts import Layout, StageActs, stage_acts
 from core.states import Stage, States, model_states, stages
@@ -182,28 +181,14 @@ def estimate(plan: Plan, *, cpu: bool = False) -> Estimate:
 
     ``cpu``: reproduce PyTorch's CPU kernels where they differ from CUDA's (`core.activations.CPU_DIFFERENCES`), to
     compare with measurements taken on the CPU; the prediction for a GPU is the default."""
-    m, t, s = plan.model, plan.training, plan.strategy
-    arch = m.arch()
-    reg = REGIMES[t.precision]
+    t, s = plan.training, plan.strategy
+    ctx = plan_ctx(plan, cpu)
+    arch, reg = ctx.arch, ctx.reg
     gpu = presets.gpu(plan.hardware.gpu)
     tp, pp, dp = s.tensor_parallel, s.pipeline_parallel, plan.data_parallel
-    full = t.method == "full"
+    full = ctx.full
     roles = () if full else lora_roles(arch, t.lora_targets)
     quant = t.base_quantization
-    ctx = ActCtx(
-        arch,
-        t.micro_batch_size,
-        t.seq_len,
-        reg,
-        full,
-        frozenset(roles),
-        quant != "none",
-        s.attention == "eager",
-        s.gradient_checkpointing == "selective",
-        s.gradient_checkpointing == "full",
-        t.lora_rank,
-        cpu,
-    )
     lay = Layout(
         tp,
         s.sequence_parallel,

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 from core import flops as fl
 from core import presets
-from core.activations import ActCtx, int8_bytes, layer_saved
+from core.activations import int8_bytes, layer_saved, plan_ctx
 from core.arch import Arch, lora_params_per_layer, lora_roles
 from core.comm import LINK_EFFICIENCY as EFF
 from core.comm import (
@@ -92,13 +92,7 @@ def _int8_traffic(plan: Plan, arch: Arch, tp: int) -> int:
         saved = arch.h * t.micro_batch_size * t.seq_len * reg.resid_bytes // (tp if sp else 1)
         elems = saved // reg.resid_bytes
     else:
-        roles = () if t.method == "full" else lora_roles(arch, t.lora_targets)
-        ctx = ActCtx(
-            arch, t.micro_batch_size, t.seq_len, reg, t.method == "full", frozenset(roles),
-            t.base_quantization != "none", s.attention == "eager", s.gradient_checkpointing == "selective", False,
-            t.lora_rank,
-        )  # fmt: skip
-        x = layer_saved(ctx, True)
+        x = layer_saved(plan_ctx(plan), True)
         saved = x.local(tp, sp)
         elems = x.elems * saved // (x.rep + x.split) if x.rep + x.split else 0
     return fl.int8_compression_bytes(saved, int8_bytes(elems))

@@ -7,6 +7,10 @@ from typing import Any
 import pytest
 from hypothesis import settings
 
+from core import plan_from_dict
+from core.activations import ActCtx, plan_ctx
+from core.result import Estimate
+
 # The suite is deterministic: the same examples on every run and machine (CI must pass on a clean clone).
 # Explore with fresh random examples: pytest --hypothesis-profile=explore
 settings.register_profile("default", derandomize=True, deadline=None)
@@ -96,6 +100,36 @@ def _hf_case_plan_data(case: dict[str, Any], gpu: str) -> dict[str, Any]:
             "zero_stage": 0,
         },
     }
+
+
+def rel(a: int, b: int) -> float:
+    """Relative error of `a` against the measured `b`."""
+    return (a - b) / b if b else float(a != 0)
+
+
+def case_ctx(case: dict[str, Any], cpu: bool = False) -> ActCtx:
+    """The activation model's context for a measured case (``cpu``: PyTorch's CPU kernels)."""
+    return plan_ctx(plan_from_dict(case_plan_data(case)), cpu)
+
+
+def assert_issue_bounds(est: Estimate, f: dict[str, Any]) -> float:
+    """The core issue's acceptance for one measured case; returns the peak's relative error (total - overhead
+    against ``steady_peak_bytes``): parameter counts exact, parameters/gradients/optimizer states within 1%,
+    activations within 5% of activation_bytes - logits_like_bytes + saved_weight_copy_bytes, the peak between -5%
+    and +15%."""
+    g = est.per_gpu()
+    assert (est.params_total, est.params_trainable) == (f["params_total"], f["params_trainable"])
+    for kind, key in (
+        ("parameters", "param_bytes"),
+        ("gradients", "grad_bytes"),
+        ("optimizer_states", "optimizer_state_bytes"),
+    ):
+        assert abs(rel(g[kind], f[key])) <= 0.01, (kind, g[kind], f[key])
+    act = f["activation_bytes"] - f["logits_like_bytes"] + f["saved_weight_copy_bytes"]
+    assert abs(rel(g["activations"], act)) <= 0.05, (g["activations"], act)
+    peak = rel(g["total"] - g["overhead"], f["steady_peak_bytes"])
+    assert -0.05 <= peak <= 0.15, (g["total"] - g["overhead"], f["steady_peak_bytes"], peak)
+    return peak
 
 
 def load_truth(name: str) -> dict[str, Any]:

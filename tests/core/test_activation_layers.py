@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from core import plan_from_dict
 from core.activations import ActCtx, checkpointed_layer, embed_saved, head_saved, layer_saved, once_bytes
-from core.arch import lora_roles
-from core.precision import REGIMES
-from tests.conftest import case_plan_data, load_truth
+from tests.conftest import case_ctx, load_truth
 
 TRUTH = {
     **load_truth("oracle_truth.json"),
@@ -28,30 +25,10 @@ def cpu_layernorm_adjust(c: ActCtx) -> int:
     return 0
 
 
-def ctx_for(case: dict) -> ActCtx:
-    plan = plan_from_dict(case_plan_data(case))
-    t, s = plan.training, plan.strategy
-    arch = plan.model.arch()
-    roles = () if t.method == "full" else lora_roles(arch, t.lora_targets)
-    return ActCtx(
-        arch,
-        t.micro_batch_size,
-        t.seq_len,
-        REGIMES[t.precision],
-        t.method == "full",
-        frozenset(roles),
-        False,
-        s.attention == "eager",
-        False,
-        s.gradient_checkpointing == "full",
-        t.lora_rank,
-    )
-
-
 @pytest.mark.parametrize("cid", WITH_LAYERS)
 def test_per_layer_saved_bytes_exact(cid: str) -> None:
     rec = TRUTH[cid]
-    c = ctx_for(rec["resolved_case"])
+    c = case_ctx(rec["resolved_case"])
     measured = rec["activations"]["per_layer"]
     if c.gc:
         predicted = [checkpointed_layer(c)] * c.arch.L
@@ -69,7 +46,7 @@ def test_per_layer_saved_bytes_exact(cid: str) -> None:
 @pytest.mark.parametrize("cid", WITH_LAYERS)
 def test_regions_exact(cid: str) -> None:
     rec = TRUTH[cid]
-    c = ctx_for(rec["resolved_case"])
+    c = case_ctx(rec["resolved_case"])
     regions = rec["activations"]["by_region"]
     adjust = cpu_layernorm_adjust(c)
     embed = embed_saved(c, c.full or c.gc).rep
@@ -88,7 +65,7 @@ def test_worked_example_llama_block() -> None:
     MLP: input 4*T*h + gate, SiLU out, up, product 4 x 4*T*f = 3,080,192   (T = 256)
     total 5,449,728 bytes."""
     case = TRUTH["llama_base"]["resolved_case"]
-    c = ctx_for(case)
+    c = case_ctx(case)
     T, h, f = 256, 256, 688
     expected = 2 * (8 * T * h + 4 * T) + (5 * 4 * T * h + 4 * 2 * 8 * 128) + (4 * T * h + 4 * 4 * T * f)
     assert expected == 5_449_728

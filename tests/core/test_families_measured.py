@@ -17,39 +17,12 @@ from __future__ import annotations
 import pytest
 
 from core import plan_from_dict
-from core.activations import ActCtx, checkpointed_layer, embed_saved, head_saved, layer_saved, once_bytes
-from core.arch import lora_roles
+from core.activations import checkpointed_layer, embed_saved, head_saved, layer_saved, once_bytes
 from core.estimate import estimate
-from core.precision import REGIMES
-from tests.conftest import case_plan_data, load_truth
+from tests.conftest import assert_issue_bounds, case_ctx, case_plan_data, load_truth, rel
 
 TRUTH = load_truth("families_truth.json")
 CASES = sorted(TRUTH)
-
-
-def rel(a: int, b: int) -> float:
-    return (a - b) / b if b else float(a != 0)
-
-
-def ctx_for(case: dict, cpu: bool = True) -> ActCtx:
-    plan = plan_from_dict(case_plan_data(case))
-    t, s = plan.training, plan.strategy
-    arch = plan.model.arch()
-    roles = () if t.method == "full" else lora_roles(arch, t.lora_targets)
-    return ActCtx(
-        arch,
-        t.micro_batch_size,
-        t.seq_len,
-        REGIMES[t.precision],
-        t.method == "full",
-        frozenset(roles),
-        False,
-        s.attention == "eager",
-        False,
-        s.gradient_checkpointing == "full",
-        t.lora_rank,
-        cpu,
-    )
 
 
 def test_every_new_family_measured() -> None:
@@ -62,18 +35,9 @@ def test_case_within_bounds(cid: str) -> None:
     rec = TRUTH[cid]
     f = rec["figures"]
     est = estimate(plan_from_dict(case_plan_data(rec["resolved_case"])), cpu=True)
+    peak = assert_issue_bounds(est, f)
     g = est.per_gpu()
-    assert (est.params_total, est.params_trainable) == (f["params_total"], f["params_trainable"])
-    for kind, key in (
-        ("parameters", "param_bytes"),
-        ("gradients", "grad_bytes"),
-        ("optimizer_states", "optimizer_state_bytes"),
-    ):
-        assert abs(rel(g[kind], f[key])) <= 0.01, (kind, g[kind], f[key])
     act = f["activation_bytes"] - f["logits_like_bytes"] + f["saved_weight_copy_bytes"]
-    assert abs(rel(g["activations"], act)) <= 0.05, (g["activations"], act)
-    peak = rel(g["total"] - g["overhead"], f["steady_peak_bytes"])
-    assert -0.05 <= peak <= 0.15, (g["total"] - g["overhead"], f["steady_peak_bytes"], peak)
     # tighter: the mechanisms, not a margin
     assert abs(peak) <= 0.01, peak
     assert est.peak_phase == f["steady_peak_phase"]
@@ -83,7 +47,7 @@ def test_case_within_bounds(cid: str) -> None:
 @pytest.mark.parametrize("cid", CASES)
 def test_per_layer_saved_bytes_exact(cid: str) -> None:
     rec = TRUTH[cid]
-    c = ctx_for(rec["resolved_case"])
+    c = case_ctx(rec["resolved_case"], cpu=True)
     if c.gc:
         predicted = [checkpointed_layer(c)] * c.arch.L
     else:
@@ -96,7 +60,7 @@ def test_per_layer_saved_bytes_exact(cid: str) -> None:
 @pytest.mark.parametrize("cid", CASES)
 def test_regions_exact(cid: str) -> None:
     rec = TRUTH[cid]
-    c = ctx_for(rec["resolved_case"])
+    c = case_ctx(rec["resolved_case"], cpu=True)
     regions, f = rec["activations"]["by_region"], rec["figures"]
     assert embed_saved(c, c.full or c.gc).rep == regions.get("embedding", 0)
     measured_head = regions.get("final_norm", 0) + regions["head_and_loss"] - f["logits_like_bytes"]
@@ -113,7 +77,7 @@ def test_cuda_prediction_differs_only_by_the_documented_cpu_kernels() -> None:
     T = 256
 
     def block(cid: str, cpu: bool) -> int:
-        saved = layer_saved(ctx_for(TRUTH[cid]["resolved_case"], cpu), True)
+        saved = layer_saved(case_ctx(TRUTH[cid]["resolved_case"], cpu), True)
         return saved.rep + saved.split
 
     assert block("gpt2_bf16mixed", False) - block("gpt2_bf16mixed", True) == 6 * T * 768
@@ -134,7 +98,7 @@ def test_worked_example_gpt2_block() -> None:
     attention = 4 * T * h + 4 * T * 3 * h + 4 * T * h + 4 * b * a * s
     expected = norms + attention + 4 * T * h + 5 * 4 * T * f
     assert expected == 5_515_264
-    saved = layer_saved(ctx_for(TRUTH["gpt2_base"]["resolved_case"]), True)
+    saved = layer_saved(case_ctx(TRUTH["gpt2_base"]["resolved_case"], cpu=True), True)
     assert saved.rep + saved.split == expected
 
 
@@ -146,5 +110,5 @@ def test_worked_example_falcon_shared_layernorm() -> None:
     T, h, f, b, a, s = 256, 256, 1024, 2, 8, 128
     expected = 4 * T * h + 8 * T + 4 * T * h + 4 * 4 * T * h + 4 * b * a * s * s + 16 + 2 * 4 * T * f
     assert expected == 4_720_656
-    saved = layer_saved(ctx_for(TRUTH["falcon_mq_base"]["resolved_case"]), True)
+    saved = layer_saved(case_ctx(TRUTH["falcon_mq_base"]["resolved_case"], cpu=True), True)
     assert saved.rep + saved.split == expected
