@@ -1,10 +1,11 @@
-"""vramplan's core: plan model, estimator and plan I/O. Pure Python: never imports Textual or Rich."""
+"""vramplan's core: the pure domain, in layers by concept. Never imports Textual or Rich.
 
-from core.errors import PlanError
-from core.estimate import estimate
-from core.plan import Plan, default_plan, plan_from_dict
-from core.result import Estimate
+- `plan`: the plan model, presets catalogue, config.json import, key syntax, describing a plan (imports nothing
+  else of core);
+- `memory`: the estimator, with the activation model as its own sub-package (imports plan);
+- `time`: the step-time model (imports plan and memory);
+- `advice`: the checklist, the fit advisor and what-if (imports plan, memory, time);
+- `files`: plan files, exports and the review report (imports all of the above).
 
-__version__ = "0.1.0"
-
-__all__ = ["Estimate", "Plan", "PlanError", "__version__", "default_plan", "estimate", "plan_from_dict"]
+Importing this package (or any sub-package) builds nothing: each ``__init__`` is a docstring.
+"""

@@ -1,3 +1,3 @@
-"""vramplan's front ends: the Textual app (``tui.app``) and the headless CLI (``tui.cli``).
+"""The planner: the Textual app (``app``), its screens, widgets, commands table and ``app.tcss``.
 
-Importing this package imports nothing heavy: the CLI loads Textual only when the app starts."""
+Importing this package imports nothing heavy; ``vramplan.tui.app`` imports Textual."""

@@ -11,14 +11,14 @@ from textual.app import App
 from textual.screen import Screen
 from textual.timer import Timer
 
-from core import presets
-from core.errors import PlanError
-from core.plan import Plan, default_plan
-from core.planfile import Meta
-from core.planio import load_plan_file, plan_on
-from tui import detection
-from tui.commands import PlannerCommands
-from tui.screens.planner import PlannerScreen
+from vramplan.core.files.planfile import Meta
+from vramplan.core.files.planio import load_plan_file, plan_on
+from vramplan.core.plan import presets
+from vramplan.core.plan.errors import PlanError
+from vramplan.core.plan.plan import Plan, default_plan
+from vramplan.tui import detection
+from vramplan.tui.commands import PlannerCommands
+from vramplan.tui.screens.planner import PlannerScreen
 
 
 def open_plan(path: str | Path) -> tuple[Plan, list[str], Meta | None]:

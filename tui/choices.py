@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from core.errors import PlanError
-from core.plan import OPTIMIZERS, PRECISIONS, Plan
+from vramplan.core.plan.errors import PlanError
+from vramplan.core.plan.plan import OPTIMIZERS, PRECISIONS, Plan
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,9 +16,9 @@ from typing import Any, Protocol
 from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from core import presets
-from tui.choices import CHOICES, PARALLEL_PALETTE, PARALLEL_SIZES
-from tui.format import short_gpu_name
+from vramplan.core.plan import presets
+from vramplan.core.plan.describe import short_gpu_name
+from vramplan.tui.choices import CHOICES, PARALLEL_PALETTE, PARALLEL_SIZES
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,4 @@
-"""GPU detection off the UI thread. `core.detect.detected_gpus` runs ``nvidia-smi`` (up to a 2-second timeout);
+"""GPU detection off the UI thread. `core.plan.detect.detected_gpus` runs ``nvidia-smi`` (up to a 2-second timeout);
 here it runs once, in a background thread started as early as possible (`vramplan` starts it before importing
 Textual), so a slow or hanging ``nvidia-smi`` never delays the first frame: the planner starts on the documented
 default and takes the detected GPUs when they arrive, if the user has not changed the plan yet. No Textual here.
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import threading
 
-from core import detect, presets
-from core.detect import DetectedGpus
+from vramplan.core.plan import detect, presets
+from vramplan.core.plan.detect import DetectedGpus
 
 
 class Detection:

@@ -1,5 +1,5 @@
 """What each strategy choice would do to this plan, next to its control: the memory per GPU and the time per token
-of every other possible choice, measured by re-estimating the changed plan (`core.whatif`). No Textual here.
+of every other possible choice, measured by re-estimating the changed plan (`core.advice.whatif`). No Textual here.
 
 One estimate (~50 us) and one step time (~40 us) per alternative: the Strategies pane's dozen or so alternatives
 cost a few milliseconds, computed once per plan change while the pane is shown."""
@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from core.plan import Plan
-from core.result import Estimate
-from core.units import GiB
-from core.whatif import Effect, WhatIf
-from tui.choices import CHOICES, choice_index, plan_value
+from vramplan.core.advice.whatif import Effect, WhatIf
+from vramplan.core.memory.result import Estimate
+from vramplan.core.plan.plan import Plan
+from vramplan.core.plan.units import GiB
+from vramplan.tui.choices import CHOICES, choice_index, plan_value
 
 # Settings without a list of choices: the alternatives are twice and half the current degree.
 DEGREE_KEYS = ("strategy.tensor_parallel", "strategy.pipeline_parallel")

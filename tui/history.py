@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from core.plan import Plan
-from core.planfile import Meta
+from vramplan.core.files.planfile import Meta
+from vramplan.core.plan.plan import Plan
 
 
 class PlanHistory:

@@ -1,12 +1,12 @@
 """Step-time text for the planner: the compact lines under the memory headline, and the fuller table (each term
-busy / exposed, the MFU, the step's formula) shown when the terminal is large. Figures are `core.timing`'s."""
+busy / exposed, the MFU, the step's formula) shown when the terminal is large. Figures are `core.time.step`'s."""
 
 from __future__ import annotations
 
 from textual.content import Content
 
-from core.timing import LABELS, StepTime
-from core.units import fmt_count, fmt_seconds
+from vramplan.core.plan.units import fmt_count, fmt_seconds
+from vramplan.core.time.result import LABELS, StepTime
 
 
 def rate(per_second: float) -> str:

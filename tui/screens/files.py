@@ -17,17 +17,17 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
-from core.errors import PlanError
-from core.export import FORMATS, default_file_name, export_plan, render
-from core.paths import user_path
-from core.plan import Plan
-from core.planfile import Meta
-from core.planio import PlanFile, load_plan_file
-from core.result import Estimate
-from core.safewrite import OverwriteRefused, WriteError
-from tui.widgets.choice_bar import ChoiceBar
-from tui.widgets.path_input import PathSuggester
-from tui.widgets.text import show_text
+from vramplan.core.files.export import FORMATS, default_file_name, export_plan, render
+from vramplan.core.files.planfile import Meta
+from vramplan.core.files.planio import PlanFile, load_plan_file
+from vramplan.core.files.safewrite import OverwriteRefused, WriteError
+from vramplan.core.memory.result import Estimate
+from vramplan.core.plan.errors import PlanError
+from vramplan.core.plan.paths import user_path
+from vramplan.core.plan.plan import Plan
+from vramplan.tui.widgets.choice_bar import ChoiceBar
+from vramplan.tui.widgets.path_input import PathSuggester
+from vramplan.tui.widgets.text import show_text
 
 FORMAT_LABELS = {"toml": "TOML", "deepspeed": "DeepSpeed", "markdown": "Markdown"}
 _EXTENSIONS = (".deepspeed.json", ".json", ".toml", ".markdown", ".md")  # longest first

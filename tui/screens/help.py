@@ -11,7 +11,7 @@ from textual.content import Content
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Static
 
-from tui.commands import COMMANDS, WIDGET_KEYS
+from vramplan.tui.commands import COMMANDS, WIDGET_KEYS
 
 GROUPS = ("Plan", "View", "Strategies", "Training")
 COLUMNS = (("Plan", "View", "Training"), ("Strategies", "Everywhere"))

@@ -15,29 +15,30 @@ from textual.reactive import Reactive, var
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static, Tab, Tabs
 
-from core.detect import DetectedGpus
-from core.errors import PlanError
-from core.estimate import estimate
-from core.plan import Plan
-from core.planfile import Meta
-from core.planio import PlanFile
-from core.result import Estimate
-from core.timing import StepTime, step_time
-from tui.choices import error_text, next_valid
-from tui.commands import bindings
-from tui.detection import detected_notice
-from tui.history import PlanHistory
-from tui.widgets.bars import KindLegend
-from tui.widgets.checklist_pane import ChecklistPane
-from tui.widgets.fields import NO_ERRORS, PlanPane
-from tui.widgets.gauges import MemoryGauges
-from tui.widgets.hardware_pane import HardwarePane
-from tui.widgets.model_pane import ModelPane
-from tui.widgets.strategy_pane import StrategyPane
-from tui.widgets.training_pane import TrainingPane
+from vramplan.core.files.planfile import Meta
+from vramplan.core.files.planio import PlanFile
+from vramplan.core.memory.peak import estimate
+from vramplan.core.memory.result import Estimate
+from vramplan.core.plan.detect import DetectedGpus
+from vramplan.core.plan.errors import PlanError
+from vramplan.core.plan.plan import Plan
+from vramplan.core.time.result import StepTime
+from vramplan.core.time.step import step_time
+from vramplan.tui.choices import error_text, next_valid
+from vramplan.tui.commands import bindings
+from vramplan.tui.detection import detected_notice
+from vramplan.tui.history import PlanHistory
+from vramplan.tui.widgets.bars import KindLegend
+from vramplan.tui.widgets.checklist_pane import ChecklistPane
+from vramplan.tui.widgets.fields import NO_ERRORS, PlanPane
+from vramplan.tui.widgets.gauges import MemoryGauges
+from vramplan.tui.widgets.hardware_pane import HardwarePane
+from vramplan.tui.widgets.model_pane import ModelPane
+from vramplan.tui.widgets.strategy_pane import StrategyPane
+from vramplan.tui.widgets.training_pane import TrainingPane
 
 if TYPE_CHECKING:
-    from tui.screens.files import Exported
+    from vramplan.tui.screens.files import Exported
 
 # The plan panes, in tab order: (id, tab title, class). A new pane is one more row.
 PANES: tuple[tuple[str, str, type[PlanPane]], ...] = (
@@ -206,7 +207,7 @@ class PlannerScreen(Screen[None]):
 
     def action_export(self, fmt: str | None = None) -> None:
         """The export dialog, on `fmt` (else the last format exported)."""
-        from tui.screens.files import ExportScreen
+        from vramplan.tui.screens.files import ExportScreen
 
         screen = ExportScreen(self.plan, self.estimate, fmt or self.export_format, self.meta)
         self.app.push_screen(screen, self._exported)
@@ -219,7 +220,7 @@ class PlannerScreen(Screen[None]):
         self.notice = "\n".join(lines)
 
     def action_open_plan(self) -> None:
-        from tui.screens.files import OpenScreen
+        from vramplan.tui.screens.files import OpenScreen
 
         self.app.push_screen(OpenScreen(), self.open_plan_file)
 
@@ -250,6 +251,6 @@ class PlannerScreen(Screen[None]):
         self.set_focus(self.query_one("#f-model-hf_config Input"))
 
     def action_help(self) -> None:
-        from tui.screens.help import HelpScreen
+        from vramplan.tui.screens.help import HelpScreen
 
         self.app.push_screen(HelpScreen(self))

@@ -13,8 +13,8 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from core.result import KIND_LABELS, KINDS
-from tui.format import gib
+from vramplan.core.memory.result import KIND_LABELS, KINDS
+from vramplan.core.plan.units import gib_text as gib
 
 # Glyphs per kind: solid blocks in colour; distinct patterns without colour (NO_COLOR) so kinds stay apart.
 GLYPHS_NO_COLOR: dict[str, str] = {

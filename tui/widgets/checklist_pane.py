@@ -20,15 +20,15 @@ from textual.widget import Widget
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from core.result import Estimate
-from tui.widgets.fields import PlanPane
-from tui.widgets.settle import Settled
-from tui.widgets.text import show_text
+from vramplan.core.memory.result import Estimate
+from vramplan.tui.widgets.fields import PlanPane
+from vramplan.tui.widgets.settle import Settled
+from vramplan.tui.widgets.text import show_text
 
 if TYPE_CHECKING:
-    from core.advisor import Advice
-    from core.checklist import Checklist
-    from tui.widgets.checklist_rows import Row
+    from vramplan.core.advice.advisor import Advice
+    from vramplan.core.advice.checklist import Checklist
+    from vramplan.tui.widgets.checklist_rows import Row
 
 
 class ChecklistList(OptionList):
@@ -114,7 +114,7 @@ class ChecklistPane(PlanPane):
         self.judge()
 
     def _judge(self) -> None:
-        from core.checklist import checklist
+        from vramplan.core.advice.checklist import checklist
 
         est = self.estimate
         if est is None or not self.display:
@@ -132,7 +132,7 @@ class ChecklistPane(PlanPane):
 
     @work(thread=True, exclusive=True, group="advice", exit_on_error=False)
     def _advise(self, est: Estimate) -> None:
-        from core.advisor import advise
+        from vramplan.core.advice.advisor import advise
 
         try:
             self.post_message(self.AdviceReady(advise(est.plan, est=est)))
@@ -161,7 +161,7 @@ class ChecklistPane(PlanPane):
             self._show()
 
     def _show(self) -> None:
-        from tui.widgets.checklist_rows import advice_rows, checklist_rows
+        from vramplan.tui.widgets.checklist_rows import advice_rows, checklist_rows
 
         est, cl = self.estimate, self.checklist
         if est is None or cl is None or cl.plan != est.plan:
@@ -195,7 +195,7 @@ class ChecklistPane(PlanPane):
             self._tick(event.row_id)
 
     def _tick(self, item_id: str) -> None:
-        from core.checklist import toggle_ticked
+        from vramplan.core.advice.checklist import toggle_ticked
 
         est = self.estimate
         if est is not None:

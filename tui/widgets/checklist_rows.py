@@ -9,11 +9,12 @@ from functools import lru_cache
 
 from textual.content import Content
 
-from core.advisor import Advice
-from core.checklist import GROUPS, Checklist, Item
-from core.moves import TIER_TEXT
-from core.result import Estimate
-from tui.format import gib
+from vramplan.core.advice.advisor import Advice
+from vramplan.core.advice.checklist import GROUPS, Checklist
+from vramplan.core.advice.checks.base import Item
+from vramplan.core.advice.moves import TIER_TEXT
+from vramplan.core.memory.result import Estimate
+from vramplan.core.plan.units import gib_text as gib
 
 # Status tags: a word as well as a colour, so they read the same under NO_COLOR.
 STATUS_TAGS = {"ok": "✔ ok", "warn": "! warn", "fail": "✘ FAIL"}

@@ -17,12 +17,12 @@ from textual.reactive import Reactive, var
 from textual.widget import Widget
 from textual.widgets import Input, Label, Static
 
-from core.plan import Plan
-from core.result import Estimate
-from core.units import number_text, parse_number
-from tui.choices import CHOICES, Choice, blocked, plan_value
-from tui.widgets.choice_bar import ChoiceBar
-from tui.widgets.text import show_text
+from vramplan.core.memory.result import Estimate
+from vramplan.core.plan.plan import Plan
+from vramplan.core.plan.units import number_text, parse_number
+from vramplan.tui.choices import CHOICES, Choice, blocked, plan_value
+from vramplan.tui.widgets.choice_bar import ChoiceBar
+from vramplan.tui.widgets.text import show_text
 
 NO_ERRORS: Mapping[str, str] = {}
 

@@ -11,14 +11,14 @@ from textual.content import Content
 from textual.reactive import Reactive, var
 from textual.widgets import Static
 
-from core.model import model_name
-from core.result import KINDS, Estimate
-from core.timing import StepTime
-from tui.format import gib, gpu_name, short_gpu_name
-from tui.time_text import time_summary, time_table
-from tui.widgets.bars import KindLegend, StackedBar
-from tui.widgets.settle import Settled
-from tui.widgets.text import show_text
+from vramplan.core.memory.result import KINDS, Estimate
+from vramplan.core.plan.describe import gpu_name, method_label, model_name, short_gpu_name
+from vramplan.core.plan.units import gib_text as gib
+from vramplan.core.time.result import StepTime
+from vramplan.tui.time_text import time_summary, time_table
+from vramplan.tui.widgets.bars import KindLegend, StackedBar
+from vramplan.tui.widgets.settle import Settled
+from vramplan.tui.widgets.text import show_text
 
 
 def headline(est: Estimate) -> str:
@@ -37,7 +37,7 @@ def plan_summary(est: Estimate) -> str:
     """One line of context whatever pane is shown: model, method, GPUs."""
     p = est.plan
     t, hw = p.training, p.hardware
-    method = {"full": "full", "lora": f"LoRA r{t.lora_rank}", "qlora": f"QLoRA r{t.lora_rank}"}[t.method]
+    method = method_label(t, compact=True)
     return f"{model_name(p.model)} {method}, {hw.total_gpus} x {short_gpu_name(gpu_name(p))}"
 
 

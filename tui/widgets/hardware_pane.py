@@ -7,13 +7,13 @@ from textual.app import ComposeResult
 from textual.content import Content
 from textual.widgets import OptionList, Static
 
-from core import presets
-from core.result import Estimate
-from tui import detection
-from tui.format import parallel_summary, short_gpu_name
-from tui.widgets.fields import IntField, NumberField, PlanPane
-from tui.widgets.preset_list import USER_MARK, PresetList, broken_notes
-from tui.widgets.text import show_text
+from vramplan.core.memory.result import Estimate
+from vramplan.core.plan import presets
+from vramplan.core.plan.describe import parallel_summary, short_gpu_name
+from vramplan.tui import detection
+from vramplan.tui.widgets.fields import IntField, NumberField, PlanPane
+from vramplan.tui.widgets.preset_list import USER_MARK, PresetList, broken_notes
+from vramplan.tui.widgets.text import show_text
 
 
 def gpu_rows() -> list[tuple[str, str]]:

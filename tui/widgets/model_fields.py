@@ -1,6 +1,6 @@
 """The Model pane's own rows: the config.json path prompt, and the structure keys beyond the sizes (biases, parallel
 residual, activation, partial RoPE, learned positions, Falcon's flags, head_dim), shown for the families whose
-config has them (`core.arch.Family.options`), each showing what is in effect when the plan leaves it unset."""
+config has them (`core.plan.arch.Family.options`), each showing what is in effect when the plan leaves it unset."""
 
 from __future__ import annotations
 
@@ -11,20 +11,20 @@ from textual import on
 from textual.widget import Widget
 from textual.widgets import Input
 
-from core.arch import ACTIVATIONS, FAMILIES, OPTION_KEYS
-from core.model import ModelConfig
-from core.plan import Plan
-from core.units import number_text
-from tui.choices import Choice
-from tui.widgets.fields import ChoiceField, FieldRow, NumberField
-from tui.widgets.path_input import PathSuggester
+from vramplan.core.plan.arch import ACTIVATIONS, FAMILIES, OPTION_KEYS
+from vramplan.core.plan.model import ModelConfig
+from vramplan.core.plan.plan import Plan
+from vramplan.core.plan.units import number_text
+from vramplan.tui.choices import Choice
+from vramplan.tui.widgets.fields import ChoiceField, FieldRow, NumberField
+from vramplan.tui.widgets.path_input import PathSuggester
 
 STRUCTURE_KEYS = frozenset({"head_dim", *OPTION_KEYS})
 YES_NO = (Choice(False, "no", ""), Choice(True, "yes", ""))
 
 
 def structure_value(model: ModelConfig, key: str) -> Any:
-    """The structure key in effect: the plan's value, else what the family builds (`core.arch.build_arch`)."""
+    """The structure key in effect: the plan's value, else what the family builds (`core.plan.arch.build_arch`)."""
     value = getattr(model, key)
     if value is not None:
         return value

@@ -14,14 +14,15 @@ from textual.binding import Binding, BindingType
 from textual.content import Content
 from textual.widgets import Input, Label, OptionList, Static
 
-from core import presets
-from core.arch import FAMILIES
-from core.model import ModelConfig, model_name, modified_keys
-from core.result import Estimate
-from core.units import fmt_count
-from tui.choices import Choice
-from tui.widgets.fields import ChoiceField, IntField, PlanPane
-from tui.widgets.model_fields import (
+from vramplan.core.memory.result import Estimate
+from vramplan.core.plan import presets
+from vramplan.core.plan.arch import FAMILIES
+from vramplan.core.plan.describe import model_name, modified_keys
+from vramplan.core.plan.model import ModelConfig
+from vramplan.core.plan.units import fmt_count
+from vramplan.tui.choices import Choice
+from vramplan.tui.widgets.fields import ChoiceField, IntField, PlanPane
+from vramplan.tui.widgets.model_fields import (
     STRUCTURE_KEYS,
     ConfigPathField,
     OptionalNumber,
@@ -30,8 +31,8 @@ from tui.widgets.model_fields import (
     structure_rows,
     structure_value,
 )
-from tui.widgets.preset_list import USER_MARK, PresetList, broken_notes
-from tui.widgets.text import show_text
+from vramplan.tui.widgets.preset_list import USER_MARK, PresetList, broken_notes
+from vramplan.tui.widgets.text import show_text
 
 FAMILY_CHOICES = tuple(Choice(t, t, f"model: type {t}") for t in FAMILIES)
 TIED = (Choice(False, "no", ""), Choice(True, "yes", ""))
@@ -54,7 +55,7 @@ def preset_params(preset_id: str) -> str:
 @cache
 def _params(preset_id: str, config: str) -> str:
     try:
-        return fmt_count(ModelConfig.model_validate({"preset": preset_id}).arch().total_params)
+        return fmt_count(presets.model_config({"preset": preset_id}).arch().total_params)
     except ValueError:  # PlanError, ValidationError: a user preset whose config.json went away: still listed
         return "?"
 

@@ -6,7 +6,7 @@ from textual.content import Content
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
-from core import presets
+from vramplan.core.plan import presets
 
 
 class PresetList(OptionList):

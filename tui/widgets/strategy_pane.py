@@ -8,10 +8,10 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.widgets import Static
 
-from core.result import Estimate
-from tui.effects import DEGREE_KEYS, effects_line, toggle_effects
-from tui.widgets.fields import ChoiceField, IntField, PlanPane
-from tui.widgets.settle import Settled
+from vramplan.core.memory.result import Estimate
+from vramplan.tui.effects import DEGREE_KEYS, effects_line, toggle_effects
+from vramplan.tui.widgets.fields import ChoiceField, IntField, PlanPane
+from vramplan.tui.widgets.settle import Settled
 
 BLOCKABLE = (
     "strategy.gradient_checkpointing",

@@ -7,11 +7,12 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.widgets import Label, Static
 
-from core.result import Estimate
-from core.timing import DEFAULT_MFU, step_time
-from core.units import fmt_count, fmt_seconds, fmt_steps
-from tui.widgets.fields import ChoiceField, IntField, ListField, NumberField, PlanPane
-from tui.widgets.text import show_text
+from vramplan.core.memory.result import Estimate
+from vramplan.core.plan.units import fmt_count, fmt_seconds, fmt_steps
+from vramplan.core.time.assumptions import DEFAULT_MFU
+from vramplan.core.time.step import step_time
+from vramplan.tui.widgets.fields import ChoiceField, IntField, ListField, NumberField, PlanPane
+from vramplan.tui.widgets.text import show_text
 
 LORA_KEYS = ("training.lora_rank", "training.lora_targets", "training.quantization")
 

@@ -1,0 +1,244 @@
+"""Headless commands: ``vramplan estimate|export|check|fit|presets``. Never imports Textual.
+
+Every user error is one line on stderr and exit code 2 (`PlanError`, argparse usage errors, OS errors).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import warnings
+from collections.abc import Callable, Sequence
+from typing import NoReturn
+
+from vramplan.core.plan.errors import PlanError, PlanNotice
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+class CliError(Exception):
+    """A usage error: one line, exit code 2."""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (``vramplan estimate: unrecognized arguments: --x``)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise CliError(f"{self.prog}: {message} (see {self.prog} --help)")
+
+
+def _plan_args(p: argparse.ArgumentParser, required: bool = False) -> None:
+    if required:
+        p.add_argument("plan", metavar="PLAN.toml", help="plan file")
+    else:
+        p.add_argument("plan", nargs="?", metavar="PLAN.toml", help="plan file (default: the built-in default plan)")
+    p.add_argument("--model", metavar="ID", help="model preset id (vramplan presets models)")
+    p.add_argument(
+        "--hf-config",
+        metavar="PATH",
+        help="the model of a local Hugging Face config.json, or of a checkpoint directory holding one",
+    )
+    p.add_argument("--gpu", metavar="ID", help="hardware preset id (vramplan presets hardware)")
+    p.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="TABLE.KEY=VALUE",
+        help="override a plan key; VALUE is a TOML literal, a bare word is a string (repeatable)",
+    )
+
+
+def cmd_estimate(args: argparse.Namespace) -> int:
+    from vramplan import __version__
+    from vramplan.cli.report import estimate_table, time_table
+    from vramplan.core.files.planio import resolve_plan
+    from vramplan.core.memory.peak import estimate
+    from vramplan.core.time.step import step_time
+
+    plan = resolve_plan(args.plan, args.model, args.gpu, args.sets, args.hf_config)
+    est = estimate(plan)
+    st = step_time(plan)
+    if args.json:
+        data = est.to_json(__version__)
+        data["time"] = st.to_json()
+        sys.stdout.write(json.dumps(data) + "\n")
+    else:
+        sys.stdout.write(
+            estimate_table(est, hardware_note=_detected_note(args, plan.hardware.gpu)) + "\n" + time_table(st)
+        )
+    return 0
+
+
+def _detected_note(args: argparse.Namespace, gpu_id: str) -> str:
+    """``detected: 8 x H100 80GB HBM3`` when the hardware came from nvidia-smi (no plan file, no --gpu)."""
+    if args.plan or args.gpu:
+        return ""
+    from vramplan.core.plan.detect import detected_gpus
+
+    det = detected_gpus()  # cached: resolve_plan already asked
+    return det.label if det is not None and det.gpu_id == gpu_id else ""
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """The troubleshooting checklist; exit code 1 when an item fails (to gate a review), 0 otherwise."""
+    from vramplan.cli.report import checklist_text
+    from vramplan.core.advice.checklist import checklist
+    from vramplan.core.files.planio import resolve_plan
+    from vramplan.core.plan.describe import plan_title
+
+    plan = resolve_plan(args.plan, args.model, args.gpu, args.sets, args.hf_config)
+    cl = checklist(plan)
+    if args.json:
+        sys.stdout.write(json.dumps(cl.to_json()) + "\n")
+    else:
+        sys.stdout.write(checklist_text(cl, plan_title(plan)))
+    return cl.exit_code
+
+
+def cmd_fit(args: argparse.Namespace) -> int:
+    from vramplan.cli.report import advice_text
+    from vramplan.core.advice.advisor import advise
+    from vramplan.core.files.planio import resolve_plan
+    from vramplan.core.plan.describe import plan_title
+
+    plan = resolve_plan(args.plan, args.model, args.gpu, args.sets, args.hf_config)
+    advice = advise(plan, limit=args.limit)
+    if args.json:
+        sys.stdout.write(json.dumps(advice.to_json()) + "\n")
+    else:
+        sys.stdout.write(advice_text(advice, plan_title(plan)))
+    return 0
+
+
+def cmd_presets(args: argparse.Namespace) -> int:
+    from vramplan.cli.report import hardware_listing, model_listing
+    from vramplan.core.plan.presets import registry
+
+    reg = registry()
+    parts = []
+    if args.kind in (None, "models"):
+        parts.append(model_listing(reg))
+    if args.kind in (None, "hardware"):
+        parts.append(hardware_listing(reg))
+    sys.stdout.write("\n".join(parts))
+    for problem in reg.problems:  # broken user presets: reported, the others still listed
+        print(f"vramplan: skipped user preset: {problem}", file=sys.stderr)
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from vramplan.core.files.export import default_file_name, format_for_path, render
+    from vramplan.core.files.planio import load_plan_file, starting_plan
+    from vramplan.core.files.safewrite import OverwriteRefused, write_atomic
+    from vramplan.core.plan.keys import apply_overrides
+
+    meta = None
+    if args.plan:
+        pf = load_plan_file(args.plan)
+        for line in pf.notices:
+            warnings.warn(line, PlanNotice, stacklevel=1)
+        plan, meta = pf.plan, pf.meta
+    else:
+        plan = starting_plan()
+    plan = apply_overrides(plan, args.model, args.gpu, args.sets, args.hf_config)
+    out = args.output
+    fmt = args.format or (format_for_path(out) if out and out != "-" else None) or "toml"
+    title = args.title if args.title is not None else (meta.title if meta else None)
+    note = args.note if args.note is not None else (meta.note if meta else None)
+    rendered = render(fmt, plan, title=title or None, note=note or None)
+    for line in rendered.warnings:
+        warnings.warn(line, PlanNotice, stacklevel=1)
+    if out == "-":
+        sys.stdout.write(rendered.text)
+        return 0
+    path = out or default_file_name(plan, fmt)
+    try:
+        written = write_atomic(path, rendered.text, overwrite=args.force)
+    except OverwriteRefused as exc:
+        raise PlanError(f"{exc.message} (use --force to replace it)", exc.where) from None
+    sys.stdout.write(f"wrote {path}" + ("" if str(written) == path else f" (-> {written})") + "\n")
+    return 0
+
+
+def build_parser() -> OneLineParser:
+    parser = OneLineParser(
+        prog="vramplan",
+        description="Plan the GPU memory of LLM training before you launch it. "
+        "Run without a command (optionally with a PLAN.toml) to open the planner.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
+
+    p = sub.add_parser("estimate", help="per-GPU memory and step time of a plan (table or --json)")
+    _plan_args(p)
+    p.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    p.set_defaults(handler=cmd_estimate)
+
+    p = sub.add_parser("export", help="write a plan as TOML (reloadable), a DeepSpeed config or a Markdown report")
+    _plan_args(p)
+    p.add_argument(
+        "--format", choices=("toml", "deepspeed", "markdown"), help="default: from -o's extension, else toml"
+    )
+    p.add_argument("-o", "--output", metavar="PATH", help="file to write, - for stdout (default: a name from the plan)")
+    p.add_argument("--force", action="store_true", help="replace PATH if it exists")
+    p.add_argument("--title", help="[meta] title / report heading (default: the plan file's)")
+    p.add_argument("--note", help="[meta] note / report preface (default: the plan file's)")
+    p.set_defaults(handler=cmd_export)
+
+    p = sub.add_parser(
+        "check", help="troubleshooting checklist: OOM, NaN loss, slow training (exit 1 when an item fails)"
+    )
+    _plan_args(p)
+    p.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    p.set_defaults(handler=cmd_check)
+
+    p = sub.add_parser("fit", help="the smallest sets of changes that make a plan fit, fastest first")
+    _plan_args(p)
+    p.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    p.add_argument("--limit", type=int, default=10, metavar="N", help="at most N suggestions (default 10)")
+    p.set_defaults(handler=cmd_fit)
+
+    p = sub.add_parser("presets", help="list model and hardware presets")
+    p.add_argument("kind", nargs="?", choices=("models", "hardware"))
+    p.set_defaults(handler=cmd_presets)
+    return parser
+
+
+COMMANDS = ("estimate", "export", "check", "fit", "presets")
+
+
+def _print_notices(caught: list[warnings.WarningMessage]) -> None:
+    """`PlanNotice`s as one line each on stderr (exit code unchanged); other warnings shown as usual."""
+    seen: set[str] = set()
+    for w in caught:
+        if issubclass(w.category, PlanNotice):
+            line = str(w.message)
+            if line not in seen:
+                seen.add(line)
+                print(f"vramplan: {line}", file=sys.stderr)
+        else:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+
+
+def run(argv: Sequence[str]) -> int:
+    """Run a headless command; user errors become one line on stderr and exit code 2."""
+    try:
+        args = build_parser().parse_args(list(argv))
+        handler: Handler = args.handler
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", PlanNotice)
+            code = handler(args)
+        _print_notices(caught)
+        return code
+    except CliError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    except PlanError as exc:
+        print(f"vramplan: {exc.line()}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # pragma: no cover - e.g. `vramplan presets | head`
+        return 0
+    except OSError as exc:
+        print(f"vramplan: {exc.filename or ''}{': ' if exc.filename else ''}{exc.strerror or exc}", file=sys.stderr)
+        return 2

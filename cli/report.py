@@ -1,0 +1,205 @@
+"""Plain-text reports for the headless CLI (no Rich, no Textual: they print fast over SSH)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from vramplan.core.memory.result import KIND_LABELS, Estimate
+from vramplan.core.plan import presets
+from vramplan.core.plan.describe import gpu_name, method_label, model_name, parallel_summary
+from vramplan.core.plan.presets import Registry
+from vramplan.core.plan.units import GiB, fmt_count, fmt_seconds, fmt_steps, gib_text
+from vramplan.core.time.result import LABELS, StepTime
+
+if TYPE_CHECKING:
+    from vramplan.core.advice.advisor import Advice
+    from vramplan.core.advice.checklist import Checklist
+
+
+def _g(n: int) -> str:
+    return f"{gib_text(n, 2):>8}"
+
+
+def plan_summary(est: Estimate) -> list[str]:
+    p = est.plan
+    m, hw, t, s = p.model, p.hardware, p.training, p.strategy
+    name = model_name(m) + (f" ({m.model_type}, config.json)" if m.hf_config else "")
+    return [
+        f"{name} on {hw.total_gpus} x {gpu_name(p)} ({hw.nodes} node{'s' if hw.nodes > 1 else ''})",
+        f"{method_label(t)}, {t.precision}, {t.optimizer}; micro-batch {t.micro_batch_size} x {t.seq_len} tokens, "
+        f"accumulation {t.grad_accum_steps}",
+        f"{parallel_summary(p, offload=True)}; checkpointing {s.gradient_checkpointing}, {s.attention} attention"
+        + (", fused cross-entropy" if s.fused_cross_entropy else "")
+        + (", int8 activations" if s.activation_compression == "int8" else ""),
+        f"parameters {fmt_count(est.params_total)} (trainable {fmt_count(est.params_trainable)})",
+    ]
+
+
+def estimate_table(est: Estimate, hardware_note: str = "") -> str:
+    lines = plan_summary(est)
+    if hardware_note:
+        lines.insert(1, f"hardware {hardware_note} (nvidia-smi)")
+    stage = "" if est.stage == "all" else f" ({est.stage} pipeline stage)"
+    lines += ["", f"per GPU{stage}, GiB          largest   at peak"]
+    live = est.live_at_peak
+    for kind, comp in est.components.items():
+        lines.append(f"  {KIND_LABELS[kind]:<24}{_g(comp.bytes)}  {_g(live.get(kind, 0))}")
+    lines.append("  " + "-" * 44)
+    lines.append(f"  {'peak (' + est.peak_phase + ')':<24}{'':8}  {_g(est.total)}")
+    cap = est.gpu_capacity
+    if est.fits:
+        verdict = f"fits: {est.headroom / GiB:.1f} GiB free ({est.headroom_fraction:.0%} headroom)"
+    else:
+        verdict = f"DOES NOT FIT by {-est.headroom / GiB:.1f} GiB"
+    lines.append(f"  of {cap / GiB:.1f} GiB per GPU: {verdict}")
+    lines.append(f"  peak moment: {est.peak.moment}")
+    if est.cpu_per_node or est.nvme_per_node:
+        extra = f"host RAM per node {est.cpu_per_node / GiB:.1f} GiB"
+        if est.nvme_per_node:
+            extra += f", NVMe per node {est.nvme_per_node / GiB:.1f} GiB"
+        lines.append(f"  {extra}")
+    return "\n".join(lines) + "\n"
+
+
+def time_table(st: StepTime) -> str:
+    """The step-time section of ``vramplan estimate`` (80 columns): throughput, the terms of the step, time to
+    train."""
+    lines = [
+        f"step time {fmt_seconds(st.step_seconds)} per step of {st.tokens_per_step:,} tokens, "
+        f"bottleneck: {st.bottleneck}",
+        f"  {st.tokens_per_second:,.0f} tokens/s ({st.tokens_per_second_per_gpu:,.0f} per GPU), MFU {st.mfu:.1%} "
+        f"(setting {st.mfu_setting:g} of {st.peak_flops / 1e12:g} TFLOP/s)",
+        f"  {'per GPU, per step':<28}{'busy':>10}  {'exposed':>10}",
+    ]
+    for t in st.terms:
+        if t.seconds <= 0:
+            continue
+        exposed = fmt_seconds(t.exposed) if t.exposed > 0 else "hidden"
+        lines.append(f"  {LABELS.get(t.name, t.name):<28}{fmt_seconds(t.seconds):>10}  {exposed:>10}")
+    steps = st.train_steps
+    if st.tokens is not None and st.train_seconds is not None and st.gpu_hours is not None and steps is not None:
+        lines.append(
+            f"  {fmt_count(st.tokens)} tokens: {fmt_seconds(st.train_seconds)} in {fmt_steps(steps)}, "
+            f"{st.gpu_hours:,.0f} GPU-hours"
+        )
+        if st.cost is not None:
+            lines.append(f"  cost {st.cost:,.0f} at {st.price_per_gpu_hour:g} per GPU-hour")
+    return "\n".join(lines) + "\n"
+
+
+def model_listing(reg: Registry) -> str:
+    rows = ["models", f"  {'id':<16} {'name':<18} {'type':<8} {'params':>9} {'layers':>6} {'hidden':>6} {'vocab':>7}"]
+    for mp in reg.sorted_models():
+        c = presets.model_config({"preset": mp.id})  # fills what a user preset leaves to defaults
+        n = c.arch().total_params
+        user = "  (user)" if reg.is_user("models", mp.id) else ""
+        rows.append(
+            f"  {mp.id:<16} {mp.name:<18} {c.model_type:<8} {fmt_count(n):>9} {c.num_hidden_layers:>6} "
+            f"{c.hidden_size:>6} {c.vocab_size:>7}{user}"
+        )
+    return "\n".join(rows) + "\n"
+
+
+def hardware_listing(reg: Registry) -> str:
+    rows = ["hardware", f"  {'id':<13} {'name':<30} {'memory':>9} {'bf16 TF':>8} {'HBM GB/s':>8} {'link GB/s':>9}"]
+    for g in reg.sorted_gpus():
+        tf = f"{g.bf16_tflops:g}" if g.bf16 else f"{g.fp16_tflops:g}*"
+        origin = reg.origin.get(f"hardware/{g.id}", "built-in")
+        user = "  (user)" if reg.is_user("hardware", g.id) else "  (detected)" if origin == "detected" else ""
+        rows.append(
+            f"  {g.id:<13} {g.name:<30} {g.memory_mib / 1024:>5.1f} GiB {tf:>8} {g.memory_bandwidth_gbs:>8g} "
+            f"{g.gpu_link_gbs:>9g}{user}"
+        )
+    rows.append("  * no bf16: fp16 figure; TFLOP/s are dense; link bandwidth per direction")
+    return "\n".join(rows) + "\n"
+
+
+def _wrap(text: str, indent: int, width: int = 80, hang: int = 0) -> list[str]:
+    """``text`` wrapped to ``width`` columns at ``indent``, continuation lines ``hang`` columns further in."""
+    import textwrap
+
+    first, rest = " " * indent, " " * (indent + hang)
+    return textwrap.wrap(text, width, initial_indent=first, subsequent_indent=rest, break_on_hyphens=False) or [first]
+
+
+def _set_line(args: tuple[str, ...], indent: int) -> list[str]:
+    """``--set key=value`` arguments, shell-quoted, never split from their value when wrapped."""
+    import shlex
+
+    text = " ".join(f"--set\0{shlex.quote(a)}" for a in args)
+    return [line.replace("\0", " ") for line in _wrap(text, indent)]
+
+
+CHECK_MARKS = {"ok": "ok", "warn": "warn", "fail": "FAIL"}
+
+
+def checklist_text(cl: Checklist, title: str, alternatives: int = 2) -> str:
+    """``vramplan check``: the three groups, each item's status, detail, fix (with its ``--set`` arguments) and a
+    few measured alternatives; 80 columns."""
+    from vramplan.core.advice.checklist import GROUPS
+
+    lines = [f"{title}: {cl.summary()}"]
+    for group, label in GROUPS.items():
+        lines += ["", label]
+        for item in cl.group(group):
+            mark = ("[x]" if item.ticked else "[ ]") if item.status == "manual" else CHECK_MARKS[item.status]
+            lines.append(f"  {mark:<5} {item.title:<44}{item.id:>27}"[:80].rstrip())
+            lines += _wrap(item.detail, 8)
+            if item.fix is not None:
+                lines += _wrap(f"fix: {item.fix.text()}", 8, hang=5)
+                lines += _set_line(item.fix.set_args(), 13)
+            if item.status in ("warn", "fail"):
+                fix = dict(item.fix.changes) if item.fix else None
+                others = [e for e in item.alternatives if dict(e.changes) != fix]
+                for e in others[:alternatives]:
+                    lines += _wrap(f"or:  {e.text()}", 8, hang=5)
+    lines += ["", 'Tick by-hand items in the plan file: [checklist] ticked = ["slow.data_loading"]']
+    return "\n".join(lines) + "\n"
+
+
+def advice_text(a: Advice, title: str) -> str:
+    """``vramplan fit``: the verdict, the ranked suggestions with their ``--set`` arguments, the largest micro-batch
+    and the fewest GPUs; 80 columns."""
+    from vramplan.core.advice.moves import TIER_TEXT
+
+    est = a.est
+    need = f"{est.total / GiB:.1f} GiB of {est.gpu_capacity / GiB:.1f} GiB per GPU"
+    if not est.fits:
+        verdict = f"needs {need}: over by {-est.headroom / GiB:.1f} GiB"
+    else:
+        verdict = f"fits: {need}, {est.headroom_fraction:.0%} free"
+    lines = [f"{title}: {verdict}"]
+    goal = "fit" if not est.fits else f"leave {a.goal_headroom:.0%} free"
+    if not a.needed:
+        lines.append("Enough headroom: nothing to change.")
+    elif not a.suggestions:
+        lines.append(f"No set of up to 3 changes makes it {goal} ({a.searched:,} plans searched).")
+    else:
+        lines += [
+            f"Changes that make it {goal} ({a.searched:,} plans searched), ordered by step time relative to now",
+            f"({fmt_seconds(a.step_seconds)}; same global batch), those that keep the training the same first:",
+        ]
+        tier = -1
+        for n, s in enumerate(a.suggestions, 1):
+            if s.tier != tier:
+                tier = s.tier
+                lines += ["", f"  {TIER_TEXT[tier]}"]
+            e = s.effect
+            lines += _wrap(f"{n:>2}. {s.title}", 2, hang=4)
+            lines.append(
+                f"      {e.memory_total / GiB:.1f} GiB per GPU ({e.headroom_fraction:.0%} free), "
+                f"step time x{e.relative_step_time:.2f} ({fmt_seconds(e.step_seconds)})"
+            )
+            lines += _set_line(e.set_args(), 6)
+    lines.append("")
+    mb = a.max_micro_batch_size
+    lines.append(
+        f"Largest micro-batch that fits as is: {mb}" if mb else "Largest micro-batch that fits as is: none, not even 1"
+    )
+    if a.min_gpus is None:
+        lines.append("Fewest GPUs that fit with these strategies: none (more GPUs do not shrink what each holds)")
+    else:
+        nodes = a.min_gpus_changes["hardware.nodes"]
+        layout = f"{nodes} nodes x {a.min_gpus_changes['hardware.gpus_per_node']}" if nodes > 1 else "one node"
+        lines.append(f"Fewest GPUs that fit with these strategies: {a.min_gpus} ({layout})")
+    return "\n".join(lines) + "\n"

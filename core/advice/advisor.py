@@ -1,0 +1,273 @@
+"""The fit advisor: the smallest sets of changes that make a plan fit, ranked by what they cost in step time.
+
+``advise(plan)`` searches the memory moves of `core.advice.moves` (checkpointing, flash attention, fused cross-entropy,
+ZeRO stages, offload, a smaller micro-batch with more accumulation, 8-bit AdamW, int8 activations, another
+precision regime, LoRA/QLoRA, tensor and pipeline parallelism on the GPUs the plan has): every single move, then
+pairs and triples of moves from different dimensions, keeping only *minimal* sets (no subset already fits) and
+dropping any set whose changes contain another fitting set's. A few thousand candidate plans at most, each
+estimated once (~100 us); only those that fit are timed (`core.time.step`).
+
+Suggestions are ordered by tier, then by ``relative_step_time`` (new step time / current; the global batch is
+kept, so this is also the time per token): tier 0 keeps the training the same, tier 1 changes numerics (8-bit
+states, int8 activations, precision), tier 2 the method (LoRA, QLoRA).
+
+The goal: a plan that does not fit must fit; one that fits with less headroom than fragmentation can take
+(`FRAGMENTATION_RISK`) must leave that much free. Besides the suggestions: the largest micro-batch that fits as
+is, and the fewest GPUs that fit with the plan's strategies.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from itertools import combinations
+from typing import Any
+
+from vramplan.core.advice.moves import TIER_TEXT, Move, memory_moves
+from vramplan.core.advice.whatif import FRAGMENTATION_RISK, Effect, WhatIf, plain
+from vramplan.core.memory.result import Estimate
+from vramplan.core.plan.plan import Plan
+
+MAX_MICRO_BATCH = 1_000_000  # the plan's own limit (training.micro_batch_size)
+MAX_NODES = 100_000  # the plan's own limit (hardware.nodes)
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    effect: Effect
+    moves: tuple[Move, ...]
+
+    @property
+    def tier(self) -> int:
+        return max(mv.tier for mv in self.moves)
+
+    @property
+    def title(self) -> str:
+        return self.effect.title
+
+    @property
+    def changes(self) -> dict[str, Any]:
+        return dict(self.effect.changes)
+
+    def to_json(self) -> dict[str, Any]:
+        e = self.effect
+        return {
+            "title": e.title,
+            "changes": {k: plain(v) for k, v in e.changes.items()},
+            "set": list(e.set_args()),
+            "memory_total": e.memory_total,
+            "fits": e.fits,
+            "headroom_fraction": round(e.headroom_fraction, 4),
+            "relative_step_time": e.relative_step_time,
+            "step_seconds": e.step_seconds,
+            "moves": len(self.moves),
+            "tier": self.tier,
+            "kind": TIER_TEXT[self.tier],
+        }
+
+
+@dataclass(frozen=True)
+class Advice:
+    plan: Plan
+    est: Estimate
+    step_seconds: float
+    goal_headroom: float  # the headroom fraction a suggestion must leave: 0 (fits) or FRAGMENTATION_RISK
+    suggestions: tuple[Suggestion, ...]
+    max_micro_batch_size: int  # 0: not even a micro-batch of 1 fits
+    min_gpus: int | None  # None: no number of GPUs fits with these strategies
+    min_gpus_changes: dict[str, int]
+    searched: int  # candidate plans estimated
+
+    @property
+    def fits(self) -> bool:
+        return self.est.fits
+
+    @property
+    def needed(self) -> bool:
+        """Whether the plan needs changes: it does not fit, or fits with too little headroom."""
+        return not self.est.fits or self.est.headroom_fraction < FRAGMENTATION_RISK
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "fits": self.fits,
+            "memory_total": self.est.total,
+            "gpu_capacity": self.est.gpu_capacity,
+            "headroom_fraction": round(self.est.headroom_fraction, 4),
+            "step_seconds": self.step_seconds,
+            "goal_headroom_fraction": self.goal_headroom,
+            "ranking": "tier (0 same training, 1 different numerics, 2 different method), then relative_step_time "
+            "(new step time / current, same global batch)",
+            "suggestions": [s.to_json() for s in self.suggestions],
+            "max_micro_batch_size": self.max_micro_batch_size,
+            "min_gpus": self.min_gpus,
+            "min_gpus_changes": self.min_gpus_changes,
+            "searched": self.searched,
+        }
+
+
+def _merge(moves: Sequence[Move]) -> dict[str, Any] | None:
+    """The union of the moves' changes, or None when two moves share a dimension or a key."""
+    if len({mv.dim for mv in moves}) < len(moves):
+        return None
+    out: dict[str, Any] = {}
+    for mv in moves:
+        for k, v in mv.changes:
+            if k in out:
+                return None
+            out[k] = v
+    return out
+
+
+def _search(w: WhatIf, moves: Sequence[Move], ok: Callable[[Estimate], bool], max_moves: int) -> list[tuple[int, ...]]:
+    """Index sets of minimal fitting move combinations (no subset fits), by increasing size."""
+    base = w.est.total
+    totals: dict[tuple[int, ...], int | None] = {}
+    fitting: list[tuple[int, ...]] = []
+    for i, mv in enumerate(moves):
+        est = w.memory(dict(mv.changes))
+        totals[(i,)] = None if est is None else est.total
+        if est is not None and ok(est):
+            fitting.append((i,))
+    # only moves that lower the peak on their own take part in combinations
+    savers = [i for i in range(len(moves)) if (t := totals[(i,)]) is not None and t < base and (i,) not in fitting]
+    found = set(fitting)
+    for size in range(2, max_moves + 1):
+        for combo in combinations(savers, size):
+            if any(sub in found for k in range(2, size) for sub in combinations(combo, k)):
+                continue  # a subset already fits: not minimal
+            changes = _merge([moves[i] for i in combo])
+            if changes is None:
+                continue
+            est = w.memory(changes)
+            if est is not None and ok(est):
+                fitting.append(combo)
+                found.add(combo)
+    return fitting
+
+
+def suggestions(
+    w: WhatIf, goal_headroom: float, limit: int = 10, max_moves: int = 3
+) -> tuple[tuple[Suggestion, ...], int]:
+    moves = memory_moves(w.plan)
+    cap = w.est.gpu_capacity
+
+    def ok(est: Estimate) -> bool:
+        return est.total <= cap * (1 - goal_headroom)
+
+    combos = _search(w, moves, ok, max_moves)
+    sets = []
+    for combo in combos:
+        picked = tuple(moves[i] for i in combo)
+        changes = _merge(picked)
+        assert changes is not None
+        sets.append((picked, changes))
+    # a set whose changes contain another fitting set's changes is not minimal either (ZeRO-1 + offload vs ZeRO-1)
+    items = [frozenset(WhatIf.key(ch)) for _, ch in sets]
+    minimal = [s for s, it in zip(sets, items, strict=True) if not any(o < it for o in items)]
+    out = []
+    seen: set[frozenset[tuple[str, Any]]] = set()
+    for picked, changes in minimal:
+        key = WhatIf.key(changes)
+        if key in seen:
+            continue
+        seen.add(key)
+        effect = w.measure(" + ".join(mv.title for mv in picked), changes)
+        if effect is not None:
+            out.append(Suggestion(effect, picked))
+    out.sort(key=lambda s: (s.tier, s.effect.relative_step_time, len(s.moves), s.effect.memory_total))
+    return _keep(out, limit), len(out)
+
+
+def _keep(ranked: list[Suggestion], limit: int, per_tier: int = 3) -> tuple[Suggestion, ...]:
+    """The first ``limit`` suggestions, but each tier keeps its best ``per_tier`` (when the limit allows), so a
+    long list of same-training changes does not hide a much faster change of method."""
+    tiers = sorted({s.tier for s in ranked})
+    reserved = [s for t in tiers for s in [x for x in ranked if x.tier == t][:per_tier]][:limit]
+    rest = [s for s in ranked if s not in reserved][: max(0, limit - len(reserved))]
+    chosen = set(map(id, reserved + rest))
+    return tuple(s for s in ranked if id(s) in chosen)
+
+
+def max_micro_batch_size(w: WhatIf) -> int:
+    """The largest micro-batch that fits with everything else as is (0 if not even 1 fits): memory grows with the
+    micro-batch, so double, then bisect."""
+
+    def fits(b: int) -> bool:
+        est = w.memory({"training.micro_batch_size": b})
+        return est is not None and est.fits
+
+    if not fits(1):
+        return 0
+    lo, hi = 1, 2
+    while hi <= MAX_MICRO_BATCH and fits(hi):
+        lo, hi = hi, hi * 2
+    hi = min(hi, MAX_MICRO_BATCH + 1)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo
+
+
+def gpu_layout(plan: Plan, dp: int) -> dict[str, int] | None:
+    """``hardware.gpus_per_node`` and ``hardware.nodes`` for ``dp`` data-parallel ranks of the plan's TP x PP: one
+    node when they fit in one, else whole nodes of the plan's size (None when the count does not fill them)."""
+    s, per_node = plan.strategy, plan.hardware.gpus_per_node
+    total = s.tensor_parallel * s.pipeline_parallel * dp
+    if total <= per_node:
+        return {"hardware.gpus_per_node": total, "hardware.nodes": 1}
+    if total % per_node == 0 and total // per_node <= MAX_NODES:
+        return {"hardware.gpus_per_node": per_node, "hardware.nodes": total // per_node}
+    return None
+
+
+def _realizable(plan: Plan) -> Iterable[int]:
+    """Data-parallel sizes that `gpu_layout` can lay out, in increasing order."""
+    s, per_node = plan.strategy, plan.hardware.gpus_per_node
+    unit = s.tensor_parallel * s.pipeline_parallel
+    yield from range(1, per_node // unit + 1)
+    step = per_node // math.gcd(unit, per_node)
+    first = per_node // unit // step + 1
+    last = MAX_NODES * per_node // unit // step
+    yield from (k * step for k in range(first, last + 1))
+
+
+def min_gpus(w: WhatIf) -> tuple[int | None, dict[str, int]]:
+    """The fewest GPUs that fit with the plan's strategies (TP, PP, ZeRO, offload... unchanged). Per-GPU memory
+    does not grow with more data-parallel ranks beyond two (ZeRO shards shrink, the rest stays), so check one rank,
+    then bisect over the realizable sizes."""
+    plan = w.plan
+    dps = list(_realizable(plan))
+
+    def fits(dp: int) -> bool:
+        layout = gpu_layout(plan, dp)
+        est = None if layout is None else w.memory(layout)
+        return est is not None and est.fits
+
+    def answer(dp: int) -> tuple[int, dict[str, int]]:
+        layout = gpu_layout(plan, dp)
+        assert layout is not None
+        return layout["hardware.gpus_per_node"] * layout["hardware.nodes"], layout
+
+    if fits(dps[0]):
+        return answer(dps[0])
+    lo, hi = 0, len(dps) - 1  # dps[lo] does not fit
+    if hi == 0 or not fits(dps[hi]):
+        return None, {}
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if fits(dps[mid]) else (mid, hi)
+    return answer(dps[hi])
+
+
+def advise(plan: Plan, *, limit: int = 10, max_moves: int = 3, est: Estimate | None = None) -> Advice:
+    """The fit advice for ``plan`` (see the module docstring). Suggestions only when the plan needs them."""
+    w = WhatIf(plan, est)
+    base = w.est
+    goal = FRAGMENTATION_RISK if base.fits else 0.0
+    found: tuple[Suggestion, ...] = ()
+    if not base.fits or base.headroom_fraction < FRAGMENTATION_RISK:
+        found, _ = suggestions(w, goal, limit, max_moves)
+    mb = max_micro_batch_size(w)
+    gpus, layout = min_gpus(w)
+    return Advice(plan, base, w.st.step_seconds, goal, found, mb, gpus, layout, w.estimated)

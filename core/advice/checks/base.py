@@ -1,0 +1,135 @@
+"""What every checklist rule works with: the `Item` it returns and the `Context` it judges (plan, estimate, step
+time, and a `WhatIf` to measure its fixes)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from vramplan.core.advice.moves import BROAD, Move, memory_moves
+from vramplan.core.advice.whatif import FRAGMENTATION_RISK, Effect, WhatIf
+from vramplan.core.memory.result import Estimate
+from vramplan.core.plan import presets
+from vramplan.core.plan.arch import Arch
+from vramplan.core.plan.plan import Plan
+from vramplan.core.plan.presets import GpuSpec
+from vramplan.core.plan.units import GiB
+from vramplan.core.time.result import StepTime
+
+STATUSES = ("ok", "warn", "fail", "manual")
+
+
+@dataclass(frozen=True)
+class Item:
+    """One line of the checklist, judged against one plan."""
+
+    id: str  # "oom.activations": group.name
+    group: str  # oom | nan | slow
+    status: str  # ok | warn | fail | manual (vramplan cannot judge it: the user checks and ticks it)
+    title: str
+    detail: str  # one or two sentences with this plan's numbers
+    source: str  # where the rule comes from
+    fix: Effect | None = None  # the change that addresses it, measured
+    alternatives: tuple[Effect, ...] = ()  # other measured remedies (the fix first among them when it is one)
+    ticked: bool = False  # manual items: the user has checked it (kept in the plan's [checklist] table)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "id": self.id,
+            "group": self.group,
+            "status": self.status,
+            "title": self.title,
+            "detail": self.detail,
+            "source": self.source,
+            "fix": self.fix.to_json() if self.fix else None,
+            "alternatives": [e.to_json() for e in self.alternatives],
+        }
+        if self.status == "manual":
+            out["ticked"] = self.ticked
+        return out
+
+
+def gib(n: int | float) -> str:
+    return f"{n / GiB:.1f} GiB"
+
+
+def pct(x: float) -> str:
+    return f"{x:.0%}"
+
+
+@dataclass
+class Context:
+    """A plan under review. Effects are measured lazily and memoised, so rules can share remedies."""
+
+    plan: Plan
+    est: Estimate
+    whatif: WhatIf
+    _remedies: dict[str, tuple[Effect, ...]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, plan: Plan, est: Estimate | None = None, st: StepTime | None = None) -> Context:
+        w = WhatIf(plan, est, st)
+        return cls(plan, w.est, w)
+
+    @property
+    def st(self) -> StepTime:
+        return self.whatif.st
+
+    @cached_property
+    def gpu(self) -> GpuSpec:
+        return presets.gpu(self.plan.hardware.gpu)
+
+    @cached_property
+    def arch(self) -> Arch:
+        return self.plan.model.arch()
+
+    @property
+    def pressure(self) -> bool:
+        """Over capacity, or fits with less headroom than fragmentation can take."""
+        return not self.est.fits or self.est.headroom_fraction < FRAGMENTATION_RISK
+
+    def goal(self, e: Effect) -> bool:
+        """Whether a remedy solves the memory problem: fits if the plan does not, else leaves enough headroom."""
+        return e.fits if not self.est.fits else e.headroom_fraction >= FRAGMENTATION_RISK
+
+    def share(self, kinds: Iterable[str]) -> int:
+        live = self.est.live_at_peak
+        return sum(live.get(k, 0) for k in kinds)
+
+    def measure(self, title: str, changes: dict[str, Any]) -> Effect | None:
+        return self.whatif.measure(title, changes)
+
+    def measure_moves(self, moves: Iterable[Move]) -> list[Effect]:
+        out = []
+        for mv in moves:
+            e = self.measure(mv.title, dict(mv.changes))
+            if e is not None:
+                out.append(e)
+        return out
+
+    def remedies(self, target: str | None = None) -> tuple[Effect, ...]:
+        """Measured memory moves (same training or numerics, not a method change) that lower the peak: for one
+        target (`core.advice.moves.TARGET_KINDS`: the moves aimed at it, not those that split everything, like TP) or
+        all; those that solve the problem first, fastest first."""
+        key = target or "*"
+        if key not in self._remedies:
+            moves = [
+                mv
+                for mv in memory_moves(self.plan)
+                if mv.tier <= 1 and (target is None or (target in mv.targets and mv.targets != BROAD))
+            ]
+            found = [e for e in self.measure_moves(moves) if e.saves_memory]
+            found.sort(key=lambda e: (not self.goal(e), e.relative_step_time, e.memory_total))
+            self._remedies[key] = tuple(found)
+        return self._remedies[key]
+
+
+def fastest(effects: Iterable[Effect], ok: Callable[[Effect], bool], faster: float = 1.0) -> Effect | None:
+    """The fastest effect that satisfies `ok` and has a relative time below `faster` (per token)."""
+    good = [e for e in effects if ok(e) and e.relative_token_time < faster]
+    return min(good, key=lambda e: (e.relative_token_time, e.memory_total), default=None)
+
+
+Rule = Callable[[Context], Item]

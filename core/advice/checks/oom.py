@@ -1,0 +1,155 @@
+"""Out of memory: does the plan fit with room to spare, and if not, which memory dominates and what frees it.
+
+Every remedy is measured by re-estimating the changed plan (`Context.remedies`): the fix an item carries is the
+fastest change that solves the problem (fits, or leaves enough headroom), else the one that frees the most.
+"""
+
+from __future__ import annotations
+
+from vramplan.core.advice.checks.base import Context, Item, Rule, gib, pct
+from vramplan.core.advice.moves import TARGET_KINDS
+from vramplan.core.advice.whatif import FRAGMENTATION_RISK, Effect
+from vramplan.core.plan.units import fmt_count
+
+FRAGMENTATION_SRC = (
+    "PyTorch's caching allocator keeps freed blocks reserved and splits them (c10/cuda/CUDACachingAllocator.cpp); "
+    "GMLake (Guo et al., ASPLOS 2024) measured about 15% fragmentation on LLM training; PyTorch docs, CUDA "
+    "semantics, 'Optimizing memory usage with PYTORCH_CUDA_ALLOC_CONF': expandable_segments:True lets segments "
+    "grow instead of fragmenting"
+)
+SIGNIFICANT = 0.25  # a kind of memory this large a share of the peak is worth acting on
+DOMINANCE_SRC = {
+    "activations": (
+        "Korthikanti et al. 2022 §4-5 (activation memory per layer; selective and full recomputation); "
+        "Dao et al. 2022 (FlashAttention: no s x s scores saved); Chen et al. 2016 (checkpointing)"
+    ),
+    "logits": (
+        "the loss keeps b·s x vocabulary fp32 log-probabilities and, at the start of backward, two more fp32 "
+        "gradients (PyTorch cross_entropy = log_softmax + nll_loss); chunked/fused losses avoid them: Liger Kernel "
+        "(Hsu et al. 2024) FusedLinearCrossEntropy, Cut Cross-Entropy (Wijmans et al. 2024)"
+    ),
+    "optimizer_states": (
+        "ZeRO (Rajbhandari et al. 2020) §5: Adam keeps 12 B per parameter in mixed precision (fp32 master, m, v), "
+        "sharded by stage 1; ZeRO-Offload (Ren et al. 2021); 8-bit optimizers (Dettmers et al. 2022)"
+    ),
+    "weights": (
+        "ZeRO §5: stage 2 shards gradients, stage 3 parameters; Megatron-LM tensor parallelism (Shoeybi et al. "
+        "2019) and pipeline parallelism (Narayanan et al. 2021) split the weights"
+    ),
+}
+TITLES = {
+    "activations": "Activations",
+    "logits": "Logits and loss",
+    "optimizer_states": "Optimizer states",
+    "weights": "Weights and gradients",
+}
+
+
+def _best(c: Context, effects: tuple[Effect, ...]) -> Effect | None:
+    """The fastest remedy that solves the problem, else the one that frees the most."""
+    solving = [e for e in effects if c.goal(e)]
+    if solving:
+        return min(solving, key=lambda e: (e.relative_step_time, e.memory_total))
+    return min(effects, key=lambda e: (e.memory_total, e.relative_step_time), default=None)
+
+
+def capacity(c: Context) -> Item:
+    est, o = c.est, c.plan.overhead
+    total, cap = est.total, est.gpu_capacity
+    where = f"the peak ({est.peak.moment})"
+    fix: Effect | None = None
+    alternatives: tuple[Effect, ...] = ()
+    if not est.fits:
+        status = "fail"
+        detail = f"{where} needs {gib(total)} of {gib(cap)} per GPU: over by {gib(-est.headroom)}."
+    elif est.headroom_fraction < FRAGMENTATION_RISK:
+        status = "warn"
+        detail = (
+            f"{gib(total)} of {gib(cap)} per GPU leaves {gib(est.headroom)} ({pct(est.headroom_fraction)}) free, "
+            f"less than fragmentation can take (the estimate reserves {o.allocator_reserve_percent:g}% of the "
+            "tensor peak): set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, or free memory."
+        )
+    else:
+        status = "ok"
+        detail = (
+            f"{gib(total)} of {gib(cap)} per GPU at {where}; {gib(est.headroom)} ({pct(est.headroom_fraction)}) free."
+        )
+    if status != "ok":
+        alternatives = c.remedies()
+        fix = _best(c, alternatives)
+        if fix is not None and c.goal(fix):
+            detail += f" Fastest single change that solves it: {fix.title}."
+        elif fix is not None:
+            detail += " No single change solves it: see `vramplan fit` for combinations."
+    return Item("oom.capacity", "oom", status, "Fits in GPU memory", detail, FRAGMENTATION_SRC, fix, alternatives)
+
+
+def _what(c: Context, target: str) -> str:
+    p, est = c.plan, c.est
+    t, s = p.training, p.strategy
+    if target == "activations":
+        return (
+            f"micro-batch {t.micro_batch_size} x {t.seq_len} tokens, checkpointing {s.gradient_checkpointing}, "
+            f"{s.attention} attention" + (", int8" if s.activation_compression == "int8" else "")
+        )
+    if target == "logits":
+        tokens = t.micro_batch_size * t.seq_len
+        if s.fused_cross_entropy:
+            return f"fused cross-entropy over a vocabulary of {c.arch.V:,}"
+        return f"{tokens:,} tokens x a vocabulary of {c.arch.V:,} in fp32"
+    if target == "optimizer_states":
+        shard = f", sharded over {p.data_parallel} ranks (ZeRO-{s.zero_stage})" if s.zero_stage >= 1 else ""
+        if s.offload_optimizer != "none":
+            where = "host RAM" if s.offload_optimizer == "cpu" else "NVMe"
+            held = est.cpu_per_node if s.offload_optimizer == "cpu" else est.nvme_per_node
+            shard += f", offloaded to {where} ({gib(held)} per node)"
+        return f"{t.optimizer} for {fmt_count(est.params_trainable)} trainable parameters{shard}"
+    shard = f", sharded over {p.data_parallel} ranks" if s.zero_stage == 3 else ""
+    split = f", split over TP {s.tensor_parallel} x PP {s.pipeline_parallel}" if p.hardware.total_gpus > 1 else ""
+    return f"{fmt_count(est.params_total)} parameters in {t.precision}{shard}{split}"
+
+
+def dominance(target: str) -> Rule:
+    """The rule for one kind of memory: a warning when it is a large share of a peak that is too high."""
+
+    def rule(c: Context) -> Item:
+        part = c.share(TARGET_KINDS[target])
+        share = part / c.est.total
+        largest = max(TARGET_KINDS, key=lambda k: c.share(TARGET_KINDS[k]))
+        most = sum(c.est.largest.get(k, 0) for k in TARGET_KINDS[target] if k in c.est.largest)
+        if part:
+            detail = f"{gib(part)} of the {gib(c.est.total)} peak ({pct(share)}): {_what(c, target)}."
+        else:
+            detail = f"none at the peak (the {c.est.peak_phase} phase), at most {gib(most)}: {_what(c, target)}."
+        fix: Effect | None = None
+        alternatives: tuple[Effect, ...] = ()
+        status = "ok"
+        if c.pressure and part > 0 and (share >= SIGNIFICANT or largest == target):
+            status = "warn"
+            alternatives = c.remedies(target)
+            fix = _best(c, alternatives)
+            detail = ("The largest part of the peak: " if largest == target else "") + detail
+            if not alternatives:
+                detail += " Nothing vramplan can change here lowers it."
+            elif fix is not None and not c.goal(fix):
+                detail += " No single change here solves it: see `vramplan fit` for combinations."
+        return Item(f"oom.{target}", "oom", status, TITLES[target], detail, DOMINANCE_SRC[target], fix, alternatives)
+
+    return rule
+
+
+def other_processes(c: Context) -> Item:
+    return Item(
+        "oom.other_processes",
+        "oom",
+        "manual",
+        "Nothing else on the GPU",
+        f"vramplan predicts {gib(c.est.total)} for one training process per GPU. Another process (a second job, an "
+        "inference server, a notebook kernel), evaluation or generation during training, or a reference model "
+        "(DPO, distillation) adds to it: check nvidia-smi before launching.",
+        "the estimate models one training step of one process per GPU (README, What the estimate models)",
+        ticked="oom.other_processes" in c.plan.checklist.ticked,
+    )
+
+
+RULES: tuple[Rule, ...] = (capacity, *(dominance(k) for k in TARGET_KINDS), other_processes)

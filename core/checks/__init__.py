@@ -1,1 +1,0 @@
-"""The troubleshooting checklist's rules, one module per group (`oom`, `nan`, `slow`); `core.checklist` runs them."""

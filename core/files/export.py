@@ -1,0 +1,117 @@
+"""Exporting a plan: the formats, their default file names, rendering to text, and writing without loss.
+
+Everything a front end needs is here, so the CLI's ``vramplan export`` and the TUI's export dialog stay thin:
+
+- `FORMATS` (id -> extension, label), `format_for_path` (guess from an extension);
+- `default_file_name(plan, fmt)`: a name derived from the plan (``llama-7b-8xa100-80gb-full-zero3.toml``);
+- `render(fmt, plan, ...) -> Rendered`: the text and any warnings (what a DeepSpeed config cannot express);
+- `export_plan(path, fmt, plan, overwrite=...)`: render, then `core.files.safewrite.write_atomic` (never overwrites
+  without ``overwrite=True``; raises `WriteError`/`OverwriteRefused`, one line each).
+
+`core.files.review.review_extras` is the one place where other parts of vramplan add to every export: the checklist's
+items (the TOML's ``[estimate.checklist]`` summary, the report's checklist section) and the step-time figures (the
+report's step-time section, ``[estimate.time]``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from vramplan.core.files.deepspeed import deepspeed_config
+from vramplan.core.files.planfile import plan_toml
+from vramplan.core.files.review import ReviewExtras, markdown_report, review_extras
+from vramplan.core.files.safewrite import write_atomic
+from vramplan.core.memory.peak import estimate
+from vramplan.core.memory.result import Estimate
+from vramplan.core.plan.plan import Plan
+
+
+@dataclass(frozen=True)
+class ExportFormat:
+    id: str
+    extension: str
+    label: str
+
+
+FORMATS: dict[str, ExportFormat] = {
+    f.id: f
+    for f in (
+        ExportFormat("toml", ".toml", "plan file (TOML): reloads to the same plan"),
+        ExportFormat("deepspeed", ".deepspeed.json", "DeepSpeed config (JSON)"),
+        ExportFormat("markdown", ".md", "review report (Markdown)"),
+    )
+}
+
+
+@dataclass(frozen=True)
+class Rendered:
+    format: str
+    text: str
+    warnings: tuple[str, ...] = ()
+
+
+def format_for_path(path: str | Path) -> str | None:
+    """The format a file name asks for (``.toml``, ``.json``, ``.md``), None if it does not say."""
+    name = str(path).lower()
+    if name.endswith(".toml"):
+        return "toml"
+    if name.endswith(".json"):
+        return "deepspeed"
+    if name.endswith((".md", ".markdown")):
+        return "markdown"
+    return None
+
+
+def default_file_name(plan: Plan, fmt: str = "toml") -> str:
+    """A file name that says what the plan is: ``llama-7b-8xa100-80gb-full-zero3.toml``."""
+    m, hw, t, s = plan.model, plan.hardware, plan.training, plan.strategy
+    model = m.preset or f"{m.model_type}-{m.num_hidden_layers}l-{m.hidden_size}h"
+    parts = [model, f"{hw.total_gpus}x{hw.gpu}", t.method, f"zero{s.zero_stage}"]
+    if s.tensor_parallel > 1:
+        parts.append(f"tp{s.tensor_parallel}")
+    if s.pipeline_parallel > 1:
+        parts.append(f"pp{s.pipeline_parallel}")
+    if s.offload_optimizer != "none" or s.offload_parameters != "none":
+        parts.append("offload")
+    stem = re.sub(r"[^a-z0-9._-]+", "-", "-".join(parts).lower()).strip("-.") or "plan"
+    return stem + FORMATS[fmt].extension
+
+
+def render(
+    fmt: str,
+    plan: Plan,
+    *,
+    est: Estimate | None = None,
+    title: str | None = None,
+    note: str | None = None,
+    created: str | None = None,
+    extras: ReviewExtras | None = None,
+) -> Rendered:
+    """The exported text of ``plan`` in format ``fmt`` (a key of `FORMATS`)."""
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown export format {fmt!r}; one of {', '.join(FORMATS)}")
+    if fmt == "deepspeed":
+        ds = deepspeed_config(plan)
+        warning = ds.warning()
+        return Rendered(fmt, ds.text(), (warning,) if warning else ())
+    if est is None:
+        est = estimate(plan)
+    if extras is None:
+        extras = review_extras(plan, est)
+    if fmt == "toml":
+        text = plan_toml(
+            plan, est, title=title, note=note, created=created, checklist=extras.checklist, time=extras.time
+        )
+        return Rendered(fmt, text)
+    return Rendered(fmt, markdown_report(est, title=title, note=note, created=created, extras=extras))
+
+
+def export_plan(path: str | Path, fmt: str, plan: Plan, *, overwrite: bool = False, **options: Any) -> Rendered:
+    """Render ``plan`` and write it to ``path`` atomically. Nothing is written if rendering fails; an existing
+    file is replaced only with ``overwrite=True`` (else `core.files.safewrite.OverwriteRefused`)."""
+    rendered = render(fmt, plan, **options)
+    write_atomic(path, rendered.text, overwrite=overwrite)
+    return rendered

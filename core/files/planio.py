@@ -1,0 +1,110 @@
+"""Plan files: read a TOML plan (one-line errors naming file and key), parse ``--set table.key=value``.
+
+A plan file may be an exported one (`core.files.planfile`): its ``[meta]`` is checked (a newer format is refused with an
+upgrade hint) and its ``[estimate]`` is set aside, recomputed, and compared; a difference becomes a notice.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from vramplan.core.files.planfile import Meta, estimate_changes, newer_hint, parse_meta
+from vramplan.core.memory.peak import estimate
+from vramplan.core.plan.detect import DetectedGpus, detected_gpus
+from vramplan.core.plan.errors import PlanError, PlanNotice
+from vramplan.core.plan.keys import apply_overrides
+from vramplan.core.plan.paths import user_path
+from vramplan.core.plan.plan import Plan, default_plan, plan_from_dict
+from vramplan.core.plan.tomlio import read_toml
+
+
+@dataclass(frozen=True)
+class PlanFile:
+    """A plan read from a file, with what an exported file carries besides the plan."""
+
+    path: str
+    plan: Plan
+    meta: Meta | None = None  # None: a hand-written plan without [meta]
+    stored_estimate: dict[str, Any] | None = None  # as read; never used as input
+    notices: tuple[str, ...] = ()  # one line each, e.g. the estimate changed since export
+
+
+def load_plan_file(path: str | Path) -> PlanFile:
+    """Read and validate a plan file (hand-written or exported); errors are one `PlanError` naming file and key.
+    ``[model] hf_config`` is relative to the plan file's directory (the plan keeps it as an absolute path)."""
+    raw = read_toml(path)
+    model = raw.get("model")
+    if isinstance(model, dict) and isinstance(model.get("hf_config"), str):
+        model["hf_config"] = str((Path(path).parent / user_path(model["hf_config"])).resolve())
+    return plan_file_from_data(raw, str(path))
+
+
+def plan_file_from_data(raw: dict[str, Any], where: str) -> PlanFile:
+    """A parsed plan file (``tomllib`` output) validated: ``[meta]`` checked, ``[estimate]`` set aside, compared."""
+    raw = dict(raw)
+    try:
+        meta = parse_meta(raw.pop("meta")) if "meta" in raw else None
+        stored = raw.pop("estimate", None)
+        if stored is not None and not isinstance(stored, dict):
+            raise PlanError("must be a table (it is written by vramplan export)", "estimate")
+        try:
+            plan = plan_from_dict(raw)
+        except PlanError as exc:
+            hint = newer_hint(meta)
+            if not hint:
+                raise
+            # A key this vramplan does not know is most likely new: say so rather than guess a misspelling.
+            message = " ".join(exc.message.split()[:2]) if exc.message.startswith("unknown ") else exc.message
+            raise PlanError(message.rstrip(",;") + hint, exc.where) from None
+    except PlanError as exc:
+        raise exc.at(where) from None
+    notices: list[str] = []
+    if stored is not None:
+        change = estimate_changes(stored, estimate(plan))
+        if change:
+            by = f" with vramplan {meta.vramplan_version}" if meta and meta.vramplan_version else ""
+            notices.append(f"{where}: estimate changed since this plan was exported{by}: {change} (recomputed)")
+    return PlanFile(where, plan, meta, stored, tuple(notices))
+
+
+def load_plan(path: str | Path) -> Plan:
+    """Read and validate a plan file. Its notices are emitted as `PlanNotice` warnings (the CLI prints them)."""
+    pf = load_plan_file(path)
+    for line in pf.notices:
+        warnings.warn(line, PlanNotice, stacklevel=2)
+    return pf.plan
+
+
+def starting_plan() -> Plan:
+    """The plan vramplan starts from without a plan file: the default plan, on this machine's GPUs when
+    nvidia-smi reports them (`core.plan.detect`: the matching hardware preset, the GPU count per node), else on the
+    documented default hardware (8 x A100-80GB)."""
+    return plan_on(detected_gpus())
+
+
+def plan_on(det: DetectedGpus | None) -> Plan:
+    """The default plan on detected GPUs (None: on the documented default hardware)."""
+    plan = default_plan()
+    if det is None:
+        return plan
+    try:
+        return plan.with_changes({"hardware.gpu": det.gpu_id, "hardware.gpus_per_node": det.count})
+    except PlanError:  # pragma: no cover - a count no strategy of the default plan accepts
+        return plan
+
+
+def resolve_plan(
+    path: str | None = None,
+    model: str | None = None,
+    gpu: str | None = None,
+    sets: list[str] | tuple[str, ...] = (),
+    hf_config: str | None = None,
+) -> Plan:
+    """The plan a headless command works on: a file (or the starting plan), then --model or --hf-config, --gpu,
+    --set."""
+    if model and hf_config:
+        raise PlanError("give --model or --hf-config, not both", "--hf-config")
+    return apply_overrides(load_plan(path) if path else starting_plan(), model, gpu, sets, hf_config)

@@ -1,0 +1,97 @@
+"""GPU memory outside the step's tensors: named, adjustable terms (the plan's ``[overhead]`` table).
+
+`overhead_bytes` computes the numbers (every estimate); `overhead_terms` adds formula and source (on demand).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from vramplan.core.memory.result import OverheadTerm
+from vramplan.core.plan.units import MiB
+
+if TYPE_CHECKING:
+    from vramplan.core.memory.states import States
+    from vramplan.core.plan.plan import Plan
+
+
+def _groups(plan: Plan) -> int:
+    s = plan.strategy
+    return sum(1 for n in (plan.data_parallel, s.tensor_parallel, s.pipeline_parallel) if n > 1)
+
+
+def _bucket(plan: Plan) -> int:
+    o = plan.overhead
+    return o.zero_bucket_elements if o.zero_bucket_elements is not None else plan.model.hidden_size**2
+
+
+def zero_bucket_elements(plan: Plan) -> int:
+    """The DeepSpeed ``reduce_bucket_size`` (elements) the estimate assumes (exports write the same value)."""
+    return _bucket(plan)
+
+
+def zero_bucket_buffers(plan: Plan) -> int:
+    """How many reduce buckets the estimate assumes: two with ``overlap_comm`` (DeepSpeed's default: ZeRO-3)."""
+    return _zero_buffers(plan)
+
+
+def _zero_buffers(plan: Plan) -> int:
+    return 2 if plan.strategy.zero_stage == 3 else 1  # overlap_comm: DeepSpeed's default is on for ZeRO-3 only
+
+
+def overhead_bytes(plan: Plan, st: States, tensor_peak: int) -> dict[str, int]:
+    o, s, dp = plan.overhead, plan.strategy, plan.data_parallel
+    out = {
+        "cuda_context": o.cuda_context_mib * MiB,
+        "allocator_reserve": int(tensor_peak * o.allocator_reserve_percent / 100),
+    }
+    groups = _groups(plan)
+    if groups:
+        out["nccl"] = groups * o.nccl_mib_per_group * MiB
+    if s.zero_stage >= 1 and dp > 1:
+        out["zero_buckets"] = _zero_buffers(plan) * min(_bucket(plan), st.trainable_local) * st.grad_bytes
+    # torch DDP (HF Trainer, accelerate); with TP/PP, Megatron's DDP reduces from its contiguous grad buffer
+    if (
+        s.zero_stage == 0
+        and dp > 1
+        and s.tensor_parallel == s.pipeline_parallel == 1
+        and not o.ddp_gradient_as_bucket_view
+    ):
+        out["ddp_buckets"] = st.grads
+    return out
+
+
+def overhead_terms(plan: Plan, st: States, numbers: dict[str, int]) -> tuple[OverheadTerm, ...]:
+    o = plan.overhead
+    text = {
+        "cuda_context": (
+            f"{o.cuda_context_mib} MiB (overhead.cuda_context_mib)",
+            "CUDA context, kernel images and cuBLAS/cuDNN handles: 287 MiB lazy / 667 MiB eager module loading "
+            "(pytorch/pytorch#86509), ~400 MiB typical with CUDA >= 11.7 (pytorch/pytorch#109888)",
+        ),
+        "allocator_reserve": (
+            f"{o.allocator_reserve_percent:g}% of the tensor peak (overhead.allocator_reserve_percent)",
+            "PyTorch's caching allocator rounds blocks (512 B, 2 MiB, 20 MiB segments: "
+            "c10/cuda/CUDACachingAllocator.cpp) and keeps freed blocks reserved; GMLake (ASPLOS'24) measured 15% "
+            "average fragmentation on LLM training; PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True lowers it",
+        ),
+        "nccl": (
+            f"{_groups(plan)} process group(s) x {o.nccl_mib_per_group} MiB (overhead.nccl_mib_per_group)",
+            "NCCL's own cudaMalloc'd channel buffers (NCCL_BUFFSIZE 4 MiB per channel and peer), invisible to "
+            "PyTorch's allocator: ~1.6 GB for one communicator with all-reduce (NVIDIA/nccl#864)",
+        ),
+        "zero_buckets": (
+            f"{_zero_buffers(plan)} x min(reduce_bucket_size {_bucket(plan):.3g}, trainable "
+            f"{st.trainable_local:,}) x {st.grad_bytes} B",
+            "DeepSpeed gradient reduce buckets (stage_1_and_2.py / stage3.py ipg buffers, two with overlap_comm, "
+            "which deepspeed/runtime/zero/config.py turns on for ZeRO-3); bucket size: overhead.zero_bucket_elements,"
+            " default hidden_size^2 as HF Trainer's 'auto' sets it (transformers/integrations/deepspeed.py; "
+            "DeepSpeed's own default is 5e8)",
+        ),
+        "ddp_buckets": (
+            "one bucket copy of the gradients (overhead.ddp_gradient_as_bucket_view = false)",
+            "torch.nn.parallel.DistributedDataParallel: without gradient_as_bucket_view the all-reduce buckets "
+            "hold a second copy of every gradient (PyTorch DDP docs)",
+        ),
+    }
+    return tuple(OverheadTerm(name, n, *text[name]) for name, n in numbers.items())

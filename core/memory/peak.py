@@ -1,0 +1,269 @@
+"""``estimate(plan)``: the peak GPU memory of a steady-state training step, moment by moment.
+
+Not every kind of memory is alive at once, so the peak is the largest of a few moments of the step (measured in
+../shared/oracle, README "What the runs show"):
+
+- **forward** (end of the last micro-batch's forward, at the loss): everything saved so far, autocast's cached
+  weight copies, and the lm_head output (plus its fp32 upcast) next to the saved fp32 log-softmax.
+- **backward start** (the loss's backward): everything the forward kept plus two fp32 [b*s, V] gradients
+  (``nll_loss_backward``, ``_log_softmax_backward_data``), before any parameter gradient exists.
+- **backward** through the blocks: activations are freed block by block while gradients appear; memory is
+  linear in the block index, so the top and bottom blocks bound it; plus each block's transient.
+- **optimizer step**: weights + gradients + optimizer state + the step's temporaries.
+
+With ``set_to_none`` gradients are absent from the first micro-batch's forward; from micro-batch 2 on
+(gradient accumulation) they are all there (oracle ``llama_ga2``).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from vramplan.core.memory.activations.context import ActCtx, plan_ctx
+from vramplan.core.memory.activations.stage import Layout, StageActs, stage_acts
+from vramplan.core.memory.explain import component_formulas
+from vramplan.core.memory.overhead import overhead_bytes, overhead_terms
+from vramplan.core.memory.result import KINDS, Estimate, OverheadTerm, Phase
+from vramplan.core.memory.states import Stage, States, model_states, stages
+from vramplan.core.plan import presets
+from vramplan.core.plan.arch import lora_params_per_layer, lora_roles
+from vramplan.core.plan.memo import memoised
+from vramplan.core.plan.plan import Plan
+
+
+@memoised(1024)
+def _phases(ctx: ActCtx, stage: Stage, st: States, a: StageActs, lay: Layout) -> tuple[Phase, ...]:
+    """The candidate moments of the step on one stage, each with what is live then."""
+    z, accum = lay.zero, lay.accum
+    m = stage.in_flight
+    G = st.grads
+    gk = G if accum else 0  # gradients already accumulated when the last micro-batch runs
+    # other micro-batches in flight on this stage (pipeline 1F1B), each with its own saved weight copies
+    others = (m - 1) * (a.saved + a.copies)
+    P, OS, GA, CB = st.params, st.optimizer, st.gathered, m * a.closure
+
+    dp = lay.dp
+
+    def new_grads(done: int) -> int:
+        """Gradient bytes present after `done` bytes were produced in this backward (ZeRO-2/3 keep their shard)."""
+        if accum:
+            return G
+        return min(G, done // dp if z >= 2 else done)
+
+    fused_head_grad = st.head_grad if lay.fused_ce and not accum else 0
+    phases = [
+        Phase(
+            "forward",
+            "end of forward of the last micro-batch: the loss is computed from the lm_head output",
+            {
+                "parameters": P,
+                "optimizer_states": OS,
+                "gathered_parameters": GA,
+                "checkpoint_buffers": CB,
+                "gradients": gk + fused_head_grad,
+                "activations": others + a.saved + a.copies,
+                "autocast_cache": a.copies_fwd - a.copies,
+                "logits": a.logsm + a.logits_fwd,
+            },
+        ),
+        Phase(
+            "backward",
+            "start of backward: everything the forward kept plus the loss's two fp32 [b*s, V] gradients",
+            {
+                "parameters": P,
+                "optimizer_states": OS,
+                "gathered_parameters": GA,
+                "checkpoint_buffers": CB,
+                "gradients": gk + fused_head_grad,
+                "activations": others + a.saved + a.copies,
+                "logits": a.logsm + a.loss_grads,
+                "temporaries": 0 if stage.last else a.dy,
+            },
+        ),
+    ]
+    arch = ctx.arch
+    vocab_g = arch.V * arch.h * st.grad_bytes // lay.tp if ctx.full else 0
+    # A tied embedding/lm_head weight: autograd buffers the lm_head's gradient until the embedding's backward,
+    # then sums both out of place (InputBuffer: old + new) before AccumulateGrad (oracle README; measured).
+    tied = vocab_g if (arch.tied and stage.first and stage.last) else 0
+    buffered = tied if (accum or z >= 2) else 0  # (otherwise it is the gradient `new_grads` already counts)
+    if stage.layers:
+        n = stage.layers
+        layer_g = st.layer_grad
+        head_g = st.head_grad
+        fresh = layer_g if (accum or z >= 2) else 0  # a block's new gradient before it is added or reduced
+        head_fresh = head_g if z >= 2 else 0  # the lm_head's unsharded gradient still waiting in a reduce bucket
+        own = 0 if z >= 2 else layer_g  # the block's gradients: ZeRO-2/3 hold them unsharded in `fresh` instead
+        copies_layers = a.copies - a.head_copies
+        per_layer_copies = copies_layers // n if n else 0
+        top_acts = others + a.saved - a.head
+        phases.append(
+            Phase(
+                "backward",
+                "backward of the last block: its transients on top of all other blocks' activations",
+                {
+                    "parameters": P,
+                    "optimizer_states": OS,
+                    "gathered_parameters": GA,
+                    "checkpoint_buffers": CB,
+                    "gradients": new_grads(own + (0 if z >= 2 else head_g)),
+                    "activations": top_acts + copies_layers,
+                    "temporaries": a.dy + a.layer_work + fresh + max(head_fresh, buffered),
+                },
+            )
+        )
+        bottom_acts = others + a.embed + a.first_layer + a.rope
+        phases.append(
+            Phase(
+                "backward",
+                "backward of the first block: nearly all gradients exist, little activation memory is left",
+                {
+                    "parameters": P,
+                    "optimizer_states": OS,
+                    "gathered_parameters": GA,
+                    "checkpoint_buffers": CB,
+                    "gradients": new_grads(head_g + (n - 1) * layer_g + own),
+                    "activations": bottom_acts + per_layer_copies,
+                    "temporaries": a.dy + a.layer_work + fresh + buffered,
+                },
+            )
+        )
+    # embedding backward: a dense [V, h] gradient, added in place if one exists (ZeRO-2/3: produced unsharded,
+    # then reduce-scattered). Tied: the buffered lm_head gradient + the dense one, summed out of place when the
+    # buffered one is a transposed view of the matmul's gradient; under autocast it is a fresh fp32 cast and the
+    # sum happens in place (measured: llama tied fp32 vs BLOOM tied bf16-autocast)
+    tail = 0
+    if tied:
+        tail = tied + (tied if ctx.reg.compute != "autocast" else 0) + buffered
+    elif stage.first and (accum or z >= 2):
+        tail = vocab_g
+    phases.append(
+        Phase(
+            "backward",
+            "end of backward: all gradients, the embedding's gradient being accumulated",
+            {
+                "parameters": P,
+                "optimizer_states": OS,
+                "gathered_parameters": GA,
+                "gradients": G,
+                "activations": others + a.embed,
+                "temporaries": a.dy + tail,
+                "checkpoint_buffers": (m - 1) * a.closure,  # released with the last block's backward
+            },
+        )
+    )
+    phases.append(
+        Phase(
+            "optimizer",
+            "optimizer step: weights, gradients, optimizer state and the step's temporaries",
+            {"parameters": P, "optimizer_states": OS, "gradients": G, "temporaries": st.optimizer_temp},
+        )
+    )
+    return tuple(phases)
+
+
+class StagePeak(NamedTuple):
+    """The moments of one pipeline stage's step and the worst of them."""
+
+    tensor_bytes: int  # live tensor bytes at the peak moment
+    moment: int  # the peak moment's index in `phases`
+    phases: tuple[Phase, ...]
+    largest: dict[str, int]  # each kind at its largest over the moments (must not be mutated: memoised)
+
+
+class BusiestStage(NamedTuple):
+    """The pipeline stage whose peak is highest: what the estimate reports."""
+
+    name: str  # "all" without pipeline parallelism, else "first" or "last"
+    states: States
+    peak: StagePeak
+
+
+@memoised(1024)
+def _stage_peak(ctx: ActCtx, stage: Stage, st: States, lay: Layout) -> StagePeak:
+    """A stage's phases, the live bytes at its peak, the peak's index, and each kind at its largest."""
+    phases = _phases(ctx, stage, st, stage_acts(ctx, stage, lay), lay)
+    top, peak = max((sum(p.live.values()), i) for i, p in enumerate(phases))
+    largest = dict.fromkeys(KINDS[:-1], 0)
+    for p in phases:
+        for k, v in p.live.items():
+            if v > largest[k]:
+                largest[k] = v
+    return StagePeak(tensor_bytes=top, moment=peak, phases=phases, largest=largest)
+
+
+def estimate(plan: Plan, *, cpu: bool = False) -> Estimate:
+    """Per-GPU memory of the busiest rank at the peak of a steady-state step (see module docstring).
+
+    ``cpu``: reproduce PyTorch's CPU kernels where they differ from CUDA's
+    (`core.memory.activations.context.CPU_DIFFERENCES`), to compare with measurements taken on the CPU; the prediction
+    for a GPU is the default."""
+    t, s = plan.training, plan.strategy
+    ctx = plan_ctx(plan, cpu)
+    arch, reg = ctx.arch, ctx.reg
+    gpu = presets.gpu(plan.hardware.gpu)
+    tp, pp, dp = s.tensor_parallel, s.pipeline_parallel, plan.data_parallel
+    full = ctx.full
+    roles = () if full else lora_roles(arch, t.lora_targets)
+    quant = t.base_quantization
+    lay = Layout(
+        tp=tp,
+        sp=s.sequence_parallel,
+        dp=dp,
+        zero=s.zero_stage,
+        int8=s.activation_compression == "int8",
+        fused_ce=s.fused_cross_entropy,
+        accum=t.grad_accum_steps > 1,
+    )
+    best: BusiestStage | None = None
+    for stage in stages(arch.L, pp, t.grad_accum_steps):
+        st = model_states(
+            arch,
+            stage,
+            reg,
+            method=t.method,
+            lora_roles=roles,
+            lora_rank=t.lora_rank,
+            quantization=quant,
+            double_quant=t.double_quantization,
+            optimizer=t.optimizer,
+            optimizer_impl=t.optimizer_impl,
+            zero=s.zero_stage,
+            dp=dp,
+            tp=tp,
+            offload_optimizer=s.offload_optimizer,
+            offload_params=s.offload_parameters,
+        )
+        sp = _stage_peak(ctx, stage, st, lay)
+        if best is None or sp.tensor_bytes > best.peak.tensor_bytes:
+            name = "all" if pp == 1 else ("first" if stage.first else "last")
+            best = BusiestStage(name=name, states=st, peak=sp)
+    assert best is not None
+    st, stage_name, phases, most = best.states, best.name, best.peak.phases, best.peak.largest
+    peak = phases[best.peak.moment]
+
+    trainable = arch.total_params if full else arch.L * lora_params_per_layer(arch, roles, t.lora_rank)
+    overheads = overhead_bytes(plan, st, best.peak.tensor_bytes)
+    largest = dict(most)  # the Estimate's own (the memo's stays as it is)
+
+    def explain() -> tuple[dict[str, tuple[str, str]], tuple[OverheadTerm, ...]]:
+        return (
+            component_formulas(plan, arch, reg, st, ctx, roles, trainable, largest),
+            overhead_terms(plan, st, overheads),
+        )
+
+    gpus_node = plan.hardware.gpus_per_node
+    return Estimate(
+        plan=plan,
+        params_total=arch.total_params + (0 if full else trainable),
+        params_trainable=trainable,
+        largest=largest,
+        phases=phases,
+        peak=peak,
+        overhead_bytes=overheads,
+        gpu_capacity=gpu.memory_bytes,
+        cpu_per_node=st.cpu * gpus_node,
+        nvme_per_node=st.nvme * gpus_node,
+        stage=stage_name,
+        explainer=explain,
+    )

@@ -1,0 +1,184 @@
+"""The estimate: plain frozen dataclasses (fast to build), each figure with its formula and source."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from vramplan.core.plan.plan import Plan
+
+# Kinds of GPU memory, in the order gauges and tables show them.
+KINDS: tuple[str, ...] = (
+    "parameters",
+    "gradients",
+    "optimizer_states",
+    "activations",
+    "logits",
+    "gathered_parameters",
+    "autocast_cache",
+    "temporaries",
+    "checkpoint_buffers",
+    "overhead",
+)
+KIND_LABELS: dict[str, str] = {
+    "parameters": "Parameters",
+    "gradients": "Gradients",
+    "optimizer_states": "Optimizer states",
+    "activations": "Activations",
+    "logits": "Logits / loss",
+    "gathered_parameters": "ZeRO-3 gathered",
+    "autocast_cache": "Autocast cache",
+    "temporaries": "Temporaries",
+    "checkpoint_buffers": "Checkpoint buffers",
+    "overhead": "Overhead",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Component:
+    """One kind of memory at its largest during the step, with how it was computed."""
+
+    kind: str
+    bytes: int
+    formula: str
+    source: str
+
+    @property
+    def label(self) -> str:
+        return KIND_LABELS.get(self.kind, self.kind)
+
+
+@dataclass(frozen=True, slots=True)
+class Phase:
+    """One moment of the steady-state step and the bytes live then, by kind."""
+
+    name: str  # forward | backward | optimizer
+    moment: str  # what happens at that moment, in words
+    live: dict[str, int]
+
+    @property
+    def total(self) -> int:
+        return sum(self.live.values())
+
+
+@dataclass(frozen=True, slots=True)
+class OverheadTerm:
+    name: str
+    bytes: int
+    formula: str
+    source: str
+
+
+ALWAYS_SHOWN = ("parameters", "gradients", "optimizer_states", "activations", "logits")
+Explainer = Callable[[], tuple[dict[str, tuple[str, str]], tuple[OverheadTerm, ...]]]
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Numbers first (cheap to build: an estimate takes microseconds); formulas and sources on demand."""
+
+    plan: Plan
+    params_total: int
+    params_trainable: int
+    largest: dict[str, int]  # each kind at its largest over the step's moments
+    phases: tuple[Phase, ...]  # candidate moments of the step (tensor bytes only)
+    peak: Phase  # the moment with the most tensor bytes
+    overhead_bytes: dict[str, int]  # named overhead terms
+    gpu_capacity: int
+    cpu_per_node: int
+    nvme_per_node: int
+    stage: str  # which pipeline stage is the busiest ("all" without pipeline parallelism)
+    explainer: Explainer = field(repr=False, compare=False)
+    _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def _explained(self) -> tuple[dict[str, tuple[str, str]], tuple[OverheadTerm, ...]]:
+        if "explained" not in self._cache:
+            self._cache["explained"] = self.explainer()
+        explained: tuple[dict[str, tuple[str, str]], tuple[OverheadTerm, ...]] = self._cache["explained"]
+        return explained
+
+    @property
+    def components(self) -> dict[str, Component]:
+        """Each kind at its largest (those that occur), with its formula and source."""
+        formulas, _ = self._explained()
+        out = {
+            kind: Component(kind, self.largest[kind], *formulas[kind])
+            for kind in KINDS[:-1]
+            if kind in ALWAYS_SHOWN or self.largest.get(kind)
+        }
+        out["overhead"] = Component("overhead", self.overhead, *formulas["overhead"])
+        return out
+
+    @property
+    def overhead_terms(self) -> tuple[OverheadTerm, ...]:
+        return self._explained()[1]
+
+    @property
+    def overhead(self) -> int:
+        return sum(self.overhead_bytes.values())
+
+    @property
+    def total(self) -> int:
+        """Predicted peak per GPU: the largest moment's tensors plus the overhead tensors do not see."""
+        return self.peak.total + self.overhead
+
+    @property
+    def peak_phase(self) -> str:
+        return self.peak.name
+
+    @property
+    def live_at_peak(self) -> dict[str, int]:
+        live = {k: v for k, v in self.peak.live.items() if v}
+        live["overhead"] = self.overhead
+        return live
+
+    @property
+    def fits(self) -> bool:
+        return self.total <= self.gpu_capacity
+
+    @property
+    def headroom(self) -> int:
+        """Bytes left on the GPU at the peak (negative: over by that much)."""
+        return self.gpu_capacity - self.total
+
+    @property
+    def headroom_fraction(self) -> float:
+        return self.headroom / self.gpu_capacity
+
+    def per_gpu(self) -> dict[str, int]:
+        """Each kind at its largest, then the predicted peak (`total`)."""
+        out = {k: self.largest[k] for k in KINDS[:-1] if k in ALWAYS_SHOWN or self.largest.get(k)}
+        out["overhead"] = self.overhead
+        out["total"] = self.total
+        return out
+
+    def phase_totals(self) -> dict[str, int]:
+        """The largest tensor total of each phase (forward, backward, optimizer)."""
+        out: dict[str, int] = {}
+        for p in self.phases:
+            out[p.name] = max(out.get(p.name, 0), p.total)
+        return out
+
+    def to_json(self, version: str) -> dict[str, Any]:
+        return {
+            "version": version,
+            "plan": self.plan.dump(),
+            "parameters": {"total": self.params_total, "trainable": self.params_trainable},
+            "memory": {
+                "per_gpu": self.per_gpu(),
+                "peak_phase": self.peak_phase,
+                "peak_moment": self.peak.moment,
+                "live_at_peak": self.live_at_peak,
+                "gpu_capacity": self.gpu_capacity,
+                "fits": self.fits,
+                "headroom": self.headroom,
+                "cpu_per_node": self.cpu_per_node,
+                "nvme_per_node": self.nvme_per_node,
+                "stage": self.stage,
+                "overhead_terms": dict(self.overhead_bytes),
+                "phases": self.phase_totals(),
+            },
+            "explain": {k: {"formula": c.formula, "source": c.source} for k, c in self.components.items()},
+        }

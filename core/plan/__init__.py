@@ -1,0 +1,5 @@
+"""The plan and what it is made of: the frozen `Plan` (``plan``), its ``[model]`` table (``model``),
+architectures and parameter counts (``arch``), precision regimes and optimizers (``precision``), the presets
+catalogue (``presets``), config.json import (``hfconfig``), GPU detection (``detect``), the ``--set`` key syntax
+(``keys``) and the words that describe a plan (``describe``); with the basics every layer uses: errors, units,
+paths, TOML reading and the memo registry. Imports nothing else of `vramplan.core`."""

@@ -1,0 +1,353 @@
+"""Architecture -> block structure and exact parameter counts.
+
+Each supported Hugging Face ``model_type`` is a `Family`: which norm, which MLP, fused or separate q/k/v, which
+linears carry a bias by default, how positions are encoded, and which config keys may change that structure. From
+a family, the config's sizes and those keys we build the list of linear layers of one decoder block; parameter
+counts, LoRA counts, FLOPs and the activation model all read that one list, so they cannot disagree.
+
+Sources (the modules transformers builds, read at v5.24; every count is checked against
+``AutoModelForCausalLM.from_config`` on the meta device by bench/measure/check_params.py):
+- llama / mistral: ``models/llama/modeling_llama.py`` (q/k/v/o, bias when ``attention_bias``; gate/up/down, bias
+  when ``mlp_bias``; two LlamaRMSNorm per layer; untied lm_head by default).
+- qwen2: ``models/qwen2/modeling_qwen2.py`` (as llama, q/k/v always with bias, o without).
+- gemma: ``models/gemma/modeling_gemma.py`` (as llama, GELU-tanh gate, RMSNorm ``x * (1 + w)`` in fp32, embedding
+  scaled by sqrt(h), tied lm_head, ``head_dim`` 256 independent of hidden_size).
+- phi3: ``models/phi3/modeling_phi3.py`` (fused ``qkv_proj`` (a + 2 kv) d, fused ``gate_up_proj`` 2f, no biases).
+- bloom: ``models/bloom/modeling_bloom.py`` (fused ``query_key_value`` 3h with bias, ``dense`` with bias, MLP
+  h -> 4h -> h with biases and GELU, LayerNorm with bias, ``word_embeddings_layernorm``, tied lm_head, ALiBi).
+- gpt2: ``models/gpt2/modeling_gpt2.py`` (Conv1D ``c_attn`` 3h, ``c_proj``, ``c_fc`` h -> n_inner, all with bias;
+  LayerNorm ``ln_1``/``ln_2``; learned position embeddings ``wpe`` [n_positions, h]; tied lm_head; gelu_new).
+- gpt_neox: ``models/gpt_neox/modeling_gpt_neox.py`` (fused ``query_key_value`` 3h and ``dense``, bias when
+  ``attention_bias``; MLP with biases; two LayerNorms, parallel residual by default; partial RoPE ``rotary_pct``).
+- falcon: ``models/falcon/modeling_falcon.py`` (fused ``query_key_value``: h + 2d with ``multi_query``, 3h without,
+  (a + 2 kv) d with ``new_decoder_architecture``; ``dense``; MLP h -> ffn_hidden_size -> h; biases when ``bias``;
+  parallel attention with one LayerNorm, two with ``num_ln_in_parallel_attn`` = 2 (the new architecture's
+  default), two sequential ones without ``parallel_attn``; RoPE or ALiBi; tied lm_head).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from vramplan.core.plan.memo import memoised
+
+Role = Literal["q", "k", "v", "o", "gate", "up", "down", "qkv", "gate_up"]
+ALL_ROLES: tuple[str, ...] = ("q", "k", "v", "o", "gate", "up", "down", "qkv", "gate_up")
+
+# MLP activations (HF ``hidden_act`` names) and the tensors each saves for backward, per element of its input
+ACTIVATIONS: dict[str, str] = {
+    "silu": "SiLU (saves its input)",
+    "gelu": "GELU (saves its input)",
+    "gelu_pytorch_tanh": "GELU, tanh approximation, one op (saves its input)",
+    "gelu_new": "GELU, tanh approximation in Python ops (saves its input, tanh, 1 + tanh and x/2)",
+    "relu": "ReLU (saves its output)",
+}
+
+# Model-table keys that change a block's structure beyond the sizes (None: the family's default)
+OPTION_KEYS: tuple[str, ...] = (
+    "attention_bias",
+    "mlp_bias",
+    "use_parallel_residual",
+    "num_ln_in_parallel_attn",
+    "hidden_act",
+    "partial_rotary_factor",
+    "max_position_embeddings",
+    "alibi",
+    "new_decoder_architecture",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Family:
+    model_type: str
+    label: str
+    norm: Literal["rms", "rms_offset", "layer"]  # rms_offset: Gemma's RMSNorm, x * (1 + w) in fp32
+    mlp: Literal["gated", "gated_fused", "plain"]  # gate/up/down; fused gate_up/down (Phi-3); up -> act -> down
+    fused_qkv: bool
+    qkv_bias: bool  # defaults; `attention_bias` / `mlp_bias` change them where `options` allows
+    out_bias: bool  # o / dense projection
+    mlp_bias: bool
+    positional: Literal["rope", "alibi", "learned"]
+    act: str
+    default_tied: bool
+    source: str
+    gqa: bool = True  # may have fewer key/value heads than query heads
+    embed_norm: bool = False  # a norm right after the token embedding (BLOOM)
+    fixed_mlp_ratio: int | None = None  # BLOOM's MLP is always 4h
+    parallel: bool = False  # attention and MLP both read the block input (GPT-NeoX, Falcon)
+    norms_in_parallel: int = 2  # LayerNorms of a parallel block (Falcon's old architecture shares one)
+    rotary_factor: float = 1.0  # fraction of head_dim that RoPE rotates (GPT-NeoX rotary_pct)
+    max_positions: int = 0  # learned position embeddings: rows by default (GPT-2 n_positions)
+    options: frozenset[str] = frozenset()  # OPTION_KEYS this family's config may set
+
+    @property
+    def gated(self) -> bool:
+        return self.mlp != "plain"
+
+
+_LLAMA_SRC = "transformers models/llama/modeling_llama.py"
+FAMILIES: dict[str, Family] = {
+    f.model_type: f
+    for f in (
+        Family(
+            "llama", "LLaMA", "rms", "gated", False, False, False, False, "rope", "silu", False, _LLAMA_SRC,
+            options=frozenset({"attention_bias", "mlp_bias", "partial_rotary_factor"}),
+        ),
+        Family(
+            "mistral", "Mistral", "rms", "gated", False, False, False, False, "rope", "silu", False,
+            "transformers models/mistral/modeling_mistral.py (llama block; sliding window does not change memory "
+            "of a training step at seq_len <= window)",
+        ),
+        Family(
+            "qwen2", "Qwen2", "rms", "gated", False, True, False, False, "rope", "silu", False,
+            "transformers models/qwen2/modeling_qwen2.py (q/k/v with bias)",
+        ),
+        Family(
+            "gemma", "Gemma", "rms_offset", "gated", False, False, False, False, "rope", "gelu_pytorch_tanh", True,
+            "transformers models/gemma/modeling_gemma.py (GeGLU MLP, RMSNorm x * (1 + w) in fp32, tied embeddings)",
+            options=frozenset({"attention_bias", "hidden_act"}),
+        ),
+        Family(
+            "phi3", "Phi-3", "rms", "gated_fused", True, False, False, False, "rope", "silu", False,
+            "transformers models/phi3/modeling_phi3.py (fused qkv_proj and gate_up_proj, no biases)",
+            options=frozenset({"partial_rotary_factor"}),
+        ),
+        Family(
+            "bloom", "BLOOM", "layer", "plain", True, True, True, True, "alibi", "gelu", True,
+            "transformers models/bloom/modeling_bloom.py (fused query_key_value, LayerNorm, 4h GELU MLP, ALiBi)",
+            gqa=False, embed_norm=True, fixed_mlp_ratio=4,
+        ),
+        Family(
+            "gpt2", "GPT-2", "layer", "plain", True, True, True, True, "learned", "gelu_new", True,
+            "transformers models/gpt2/modeling_gpt2.py (Conv1D c_attn/c_proj/c_fc with biases, learned positions)",
+            gqa=False, max_positions=1024, options=frozenset({"hidden_act", "max_position_embeddings"}),
+        ),
+        Family(
+            "gpt_neox", "GPT-NeoX", "layer", "plain", True, True, True, True, "rope", "gelu", False,
+            "transformers models/gpt_neox/modeling_gpt_neox.py (fused query_key_value, parallel residual, "
+            "partial RoPE)",
+            gqa=False, parallel=True, rotary_factor=0.25,
+            options=frozenset({"attention_bias", "use_parallel_residual", "hidden_act", "partial_rotary_factor"}),
+        ),
+        Family(
+            "falcon", "Falcon", "layer", "plain", True, False, False, False, "rope", "gelu", True,
+            "transformers models/falcon/modeling_falcon.py (fused query_key_value with multi-query or grouped "
+            "heads, parallel attention, one shared LayerNorm)",
+            parallel=True, norms_in_parallel=1,
+            options=frozenset(
+                {
+                    "attention_bias",
+                    "mlp_bias",
+                    "use_parallel_residual",
+                    "num_ln_in_parallel_attn",
+                    "hidden_act",
+                    "alibi",
+                    "new_decoder_architecture",
+                }
+            ),
+        ),
+    )
+}  # fmt: skip
+
+
+def family(model_type: str) -> Family:
+    return FAMILIES[model_type]
+
+
+@dataclass(frozen=True, slots=True)
+class Linear:
+    role: str
+    d_in: int
+    d_out: int
+    bias: bool
+
+    @property
+    def weight_params(self) -> int:
+        return self.d_in * self.d_out
+
+    @property
+    def params(self) -> int:
+        return self.d_in * self.d_out + (self.d_out if self.bias else 0)
+
+
+@dataclass(frozen=True, eq=False)
+class Arch:
+    """The sizes of one model, with the family's structure applied; derived sums are computed once.
+
+    Instances are canonical (`build_arch` caches them), so identity is equality and hashing is cheap."""
+
+    fam: Family
+    V: int  # vocab_size
+    h: int  # hidden_size
+    f: int  # intermediate_size
+    L: int  # num_hidden_layers
+    a: int  # num_attention_heads
+    kv: int  # num_key_value_heads
+    d: int  # head_dim
+    tied: bool
+    linears: tuple[Linear, ...]
+    parallel: bool = False  # attention and MLP read the block input; their outputs are added to it
+    n_norms: int = 2  # norms per block
+    act: str = "silu"
+    rotary_dim: int = 0  # RoPE: the rotated part of a head (0: no RoPE)
+    alibi: bool = False
+    positions: int = 0  # learned position embeddings (GPT-2 wpe rows)
+    kv_expanded: bool = False  # Falcon's new architecture: k and v broadcast to every query head before attention
+    attn_math: bool = False  # Falcon multi-query: k/v with one head, SDPA falls back to its math kernel
+    mask_per_layer: bool = False  # Falcon + RoPE + SDPA: the materialised bool mask is converted in every layer
+    index_bytes: int = 0  # Falcon's k/v list indexing saves two int64 indices per block
+    # derived (set in __post_init__)
+    h_q: int = field(init=False)
+    h_kv: int = field(init=False)
+    norm_params: int = field(init=False)  # one norm: RMSNorm a weight, LayerNorm a weight and a bias
+    layer_weight_params: int = field(init=False)  # the block's linear weights
+    layer_bias_params: int = field(init=False)
+    layer_norm_params: int = field(init=False)
+    layer_params: int = field(init=False)
+    embed_extra_params: int = field(init=False)  # besides the token embedding: BLOOM's norm, GPT-2's positions
+    embed_params: int = field(init=False)  # token embedding + embed_extra_params
+    head_params: int = field(init=False)  # final norm + an untied lm_head (a tied head reuses the embedding)
+    total_params: int = field(init=False)
+    max_linear_weight: int = field(init=False)
+    by_role: dict[str, Linear] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        put = object.__setattr__
+        norm = 2 * self.h if self.fam.norm == "layer" else self.h
+        weights = sum(lin.weight_params for lin in self.linears)
+        biases = sum(lin.params - lin.weight_params for lin in self.linears)
+        layer = weights + biases + self.n_norms * norm
+        extra = (norm if self.fam.embed_norm else 0) + self.positions * self.h
+        embed = self.V * self.h + extra
+        head = norm + (0 if self.tied else self.V * self.h)
+        for name, value in (
+            ("h_q", self.a * self.d),
+            ("h_kv", self.kv * self.d),
+            ("norm_params", norm),
+            ("layer_weight_params", weights),
+            ("layer_bias_params", biases),
+            ("layer_norm_params", self.n_norms * norm),
+            ("layer_params", layer),
+            ("embed_extra_params", extra),
+            ("embed_params", embed),
+            ("head_params", head),
+            ("total_params", embed + self.L * layer + head),
+            ("max_linear_weight", max(lin.weight_params for lin in self.linears)),
+            ("by_role", {lin.role: lin for lin in self.linears}),
+        ):
+            put(self, name, value)
+
+    @property
+    def matmul_weight_params(self) -> int:
+        """Weights that feed a matmul (decoder linears and the lm_head; not the embedding lookup or norms)."""
+        return self.L * self.layer_weight_params + self.V * self.h
+
+    def linear(self, role: str) -> Linear:
+        return self.by_role[role]
+
+    def roles(self) -> tuple[str, ...]:
+        return tuple(self.by_role)
+
+
+def block_linears(
+    fam: Family,
+    h: int,
+    f: int,
+    a: int,
+    kv: int,
+    d: int,
+    qkv_bias: bool | None = None,
+    out_bias: bool | None = None,
+    mlp_bias: bool | None = None,
+) -> tuple[Linear, ...]:
+    """The linear layers of one decoder block, in forward order (biases: the family's unless given)."""
+    qb = fam.qkv_bias if qkv_bias is None else qkv_bias
+    ob = fam.out_bias if out_bias is None else out_bias
+    mb = fam.mlp_bias if mlp_bias is None else mlp_bias
+    h_q, h_kv = a * d, kv * d
+    if fam.fused_qkv:
+        attn = [Linear("qkv", h, h_q + 2 * h_kv, qb)]
+    else:
+        attn = [Linear("q", h, h_q, qb), Linear("k", h, h_kv, qb), Linear("v", h, h_kv, qb)]
+    attn.append(Linear("o", h_q, h, ob))
+    if fam.mlp == "gated":
+        mlp = [Linear("gate", h, f, mb), Linear("up", h, f, mb), Linear("down", f, h, mb)]
+    elif fam.mlp == "gated_fused":
+        mlp = [Linear("gate_up", h, 2 * f, mb), Linear("down", f, h, mb)]
+    else:
+        mlp = [Linear("up", h, f, mb), Linear("down", f, h, mb)]
+    return (*attn, *mlp)
+
+
+@memoised(None)
+def build_arch(
+    model_type: str,
+    vocab_size: int,
+    hidden_size: int,
+    intermediate_size: int,
+    num_hidden_layers: int,
+    num_attention_heads: int,
+    num_key_value_heads: int,
+    tie_word_embeddings: bool,
+    head_dim: int | None = None,
+    *,
+    attention_bias: bool | None = None,
+    mlp_bias: bool | None = None,
+    use_parallel_residual: bool | None = None,
+    num_ln_in_parallel_attn: int | None = None,
+    hidden_act: str | None = None,
+    partial_rotary_factor: float | None = None,
+    max_position_embeddings: int | None = None,
+    alibi: bool | None = None,
+    new_decoder_architecture: bool | None = None,
+) -> Arch:
+    """An `Arch` from model-table keys (HF config.json names; None: the family's default)."""
+    fam = FAMILIES[model_type]
+    h, a, kv = hidden_size, num_attention_heads, num_key_value_heads
+    d = head_dim or h // a
+    linears = block_linears(fam, h, intermediate_size, a, kv, d, attention_bias, attention_bias, mlp_bias)
+    parallel = fam.parallel if use_parallel_residual is None else use_parallel_residual
+    n_ln = fam.norms_in_parallel if num_ln_in_parallel_attn is None else num_ln_in_parallel_attn
+    if new_decoder_architecture and num_ln_in_parallel_attn is None:
+        n_ln = 2  # FalconDecoderLayer: the new architecture's default
+    use_alibi = fam.positional == "alibi" or bool(alibi)
+    rotary = 0 if (use_alibi or fam.positional != "rope") else int(d * (partial_rotary_factor or fam.rotary_factor))
+    falcon = model_type == "falcon"
+    new_arch = falcon and bool(new_decoder_architecture)
+    multi_query = falcon and not new_arch and kv < a
+    return Arch(
+        fam,
+        vocab_size,
+        h,
+        intermediate_size,
+        num_hidden_layers,
+        a,
+        kv,
+        d,
+        tie_word_embeddings,
+        linears,
+        parallel=parallel,
+        n_norms=n_ln if parallel else 2,
+        act=hidden_act or fam.act,
+        rotary_dim=rotary,
+        alibi=use_alibi,
+        positions=(max_position_embeddings or fam.max_positions) if fam.positional == "learned" else 0,
+        kv_expanded=new_arch,
+        attn_math=multi_query,
+        mask_per_layer=falcon and not use_alibi and not multi_query,
+        index_bytes=16 if (new_arch or multi_query) else 0,
+    )
+
+
+def lora_roles(arch: Arch, targets: tuple[str, ...]) -> tuple[str, ...]:
+    """The block's linear roles that LoRA adapts. ``all-linear`` is peft's: every linear in the blocks, not the
+    output layer (peft ``tuners_utils._maybe_include_all_linear_layers`` excludes the lm_head)."""
+    if "all-linear" in targets:
+        return arch.roles()
+    return tuple(role for role in arch.roles() if role in targets)
+
+
+def lora_params_per_layer(arch: Arch, roles: tuple[str, ...], rank: int) -> int:
+    """LoRA adds A (r x d_in) and B (d_out x r) per adapted linear: r * (d_in + d_out) (Hu et al. 2021, §4)."""
+    return sum(rank * (lin.d_in + lin.d_out) for lin in arch.linears if lin.role in roles)

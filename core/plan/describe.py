@@ -1,0 +1,98 @@
+"""The words that describe a plan, written once for every front end and export: the model's name (its preset's, its
+config.json's, ``(modified)``, or ``custom llama``), the GPU's name, the method, the parallel layout and the
+plan's title."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vramplan.core.plan import presets
+from vramplan.core.plan.errors import PlanError
+from vramplan.core.plan.hfconfig import read_hf_config
+from vramplan.core.plan.model import ModelConfig
+from vramplan.core.plan.plan import Plan, TrainingConfig
+
+_VENDOR_PREFIXES = ("NVIDIA ", "AMD Instinct ", "AMD ", "GeForce ", "Tesla ")
+
+
+def model_base(model: ModelConfig) -> tuple[str, dict[str, Any]] | None:
+    """The name and keys a model starts from: its preset's, or its config.json's (None: a custom model, or a
+    config.json that can no longer be read)."""
+    try:
+        if model.preset is not None:
+            mp = presets.model_preset(model.preset)
+            keys = dict(mp.config)
+            if isinstance(keys.get("hf_config"), str):  # a user preset made of a config.json
+                keys = {**read_hf_config(keys["hf_config"]).model, **keys}
+            return mp.name, keys
+        if model.hf_config is not None:
+            hf = read_hf_config(model.hf_config)
+            return hf.name, hf.model
+    except PlanError:
+        return None
+    return None
+
+
+def modified_keys(model: ModelConfig, base: tuple[str, dict[str, Any]] | None = None) -> list[str]:
+    """Model keys that differ from the model's preset or config.json (a custom model built from one); `base`:
+    `model_base(model)` when the caller has it."""
+    base = base or model_base(model)
+    if base is None:
+        return []
+    keys = base[1]
+    dumped = model.model_dump(exclude_none=True)
+    skip = ("preset", "hf_config")
+    return [k for k, v in dumped.items() if k not in skip and k in keys and keys[k] != v] + [
+        k for k in dumped if k not in keys and k not in skip
+    ]
+
+
+def model_name(model: ModelConfig) -> str:
+    """``LLaMA-7B``, ``tiiuae/falcon-7b (modified)``, ``custom llama``: the model as the planner and exports name it."""
+    base = model_base(model)
+    if base is None:
+        return f"custom {model.model_type}"
+    return f"{base[0]} (modified)" if modified_keys(model, base) else base[0]
+
+
+def gpu_name(plan: Plan) -> str:
+    """``NVIDIA A100 80GB SXM4``: the plan's GPU as its preset names it."""
+    return presets.gpu(plan.hardware.gpu).name
+
+
+def short_gpu_name(name: str) -> str:
+    """``H100 80GB SXM5`` for ``NVIDIA H100 80GB SXM5``: lists and the palette have little room."""
+    for prefix in _VENDOR_PREFIXES:
+        if name.startswith(prefix):
+            return name[len(prefix) :]
+    return name
+
+
+def method_label(training: TrainingConfig, *, compact: bool = False) -> str:
+    """``full fine-tuning``, ``LoRA r=8``, ``QLoRA r=16``; compact: ``full``, ``LoRA r8``."""
+    r = training.lora_rank
+    if compact:
+        return {"full": "full", "lora": f"LoRA r{r}", "qlora": f"QLoRA r{r}"}[training.method]
+    return {"full": "full fine-tuning", "lora": f"LoRA r={r}", "qlora": f"QLoRA r={r}"}[training.method]
+
+
+def parallel_summary(plan: Plan, *, offload: bool = False) -> str:
+    """``DP 4, TP 2+SP, ZeRO-1``; with `offload`, where the optimizer and parameters are offloaded to."""
+    s = plan.strategy
+    parts = [f"DP {plan.data_parallel}"]
+    if s.tensor_parallel > 1:
+        parts.append(f"TP {s.tensor_parallel}" + ("+SP" if s.sequence_parallel else ""))
+    if s.pipeline_parallel > 1:
+        parts.append(f"PP {s.pipeline_parallel}")
+    if s.zero_stage:
+        parts.append(f"ZeRO-{s.zero_stage}")
+    if offload and s.offload_optimizer != "none":
+        parts.append(f"optimizer->{s.offload_optimizer}")
+    if offload and s.offload_parameters != "none":
+        parts.append(f"params->{s.offload_parameters}")
+    return ", ".join(parts)
+
+
+def plan_title(plan: Plan) -> str:
+    """``LLaMA-7B on 8 x NVIDIA A100 80GB SXM4``: the headline of a plan."""
+    return f"{model_name(plan.model)} on {plan.hardware.total_gpus} x {gpu_name(plan)}"

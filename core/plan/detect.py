@@ -1,0 +1,141 @@
+"""The GPUs of this machine, from ``nvidia-smi``, matched to a hardware preset (the default plan's hardware).
+
+``nvidia-smi --query-gpu=name,memory.total --format=csv,noheader,nounits`` prints one line per GPU, e.g.
+``NVIDIA H100 80GB HBM3, 81559`` (memory in MiB). The most common model is matched to a preset through the names in
+each preset's ``match`` list (then a looser comparison of the names); a GPU no preset knows becomes a runtime
+preset with the reported memory and placeholder throughput figures, labelled as such. No ``nvidia-smi``, a failing
+or slow one (short timeout), or output that does not parse: None, and callers fall back silently to the
+documented default. ``VRAMPLAN_DETECT=0`` turns detection off. The result is cached per process.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from collections import Counter
+from dataclasses import dataclass
+
+from vramplan.core.plan import presets
+from vramplan.core.plan.memo import memoised
+from vramplan.core.plan.presets import GpuSpec
+
+QUERY = ("--query-gpu=name,memory.total", "--format=csv,noheader,nounits")
+TIMEOUT_S = 2.0
+
+
+@dataclass(frozen=True)
+class DetectedGpus:
+    """What nvidia-smi reported, and the preset it maps to."""
+
+    name: str  # as nvidia-smi reports it ("NVIDIA H100 80GB HBM3")
+    memory_mib: int
+    count: int  # GPUs of this model on the machine
+    gpu_id: str  # the matching preset, or the runtime preset registered for an unknown GPU
+    matched: bool  # a known preset (False: an unknown GPU, figures other than memory are placeholders)
+    others: tuple[tuple[str, int], ...] = ()  # other models on the machine: (name, count)
+
+    @property
+    def label(self) -> str:
+        """``detected: 8 x H100 80GB HBM3`` (what the TUI shows next to the hardware): the reported name without
+        its vendor prefix."""
+        short = self.name.removeprefix("NVIDIA ").strip() or self.name
+        text = f"detected: {self.count} x {short}"
+        if not self.matched:
+            text += f" ({self.memory_mib / 1024:.1f} GiB, unknown GPU: memory only)"
+        return text
+
+
+def parse(output: str) -> list[tuple[str, int]]:
+    """(name, memory MiB) per GPU line; an empty list if any line does not parse."""
+    gpus = []
+    for line in output.strip().splitlines():
+        name, sep, mem = line.rpartition(",")
+        name, mem = name.strip(), mem.strip()
+        if not sep or not name or not mem.isdigit() or int(mem) <= 0:
+            return []
+        gpus.append((name, int(mem)))
+    return gpus
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "", text.lower().replace("nvidia", ""))
+
+
+def match_preset(name: str, memory_mib: int) -> str | None:
+    """The preset whose ``match`` list holds this name (case-insensitive), else one whose name or match entries
+    equal it ignoring case, spaces and punctuation; among several, the one closest in memory."""
+    reg = presets.registry()
+    gpus = [reg.gpus[i] for i in reg.gpus]
+    exact = [g for g in gpus if name.lower() in (m.lower() for m in g.match)]
+    if not exact:
+        key = _norm(name)
+        exact = [g for g in gpus if key in {_norm(m) for m in (*g.match, g.name)}]
+    if not exact:
+        return None
+    return min(exact, key=lambda g: abs(g.memory_mib - memory_mib)).id
+
+
+def _custom_id(name: str) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "-", name.lower().replace("nvidia", "")).strip("-")
+    return f"detected-{slug or 'gpu'}"
+
+
+def custom_spec(name: str, memory_mib: int) -> GpuSpec:
+    """A preset for a GPU no preset knows: the reported memory; the other figures are placeholders (a mid-range
+    Ampere-class part) that only time estimates read, named so in ``note`` and ``source``."""
+    return GpuSpec(
+        id=_custom_id(name),
+        name=name,
+        memory_mib=memory_mib,
+        bf16=True,
+        bf16_tflops=100.0,
+        fp16_tflops=100.0,
+        fp32_tflops=20.0,
+        memory_bandwidth_gbs=1000.0,
+        gpu_link="unknown (placeholder: PCIe Gen4 x16)",
+        gpu_link_gbs=32.0,
+        host_link="unknown (placeholder: PCIe Gen4 x16)",
+        host_link_gbs=32.0,
+        internode_gbs=12.5,
+        flash_attention=True,
+        match=(name,),
+        source="detected with nvidia-smi: name and memory.total; every other figure is a placeholder",
+        note="unknown GPU: memory as reported by nvidia-smi; throughput and links are placeholders "
+        "(add a hardware preset in ~/.config/vramplan/hardware/ to set them)",
+    )
+
+
+def query() -> str | None:
+    """nvidia-smi's CSV output, or None (not installed, failed, timed out)."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None
+    try:
+        r = subprocess.run([exe, *QUERY], capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None
+    return r.stdout if r.returncode == 0 else None
+
+
+@memoised(None, group="presets")
+def detected_gpus() -> DetectedGpus | None:
+    """This machine's GPUs mapped to a preset, or None (see the module docstring). Registers a runtime preset
+    for an unknown GPU, so the plan can name it."""
+    if os.environ.get("VRAMPLAN_DETECT", "1").strip().lower() in ("0", "no", "false", "off"):
+        return None
+    out = query()
+    gpus = parse(out) if out else []
+    if not gpus:
+        return None
+    counts = Counter(name for name, _ in gpus)
+    name, count = counts.most_common(1)[0]
+    memory = max(m for n, m in gpus if n == name)
+    others = tuple((n, c) for n, c in counts.items() if n != name)
+    gpu_id = match_preset(name, memory)
+    if gpu_id is not None:
+        return DetectedGpus(name, memory, count, gpu_id, True, others)
+    spec = custom_spec(name, memory)
+    presets.register_gpu(spec, origin="detected")
+    return DetectedGpus(name, memory, count, spec.id, False, others)

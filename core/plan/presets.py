@@ -1,0 +1,286 @@
+"""Model and hardware presets: TOML data validated into frozen models, looked up by id.
+
+Built-in files live in the ``presets`` package (``presets/models/*.toml``, ``presets/hardware/*.toml``). Each file
+carries a ``source``: where its figures come from. User presets, same schema, live in
+``$VRAMPLAN_CONFIG_DIR`` or ``$XDG_CONFIG_HOME/vramplan`` (default ``~/.config/vramplan``), under ``models/`` and
+``hardware/``; a user file overrides a built-in one of the same id, and a broken one is reported (``problems``)
+while the others load.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError
+
+from vramplan.core.plan import memo
+from vramplan.core.plan.errors import PlanError, pydantic_error, suggest
+from vramplan.core.plan.hfconfig import read_hf_config
+from vramplan.core.plan.memo import memoised
+from vramplan.core.plan.model import ModelConfig
+from vramplan.core.plan.paths import user_path
+from vramplan.core.plan.tomlio import read_toml
+from vramplan.core.plan.units import MiB
+from vramplan.presets import DATA_DIR
+
+T = TypeVar("T", bound=BaseModel)
+
+
+class GpuSpec(BaseModel):
+    """One accelerator. Throughputs are dense (no 2:4 sparsity); link bandwidths are per direction."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    name: str
+    vendor: str = "nvidia"
+    memory_mib: PositiveInt = Field(description="usable device memory, as nvidia-smi reports memory.total")
+    bf16: bool = Field(description="native BF16 tensor math")
+    bf16_tflops: float = Field(ge=0, description="dense BF16 tensor TFLOP/s with FP32 accumulate")
+    fp16_tflops: float = Field(ge=0, description="dense FP16 tensor TFLOP/s with FP32 accumulate")
+    fp32_tflops: float = Field(gt=0, description="FP32 (non-tensor) TFLOP/s")
+    tf32_tflops: float | None = Field(default=None, ge=0)
+    memory_bandwidth_gbs: float = Field(gt=0)
+    gpu_link: str
+    gpu_link_gbs: float = Field(gt=0, description="GPU-GPU bandwidth inside a node, GB/s per direction")
+    host_link: str
+    host_link_gbs: float = Field(gt=0, description="GPU-host bandwidth, GB/s per direction")
+    internode_gbs: float = Field(gt=0, description="network bandwidth per GPU between nodes, GB/s per direction")
+    flash_attention: bool = Field(description="FlashAttention-2 kernels available (Ampere and newer)")
+    match: tuple[str, ...] = ()
+    price_per_gpu_hour: float | None = Field(default=None, ge=0)
+    source: str
+    note: str = ""
+
+    @property
+    def memory_bytes(self) -> int:
+        return self.memory_mib * MiB
+
+    def tflops(self, dtype: str) -> float:
+        """Dense peak for the compute dtype of a regime: bf16, fp16 or fp32."""
+        return {"bf16": self.bf16_tflops, "fp16": self.fp16_tflops, "fp32": self.fp32_tflops}[dtype]
+
+
+class ModelPreset(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    name: str
+    order: int = 1000
+    params: PositiveInt | None = Field(default=None, description="published total parameter count")
+    source: str
+    config: dict[str, Any]
+
+
+class PresetTable(Mapping[str, T]):
+    """Presets of one kind by id. Built-in files are parsed and validated on first access (a headless command
+    needs one or two of them); user files are validated when their directory is added."""
+
+    def __init__(self, schema: type[T]) -> None:
+        self.schema = schema
+        self._paths: dict[str, Path] = {}
+        self._items: dict[str, T] = {}
+
+    def add_lazy(self, path: Path) -> None:
+        self._paths[path.stem] = path
+        self._items.pop(path.stem, None)
+
+    def add(self, item: T) -> None:
+        self._items[item.id] = item  # type: ignore[attr-defined]
+        self._paths.pop(item.id, None)  # type: ignore[attr-defined]
+
+    def __getitem__(self, key: str) -> T:
+        if key not in self._items:
+            path = self._paths[key]  # KeyError for an unknown id
+            self._items[key] = _validate(self.schema, path)
+        return self._items[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(sorted({*self._paths, *self._items}))
+
+    def __len__(self) -> int:
+        return len({*self._paths, *self._items})
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._paths or key in self._items
+
+
+@dataclass
+class Registry:
+    models: PresetTable[ModelPreset] = field(default_factory=lambda: PresetTable(ModelPreset))
+    gpus: PresetTable[GpuSpec] = field(default_factory=lambda: PresetTable(GpuSpec))
+    # "models/<id>" -> "built-in" | "detected" (a GPU nvidia-smi reported that no preset knows) | a user file's path
+    origin: dict[str, str] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)  # broken user files: "path: problem"
+    broken: dict[str, str] = field(default_factory=dict)  # "models/<file stem>" -> its problem line
+
+    def is_user(self, kind: str, preset_id: str) -> bool:
+        return self.origin.get(f"{kind}/{preset_id}", "built-in") not in ("built-in", "detected")
+
+    def sorted_models(self) -> list[ModelPreset]:
+        return sorted(self.models.values(), key=lambda m: (m.order, m.id))
+
+    def sorted_gpus(self) -> list[GpuSpec]:
+        return sorted(self.gpus.values(), key=lambda g: (g.memory_mib, g.id))
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    loc = ".".join(str(p) for p in err["loc"])
+    return f"{loc}: {err['msg']}" if loc else err["msg"]
+
+
+def _validate(schema: type[T], path: Path) -> T:
+    """One preset file, validated; a problem is a `PlanError` naming the file."""
+    data = read_toml(path)
+    data.setdefault("id", path.stem)
+    try:
+        return schema.model_validate(data)
+    except ValidationError as exc:
+        raise PlanError(_first_error(exc), str(path)) from None
+
+
+def _model_keys(parent: list[str]) -> list[str]:
+    return list(ModelConfig.model_fields) if not parent else []
+
+
+def _validate_user(schema: type[T], path: Path, reg: Registry) -> T:
+    """A user file: the schema, and for a model its ``[config]`` as a plan's ``[model]`` table (so a typo is
+    reported now, with the file, not when the preset is used). ``hf_config`` is relative to the file; ``preset``
+    names a built-in preset (or a user one read before this file) that the config starts from."""
+    item = _validate(schema, path)
+    if isinstance(item, ModelPreset):
+        preset: ModelPreset = item
+        config = dict(preset.config)
+        if isinstance(config.get("hf_config"), str):
+            config["hf_config"] = str((path.parent / user_path(config["hf_config"])).resolve())
+            item = item.model_copy(update={"config": config})
+        try:
+            ModelConfig.model_validate(resolve_model(config, reg, (preset.id,)))
+        except (PlanError, ValidationError) as exc:
+            err = pydantic_error(exc, _model_keys) if isinstance(exc, ValidationError) else exc
+            key = (err.where or "").removeprefix("model.")
+            raise PlanError(err.message, f"{path}: config" + (f".{key}" if key else "")) from None
+    return item
+
+
+MAX_PRESET_CHAIN = 8  # a user preset may start from a preset that starts from another, this deep
+
+
+def resolve_model(data: dict[str, Any], reg: Registry | None = None, seen: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A ``[model]`` table with the keys its ``preset`` or ``hf_config`` gives merged under the ones it states.
+
+    A preset's own ``[config]`` may name a preset it starts from (resolved first, ``MAX_PRESET_CHAIN`` deep, a
+    loop is an error); ``hf_config`` is read as `vramplan.core.plan.hfconfig.read_hf_config` maps it, relative to
+    the working directory. `reg`: the registry to look presets up in (default: `registry()`)."""
+    if isinstance(data.get("preset"), str):
+        name = data["preset"]
+        if name in seen or len(seen) >= MAX_PRESET_CHAIN:
+            chain = " -> ".join((*seen, name))
+            raise PlanError(f"model presets start from each other in a loop or too deep: {chain}", "model.preset")
+        base = model_preset(name, reg=reg).config
+        if data.get("hf_config") is not None and data["hf_config"] != base.get("hf_config"):
+            raise PlanError("give preset or hf_config, not both", "model.hf_config")
+        if isinstance(base.get("preset"), str):
+            base = resolve_model(base, reg, (*seen, name))
+        data = {**base, **data}
+    if isinstance(data.get("hf_config"), str):
+        path = str(user_path(data["hf_config"]).absolute())  # relative: to the working directory
+        try:
+            base = read_hf_config(path).model
+        except PlanError as exc:
+            raise PlanError(exc.line(), "model.hf_config") from None
+        data = {**base, **data, "hf_config": path}
+    return data
+
+
+def model_config(data: dict[str, Any]) -> ModelConfig:
+    """A ``[model]`` table (e.g. ``{"preset": "llama-7b"}``) resolved and validated."""
+    return ModelConfig.model_validate(resolve_model(data))
+
+
+def _load_dir(reg: Registry, directory: Path, kind: str, builtin: bool) -> None:
+    if not directory.is_dir():
+        return
+    table: PresetTable[Any] = reg.models if kind == "models" else reg.gpus
+    for path in sorted(directory.glob("*.toml")):
+        if builtin:
+            table.add_lazy(path)
+            reg.origin[f"{kind}/{path.stem}"] = "built-in"
+            continue
+        try:
+            item = _validate_user(table.schema, path, reg)
+        except PlanError as exc:
+            reg.problems.append(exc.line())
+            reg.broken[f"{kind}/{path.stem}"] = exc.line()
+            continue
+        table.add(item)
+        reg.origin[f"{kind}/{item.id}"] = str(path)
+
+
+def user_config_dir() -> Path:
+    """``$VRAMPLAN_CONFIG_DIR``, else ``$XDG_CONFIG_HOME/vramplan``, else ``~/.config/vramplan``."""
+    explicit = os.environ.get("VRAMPLAN_CONFIG_DIR")
+    if explicit:
+        return user_path(explicit)
+    xdg = os.environ.get("XDG_CONFIG_HOME")
+    base = user_path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".config"
+    return base / "vramplan"
+
+
+def load_registry(extra_dirs: Iterable[Path] = ()) -> Registry:
+    """Built-in presets, then each extra directory (its ``models/`` and ``hardware/``) overriding by id."""
+    reg = Registry()
+    _load_dir(reg, DATA_DIR / "models", "models", builtin=True)
+    _load_dir(reg, DATA_DIR / "hardware", "hardware", builtin=True)
+    for d in extra_dirs:
+        _load_dir(reg, d / "models", "models", builtin=False)
+        _load_dir(reg, d / "hardware", "hardware", builtin=False)
+    return reg
+
+
+@memoised(None, group="presets")
+def registry() -> Registry:
+    """Built-in presets and the user's (`user_config_dir`), loaded once per process (`reload` starts over)."""
+    return load_registry([user_config_dir()])
+
+
+def reload() -> Registry:
+    """Forget the loaded presets (and what depends on them: the detected GPUs, the estimator's memos) and load
+    them again: after the user's files or ``VRAMPLAN_CONFIG_DIR`` changed."""
+    memo.clear("presets")
+    memo.clear("estimate")
+    return registry()
+
+
+def register_gpu(spec: GpuSpec, origin: str) -> None:
+    """Add a preset at runtime (a detected GPU no preset knows)."""
+    reg = registry()
+    reg.gpus.add(spec)
+    reg.origin[f"hardware/{spec.id}"] = origin
+
+
+def model_preset(preset_id: str, where: str = "model.preset", reg: Registry | None = None) -> ModelPreset:
+    reg = reg if reg is not None else registry()
+    try:
+        return reg.models[preset_id]
+    except KeyError:
+        if f"models/{preset_id}" in reg.broken:
+            raise PlanError(f"user preset file is broken: {reg.broken[f'models/{preset_id}']}", where) from None
+        hint = suggest(preset_id, reg.models) or " (vramplan presets models lists them)"
+        raise PlanError(f"unknown model preset {preset_id!r}{hint}", where) from None
+
+
+def gpu(gpu_id: str, where: str = "hardware.gpu") -> GpuSpec:
+    reg = registry()
+    try:
+        return reg.gpus[gpu_id]
+    except KeyError:
+        if f"hardware/{gpu_id}" in reg.broken:
+            raise PlanError(f"user preset file is broken: {reg.broken[f'hardware/{gpu_id}']}", where) from None
+        hint = suggest(gpu_id, reg.gpus) or " (vramplan presets hardware lists them)"
+        raise PlanError(f"unknown GPU preset {gpu_id!r}{hint}", where) from None

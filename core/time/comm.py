@@ -1,0 +1,77 @@
+"""Links and collectives: how long moving bytes between GPUs, nodes and the host takes.
+
+Bandwidths are per direction (GpuSpec: ``gpu_link_gbs`` inside a node, ``internode_gbs`` per GPU between nodes,
+``host_link_gbs`` to the host). A collective's time is the bytes each rank sends over one link divided by the
+link's usable bandwidth; latency is left out (it matters only for small messages, and frameworks bucket them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from vramplan.core.plan.presets import GpuSpec
+
+LINK_EFFICIENCY = 0.8
+LINK_EFFICIENCY_SRC = (
+    "assumed: large NCCL transfers and memory-bound kernels reach about 80% of the per-direction peak "
+    "(nccl-tests doc/PERFORMANCE.md defines the bus bandwidth compared with it)"
+)
+RING_SRC = (
+    "ring all-reduce = reduce-scatter + all-gather: each rank sends 2·(n-1)/n·S (Patarasuk & Yuan 2009; the "
+    "bus-bandwidth factor of nccl-tests doc/PERFORMANCE.md); a group that spans nodes runs at the per-GPU network "
+    "bandwidth (one NIC per GPU), inside a node at the GPU link's"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    name: str
+    gbs: float  # peak GB/s per direction
+
+    @property
+    def bytes_per_second(self) -> float:
+        return self.gbs * 1e9 * LINK_EFFICIENCY
+
+
+def all_reduce_seconds(nbytes: float, n: int, link: Link) -> float:
+    """Ring all-reduce of `nbytes` over `n` ranks: 2·(n-1)/n·S / bandwidth."""
+    return 0.0 if n <= 1 else 2 * (n - 1) / n * nbytes / link.bytes_per_second
+
+
+def reduce_scatter_seconds(nbytes: float, n: int, link: Link) -> float:
+    """Reduce-scatter of `nbytes` (the unsharded size) over `n` ranks: (n-1)/n·S / bandwidth."""
+    return 0.0 if n <= 1 else (n - 1) / n * nbytes / link.bytes_per_second
+
+
+def all_gather_seconds(nbytes: float, n: int, link: Link) -> float:
+    """All-gather into `nbytes` (the unsharded size) over `n` ranks: (n-1)/n·S / bandwidth."""
+    return reduce_scatter_seconds(nbytes, n, link)
+
+
+def transfer_seconds(nbytes: float, link: Link) -> float:
+    """A point-to-point copy (pipeline send, host <-> GPU): S / bandwidth."""
+    return nbytes / link.bytes_per_second
+
+
+@dataclass(frozen=True, slots=True)
+class Links:
+    tp: Link
+    dp: Link
+    pp: Link
+    host: Link
+
+
+def links(gpu: GpuSpec, gpus_per_node: int, nodes: int, tp: int, dp: int) -> Links:
+    """Which link each group uses. Ranks are laid out TP innermost, then DP, then PP (Megatron's default order,
+    ``parallel_state.initialize_model_parallel``): the TP group spans nodes when tp > GPUs per node, the DP group
+    when tp·dp > GPUs per node, and with more than one node some pipeline boundary crosses the network."""
+    intra = Link(gpu.gpu_link, gpu.gpu_link_gbs)
+    inter = Link("inter-node network", gpu.internode_gbs)
+    if nodes == 1:
+        return Links(intra, intra, intra, Link(gpu.host_link, gpu.host_link_gbs))
+    return Links(
+        intra if tp <= gpus_per_node else inter,
+        intra if tp * dp <= gpus_per_node else inter,
+        inter,
+        Link(gpu.host_link, gpu.host_link_gbs),
+    )

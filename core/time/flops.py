@@ -1,0 +1,147 @@
+"""The work of one training step: FLOPs per token, and the bytes that memory-bound kernels move.
+
+One function per term, each with its formula and source. Names read like the papers: ``N`` is the number of weights
+that feed a matmul (every decoder linear plus the lm_head: `Arch.matmul_weight_params`; the embedding lookup is
+not a matmul), ``s`` the sequence length, ``L`` layers, ``h_q = a * d`` the width of all query heads.
+
+Model FLOPs (what MFU counts) are what the method needs without recomputation; hardware FLOPs add what
+activation checkpointing recomputes (Korthikanti et al. 2022, §5 and App. A: model vs hardware FLOPs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from vramplan.core.plan.arch import Arch, lora_params_per_layer
+
+MATMUL_SRC = (
+    "Kaplan et al. 2020 §2.1 (forward 2N per token, backward 4N); Narayanan et al. 2021 §5.1 and "
+    "Korthikanti et al. 2022 App. A (72·B·s·L·h²·(1 + s/6h + V/12hL) = 6N + attention per token)"
+)
+ATTENTION_SRC = (
+    "PaLM (Chowdhery et al. 2022) App. B: 6N + 12·L·H·Q·T per token for forward + backward; the full s x s "
+    "score matrix is counted (causal kernels skip about half; MFU conventions count it all)"
+)
+LORA_SRC = (
+    "frozen weights need the input gradient (dX = dY·Wᵀ) but no weight gradient: backward 2N instead of 4N "
+    "(Hu et al. 2021 §4.2: about 25% faster than full fine-tuning); adapters A, B cost 6·r·(d_in + d_out) per token"
+)
+RECOMPUTE_SRC = (
+    "Korthikanti et al. 2022 §5 and App. A: full recomputation runs the forward again (8N per token instead of "
+    "6N); selective recomputation re-runs only the attention core (QKᵀ, softmax, AV)"
+)
+
+
+def forward_matmul_flops(arch: Arch) -> int:
+    """Forward FLOPs per token of every matmul: 2·N (one multiply and one add per weight).
+
+    N = L·(block linear weights) + V·h: the lm_head is a matmul even when tied to the embedding. Source: Kaplan
+    et al. 2020 §2.1 (C_forward ≈ 2N); norms, biases and activations are O(h) per token and left out."""
+    return 2 * arch.matmul_weight_params
+
+
+def attention_forward_flops(arch: Arch, s: int) -> int:
+    """Forward FLOPs per token of the attention core: QKᵀ and AV, 2·s·h_q each per layer: 4·L·s·h_q.
+
+    PaLM App. B counts 12·L·H·Q·T for forward + backward (3 x this; H·Q = h_q, all query heads, so GQA does not
+    reduce it)."""
+    return 4 * arch.L * s * arch.h_q
+
+
+def lora_forward_flops(arch: Arch, roles: tuple[str, ...], rank: int) -> int:
+    """Forward FLOPs per token of the LoRA adapters: x·A then ·B, 2·r·(d_in + d_out) per adapted linear, L layers
+    (Hu et al. 2021 §4: the adapter adds r·(d_in + d_out) weights)."""
+    return 2 * arch.L * lora_params_per_layer(arch, roles, rank)
+
+
+@dataclass(frozen=True, slots=True)
+class TokenFlops:
+    """FLOPs per token of one training step, by pass."""
+
+    forward: int
+    backward: int
+    recompute: int  # forward work re-run in backward by activation checkpointing
+
+    @property
+    def model(self) -> int:
+        """What the method needs (MFU's numerator): forward + backward, no recomputation."""
+        return self.forward + self.backward
+
+    @property
+    def hardware(self) -> int:
+        """What the GPU executes: model FLOPs plus recomputation."""
+        return self.forward + self.backward + self.recompute
+
+
+def token_flops(arch: Arch, s: int, *, full: bool, roles: tuple[str, ...], rank: int, checkpointing: str) -> TokenFlops:
+    """FLOPs per token of forward, backward and recomputation.
+
+    Full training: forward 2N + A, backward 4N + 2A (A = attention core forward; the backward of a matmul is two
+    matmuls of the same size: dX and dW), so model FLOPs = 6N + 12·L·s·h_q (PaLM App. B).
+    LoRA / QLoRA: frozen weights get only dX, so backward = 2N + 2A + 2·adapters: model FLOPs ≈ 4N + 12·L·s·h_q.
+    Full checkpointing re-runs the forward (8N in total for full training); selective re-runs the attention core."""
+    mm = forward_matmul_flops(arch)
+    att = attention_forward_flops(arch, s)
+    if full:
+        fwd, bwd = mm + att, 2 * mm + 2 * att
+    else:
+        ad = lora_forward_flops(arch, roles, rank)
+        fwd, bwd = mm + att + ad, mm + 2 * att + 2 * ad
+    recompute = fwd if checkpointing == "full" else att if checkpointing == "selective" else 0
+    return TokenFlops(fwd, bwd, recompute)
+
+
+# -- bytes moved by memory-bound kernels ----------------------------------------------------------------------------
+
+
+def weight_read_passes(full: bool, checkpointing: str) -> int:
+    """How many times a micro-batch streams each matmul weight from HBM: forward 1, backward 2 (dX reads W, dW
+    writes its gradient) or 1 for a frozen weight (dX only), +1 when full checkpointing recomputes the forward."""
+    return 1 + (2 if full else 1) + (1 if checkpointing == "full" else 0)
+
+
+def eager_attention_bytes(arch: Arch, b: int, s: int, act_bytes: int, tp: int, checkpointing: str) -> int:
+    """HBM traffic of eager attention's s x s matrices per micro-batch (all layers of the model, per TP rank).
+
+    Standard attention writes the scores S = QKᵀ, reads them for the softmax, writes P, reads P for PV (4 passes
+    over b·a·s² elements); its backward reads P and writes dP, dS and reads them again (about 8): 12 passes, +4
+    when full checkpointing recomputes the forward. Source: Dao et al. 2022 (FlashAttention) §2.2, Algorithm 0 and
+    Theorem 2: Θ(N²) HBM accesses for standard attention; FlashAttention keeps S and P in SRAM (no such traffic)."""
+    passes = 12 + (4 if checkpointing == "full" else 0)
+    return passes * b * (arch.a // tp) * s * s * act_bytes * arch.L
+
+
+def dequant_bytes_per_pass(arch: Arch, quantized_layer_bytes: int, tp: int) -> int:
+    """HBM traffic of dequantizing the frozen 4-bit / 8-bit block weights once (all layers, per TP rank): read the
+    quantized weights and their absmax, write bf16 copies for the matmul (2 B per weight).
+
+    bitsandbytes ``MatMul4Bit`` (autograd/_functions.py) calls ``dequantize_4bit`` in the forward and again in the
+    backward for dX (Dettmers et al. 2023, QLoRA §3: 'we dequantize the storage data type to the computation data
+    type to perform the forward and backward pass')."""
+    return arch.L * (quantized_layer_bytes + 2 * arch.layer_weight_params // tp)
+
+
+def int8_compression_bytes(saved_bytes: int, packed_bytes: int) -> int:
+    """HBM traffic of int8 activation compression for one micro-batch: each saved activation is read and written
+    as int8 plus its scales when autograd saves it (``saved + packed``), and read back and written in its own
+    dtype when the backward needs it (``packed + saved``): 2·(saved + packed). The (de)quantization kernels are
+    elementwise and memory-bound; this is the overhead ActNN (Chen et al. 2021) and GACT (Liu et al. 2022)
+    measure for compressed activations, less their bit-packing."""
+    return 2 * (saved_bytes + packed_bytes)
+
+
+OPTIMIZER_STATES = {"adamw": 2, "adamw-8bit": 2, "sgd": 0, "sgd-momentum": 1, "adafactor": 0, "lion": 1}
+
+
+def optimizer_bytes_per_element(optimizer: str, weight: int, grad: int, state: int, master: int) -> int:
+    """Bytes an optimizer step reads and writes per trainable element (it is memory-bound on the GPU and the CPU).
+
+    Read weight and gradient, write the weight; read and write each state tensor (AdamW: 2, SGD with momentum and
+    Lion: 1, 8-bit AdamW: 2 of 1 byte, Adafactor: the factored statistics are O(rows + columns), counted as 0) and
+    an fp32 master copy; write the 16-bit weight copy when there is a master (ZeRO-Offload §5.1 Algorithm 1 reads
+    p32, g, m, v and writes p32, m, v and p16). AdamW with fp32 everything: 4+4+4 + 2·2·4 = 28 B."""
+    states = OPTIMIZER_STATES[optimizer]
+    elem = 1 if optimizer == "adamw-8bit" else state
+    if master:  # read and write the fp32 master, write the 16-bit copy the model computes with
+        return 2 * master + weight + grad + 2 * states * elem
+    return 2 * weight + grad + 2 * states * elem

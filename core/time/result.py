@@ -1,0 +1,182 @@
+"""The time model's result: `StepTime` and its `TimeTerm`s (plain frozen dataclasses, cheap to build)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from vramplan.core.time.comm import Link, Links
+from vramplan.core.time.flops import TokenFlops
+
+if TYPE_CHECKING:
+    from vramplan.core.plan.plan import Plan
+
+CATEGORIES = ("compute", "memory", "communication", "offload", "pipeline bubble")
+
+
+@dataclass(frozen=True, slots=True)
+class Work:
+    """The intermediate numbers of one plan's step (what `explain` prints)."""
+
+    T: int  # tokens per micro-batch (per data-parallel rank)
+    m: int  # micro-batches per step
+    share: int  # tp x pp: ranks one copy of the model is split over
+    tok: TokenFlops
+    peak: float
+    peak_dtype: str
+    mfu: float
+    hbm: float  # usable HBM bytes/s
+    act_bytes: int
+    weights_local: float  # matmul weights per GPU
+    links: Links
+    gathered_bytes: float  # ZeRO-3: parameter bytes gathered per pass (unsharded, per TP/PP rank)
+    grad_bytes: float  # gradient bytes per TP/PP rank (unsharded)
+    update_bytes: float  # ZeRO-1/2: updated parameter bytes all-gathered for the next forward
+    part_elems: float  # trainable elements this rank's optimizer updates
+    opt_bytes_per_elem: int
+    host_rank_bps: float  # host memory bytes/s of one rank (CPU Adam)
+    nvme: Link  # one rank's share of the node's NVMe
+    micro_batch_seconds: float  # one micro-batch on one pipeline stage, its exposed transfers included
+    once_seconds: float  # the exposed once-per-step terms
+
+
+@dataclass(frozen=True, slots=True)
+class TimeTerm:
+    """One part of the step: how long it keeps its resource busy, and how much of that the step waits for."""
+
+    name: str
+    seconds: float  # busy time per optimizer step (per GPU)
+    exposed: float  # the part not hidden behind compute: what it adds to the step
+    category: str  # one of CATEGORIES
+
+
+LABELS: dict[str, str] = {
+    "compute": "Matmuls + attention",
+    "weight_streaming": "Weight streaming",
+    "autocast_casts": "Autocast weight casts",
+    "eager_attention": "Eager attention s² traffic",
+    "dequantization": "Dequantization",
+    "activation_compression": "int8 activation packing",
+    "tp_comm": "TP all-reduces",
+    "pp_p2p": "PP sends",
+    "zero3_comm": "ZeRO-3 gathers + scatter",
+    "grad_reduce": "Gradient reduction",
+    "param_allgather": "Parameter all-gather",
+    "offload_transfers": "Host transfers",
+    "pipeline_bubble": "Pipeline bubble",
+    "optimizer_step": "Optimizer step (GPU)",
+    "cpu_optimizer": "Optimizer step (CPU)",
+    "nvme_swap": "NVMe swap",
+}
+
+Explainer = Callable[[], dict[str, tuple[str, str]]]
+
+
+@dataclass(frozen=True)
+class StepTime:
+    """The time model's result. Numbers first; formulas and sources on demand (`explain`)."""
+
+    plan: Plan
+    flops_per_step: int  # model FLOPs of one optimizer step, all GPUs (what MFU counts)
+    hardware_flops_per_step: int  # with recomputation
+    tokens_per_step: int  # global batch in tokens
+    step_seconds: float
+    terms: tuple[TimeTerm, ...]  # every modelled term; sum of `exposed` == step_seconds
+    gpus: int
+    peak_flops: float  # per GPU, FLOP/s, of the regime's compute dtype
+    mfu_setting: float  # the plan's training.mfu, or DEFAULT_MFU
+    price_per_gpu_hour: float | None
+    explainer: Explainer = field(repr=False, compare=False)
+    _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.tokens_per_step / self.step_seconds
+
+    @property
+    def tokens_per_second_per_gpu(self) -> float:
+        return self.tokens_per_second / self.gpus
+
+    @property
+    def mfu(self) -> float:
+        """Achieved model FLOPs utilization: model FLOPs / (step time x GPUs x dense peak)."""
+        return self.flops_per_step / (self.step_seconds * self.gpus * self.peak_flops)
+
+    def by_category(self) -> dict[str, float]:
+        out = dict.fromkeys(CATEGORIES, 0.0)
+        for t in self.terms:
+            out[t.category] += t.exposed
+        return out
+
+    @property
+    def bottleneck(self) -> str:
+        """The category the step spends most of its time on."""
+        cats = self.by_category()
+        return max(CATEGORIES, key=lambda c: cats[c])
+
+    def seconds(self, name: str) -> float:
+        """Exposed seconds of one term (0 when the plan has no such term)."""
+        return next((t.exposed for t in self.terms if t.name == name), 0.0)
+
+    @property
+    def tokens(self) -> int | None:
+        return self.plan.training.tokens
+
+    @property
+    def train_seconds(self) -> float | None:
+        return None if self.tokens is None else self.tokens / self.tokens_per_second
+
+    @property
+    def train_hours(self) -> float | None:
+        return None if self.train_seconds is None else self.train_seconds / 3600
+
+    @property
+    def train_steps(self) -> int | None:
+        return None if self.tokens is None else -(-self.tokens // self.tokens_per_step)
+
+    @property
+    def gpu_hours(self) -> float | None:
+        return None if self.train_hours is None else self.train_hours * self.gpus
+
+    @property
+    def cost(self) -> float | None:
+        if self.gpu_hours is None or self.price_per_gpu_hour is None:
+            return None
+        return self.gpu_hours * self.price_per_gpu_hour
+
+    def explain(self) -> dict[str, tuple[str, str]]:
+        """name -> (formula with this plan's numbers, source), for each term and for ``mfu``/``step``."""
+        if "explain" not in self._cache:
+            self._cache["explain"] = self.explainer()
+        explained: dict[str, tuple[str, str]] = self._cache["explain"]
+        return explained
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "flops_per_step": self.flops_per_step,
+            "hardware_flops_per_step": self.hardware_flops_per_step,
+            "tokens_per_step": self.tokens_per_step,
+            "step_seconds": self.step_seconds,
+            "tokens_per_second": self.tokens_per_second,
+            "tokens_per_second_per_gpu": self.tokens_per_second_per_gpu,
+            "mfu": self.mfu,
+            "mfu_setting": self.mfu_setting,
+            "peak_tflops": self.peak_flops / 1e12,
+            "bottleneck": self.bottleneck,
+            "by_category": self.by_category(),
+            "terms": {
+                t.name: {"seconds": t.seconds, "exposed_seconds": t.exposed, "category": t.category} for t in self.terms
+            },
+            "explain": {k: {"formula": f, "source": s} for k, (f, s) in self.explain().items()},
+        }
+        if self.tokens is not None:
+            out |= {
+                "tokens": self.tokens,
+                "train_steps": self.train_steps,
+                "train_hours": self.train_hours,
+                "gpu_hours": self.gpu_hours,
+            }
+            if self.price_per_gpu_hour is not None:
+                out |= {"price_per_gpu_hour": self.price_per_gpu_hour, "cost": self.cost}
+        return out

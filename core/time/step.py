@@ -1,0 +1,283 @@
+"""Step time, throughput and time-to-train: ``step_time(plan) -> StepTime`` (pure, microseconds).
+
+One GPU's step, the model's work split evenly over its TP x PP ranks, each data-parallel rank running ``m``
+micro-batches (``grad_accum_steps``) of ``b x s`` tokens:
+
+    micro-batch = max(math at the plan's MFU, weight streaming) + memory-bound kernels + exposed transfers
+    step        = (m + p - 1) x micro-batch            (1F1B pipeline; p = 1: m micro-batches)
+                + exposed gradient reduction and parameter all-gather + optimizer step (GPU, or CPU)
+
+What overlaps with compute (assumed, as the frameworks schedule it; what exceeds the window is exposed):
+- bucketed gradient all-reduce / reduce-scatter runs during the backward of its micro-batch (DDP, DeepSpeed
+  ``overlap_comm``; PyTorch DDP paper, Li et al. 2020 §3.2.3);
+- ZeRO-3 / FSDP prefetch: parameter all-gathers run during the forward; all-gathers and gradient reduce-scatters
+  during the backward; parameter partitions fetched from the host or NVMe likewise (Rajbhandari et al. 2021,
+  ZeRO-Infinity §6); ZeRO-1/2 gather the updated parameters during the next forward (FSDP ``SHARD_GRAD_OP``,
+  Megatron ``--overlap-param-gather``; DeepSpeed's stage 1/2 gathers right after the step, unhidden);
+- offloaded gradients stream to the host during the backward, updated parameters stream back while CPU Adam works
+  on the next tile (Ren et al. 2021, ZeRO-Offload §4.1 and §5.1);
+- not overlapped: TP all-reduces (each layer waits on them; Korthikanti et al. 2022 §4.2.2), pipeline sends, the
+  pipeline bubble, the optimizer step and the CPU step.
+
+The plan's ``training.mfu`` is the fraction of the GPU's dense peak (bf16/fp16 tensor cores, or fp32 for the
+fp32 regime) that the step's math reaches; the reported ``mfu`` is what the whole step achieves: model FLOPs /
+(step time x GPUs x peak), lower when the plan recomputes activations or waits on transfers.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from vramplan.core.memory.activations.block import layer_saved
+from vramplan.core.memory.activations.context import int8_bytes, plan_ctx
+from vramplan.core.plan import presets
+from vramplan.core.plan.arch import Arch, lora_params_per_layer, lora_roles
+from vramplan.core.plan.precision import REGIMES, quantized_bytes
+from vramplan.core.time import flops as fl
+from vramplan.core.time.assumptions import DEFAULT_MFU, HOST_MEMORY_GBS_PER_NODE, NVME_GBS_PER_NODE
+from vramplan.core.time.comm import LINK_EFFICIENCY as EFF
+from vramplan.core.time.comm import (
+    Link,
+    all_gather_seconds,
+    all_reduce_seconds,
+    links,
+    reduce_scatter_seconds,
+    transfer_seconds,
+)
+from vramplan.core.time.explain import time_formulas
+from vramplan.core.time.result import StepTime, TimeTerm, Work
+
+if TYPE_CHECKING:
+    from vramplan.core.plan.plan import Plan
+
+
+def peak_flops(plan: Plan) -> tuple[float, str]:
+    """Dense peak FLOP/s of one GPU for the regime's compute dtype (bf16/fp16 tensor cores, fp32 for ``fp32``:
+    PyTorch leaves TF32 matmuls off by default, ``torch.backends.cuda.matmul.allow_tf32``). A GPU without native
+    bf16 runs bf16 at no better than its fp32 rate."""
+    gpu = presets.gpu(plan.hardware.gpu)
+    dtype = REGIMES[plan.training.precision].compute_dtype
+    tf = gpu.tflops(dtype)
+    if tf <= 0:
+        return gpu.fp32_tflops * 1e12, f"fp32 ({gpu.name} has no native {dtype})"
+    return tf * 1e12, dtype
+
+
+def _int8_traffic(plan: Plan, arch: Arch, tp: int) -> int:
+    """Bytes one block's int8 activation compression moves per micro-batch on one GPU (`fl.int8_compression_bytes`
+    of what the block saves as the estimate counts it: the checkpoint alone under full checkpointing)."""
+    t, s = plan.training, plan.strategy
+    reg = REGIMES[t.precision]
+    sp = s.sequence_parallel
+    if s.gradient_checkpointing == "full":
+        saved = arch.h * t.micro_batch_size * t.seq_len * reg.resid_bytes // (tp if sp else 1)
+        elems = saved // reg.resid_bytes
+    else:
+        x = layer_saved(plan_ctx(plan), True)
+        saved = x.local(tp, sp)
+        elems = x.elems * saved // (x.rep + x.split) if x.rep + x.split else 0
+    return fl.int8_compression_bytes(saved, int8_bytes(elems))
+
+
+def _hidden(comm: float, host: float, window: float) -> tuple[float, float]:
+    """Exposed seconds of network and host-link transfers that run concurrently with `window` seconds of compute
+    (different links: they overlap each other too); the excess is the network's first, the host link's the rest."""
+    total = max(0.0, max(comm, host) - window)
+    on_comm = max(0.0, comm - window)
+    return on_comm, total - on_comm
+
+
+def step_time(plan: Plan) -> StepTime:
+    """The step time of `plan` on one GPU, term by term (see the module docstring)."""
+    hw, t, s = plan.hardware, plan.training, plan.strategy
+    arch = plan.model.arch()
+    reg = REGIMES[t.precision]
+    gpu = presets.gpu(hw.gpu)
+    tp, pp, dp, zero = s.tensor_parallel, s.pipeline_parallel, plan.data_parallel, s.zero_stage
+    full, ckpt, quant = t.method == "full", s.gradient_checkpointing, t.base_quantization
+    roles = () if full else lora_roles(arch, t.lora_targets)
+    b, seq, m = t.micro_batch_size, t.seq_len, t.grad_accum_steps
+    T, share = b * seq, tp * pp
+
+    tok = fl.token_flops(arch, seq, full=full, roles=roles, rank=t.lora_rank, checkpointing=ckpt)
+    peak, peak_dtype = peak_flops(plan)
+    mfu = t.mfu if t.mfu is not None else DEFAULT_MFU
+    hbm = gpu.memory_bandwidth_gbs * 1e9 * EFF
+    C = reg.act_bytes
+    lk = links(gpu, hw.gpus_per_node, hw.nodes, tp, dp)
+    nvme = Link("NVMe", NVME_GBS_PER_NODE / hw.gpus_per_node)
+
+    # -- one micro-batch on one GPU: math and memory-bound kernels, forward and backward (with recomputation) ----
+    flops_f = tok.forward * T / share
+    math_f, math_b = flops_f / (peak * mfu), (tok.hardware * T / share - flops_f) / (peak * mfu)
+    weights_local = arch.matmul_weight_params / share
+    per_pass = weights_local * C / hbm  # streaming every matmul weight once
+    stream_f, stream_b = per_pass, (fl.weight_read_passes(full, ckpt) - 1) * per_pass
+    recompute = ckpt == "full"
+    mem_f = mem_b = 0.0  # serial memory-bound kernels: casts, eager attention, dequantization
+    cast = eager = dequant = 0.0
+    if reg.compute == "autocast" and quant == "none":
+        # fp32 weights cast to 16 bit (read 4 B, write 2 B) each forward and recompute; FSDP (ZeRO-2/3) casts the
+        # local shard before gathering it (MixedPrecision param_dtype)
+        cast = weights_local * 6 / (dp if zero >= 2 else 1) / hbm
+        mem_f, mem_b = mem_f + cast, mem_b + cast * recompute
+        cast *= 1 + recompute
+    if s.attention == "eager":  # 4 passes over the scores forward, the rest backward
+        eager = fl.eager_attention_bytes(arch, b, seq, C, tp, ckpt) / pp / hbm
+        eager_f = eager * 4 / (12 + 4 * recompute)
+        mem_f, mem_b = mem_f + eager_f, mem_b + eager - eager_f
+    q_layer = 0
+    if quant != "none":  # dequantized once forward, once backward, once more in the recompute
+        q_layer = sum(quantized_bytes(lin.d_in, lin.d_out, quant, t.double_quantization) for lin in arch.linears)
+        dequant = fl.dequant_bytes_per_pass(arch, q_layer // tp, tp) / pp / hbm
+        mem_f, mem_b = mem_f + dequant, mem_b + dequant * (1 + recompute)
+        dequant *= 2 + recompute
+    compress = 0.0
+    if s.activation_compression == "int8":  # quantized when saved (forward), dequantized when used (backward)
+        compress = _int8_traffic(plan, arch, tp) * arch.L / pp / hbm
+        mem_f, mem_b = mem_f + compress / 2, mem_b + compress / 2
+    fwd_mb = max(math_f, stream_f) + mem_f
+    bwd_mb = max(math_b, stream_b) + mem_b
+    core_mb = fwd_mb + bwd_mb
+    math_mb, stream_mb = math_f + math_b, stream_f + stream_b
+    stream_exposed = max(0.0, stream_f - math_f) + max(0.0, stream_b - math_b)
+
+    # -- transfers during one micro-batch -----------------------------------------------------------------------
+    tp_mb = pp_mb = 0.0
+    if tp > 1:  # Megatron f/g: 2 all-reduces per layer forward, 2 backward, 2 more when the forward is recomputed
+        tp_mb = (4 + 2 * (ckpt == "full")) * arch.L / pp * all_reduce_seconds(T * arch.h * C, tp, lk.tp)
+    if pp > 1:  # the activations forward and their gradient backward, scattered over the TP ranks
+        pp_mb = 2 * transfer_seconds(T * arch.h * C / tp, lk.pp)
+
+    grad_elem = reg.grad_bytes if full else (2 if reg.master_bytes else 4)
+    trainable = (arch.total_params if full else arch.L * lora_params_per_layer(arch, roles, t.lora_rank)) / share
+    grad_bytes = trainable * grad_elem
+    elem16 = 4 if reg.compute == "fp32" else 2
+    block_weights = arch.L * arch.layer_weight_params
+    frozen_blocks = arch.L * q_layer if quant != "none" else block_weights * elem16
+    gathered = (block_weights * elem16 if full else frozen_blocks) / share
+    gathered += (arch.total_params - block_weights) / share * elem16
+
+    offload = s.offload_optimizer != "none"
+    part_elems = trainable / (dp if zero >= 1 else 1)
+    d2h = transfer_seconds(part_elems * grad_elem, lk.host) if offload else 0.0
+    ag = rs = fetch = 0.0
+    if zero == 3:
+        ag = all_gather_seconds(gathered, dp, lk.dp)
+    if s.offload_parameters != "none":  # each rank fetches its ZeRO-3 partition for every pass, even alone
+        fetch = transfer_seconds(gathered / dp, lk.host if s.offload_parameters == "cpu" else nvme)
+    if zero >= 2:
+        rs = reduce_scatter_seconds(grad_bytes, dp, lk.dp)
+    fwd_comm, fwd_host = _hidden(ag, fetch, fwd_mb)
+    bwd_comm, bwd_host = _hidden(ag + rs, fetch + (d2h if zero >= 2 else 0.0), bwd_mb)
+    mb = core_mb + tp_mb + pp_mb + fwd_comm + fwd_host + bwd_comm + bwd_host
+
+    # -- once per step ------------------------------------------------------------------------------------------
+    reduce = 0.0
+    if zero == 0:
+        reduce = all_reduce_seconds(grad_bytes, dp, lk.dp)
+    elif zero == 1:
+        reduce = reduce_scatter_seconds(grad_bytes, dp, lk.dp)
+    end_d2h = d2h if zero == 1 else 0.0
+    end_comm, end_host = _hidden(reduce, end_d2h, bwd_mb)  # overlaps the last micro-batch's backward
+    update_bytes = trainable * (elem16 if full else grad_elem)  # gathered in the compute dtype
+    param_ag = all_gather_seconds(update_bytes, dp, lk.dp) if zero in (1, 2) else 0.0
+    param_ag_exposed = max(0.0, param_ag - fwd_mb)  # during the first micro-batch's forward
+    w16 = reg.weight_bytes if full else grad_elem
+    if offload:  # DeepSpeed CPU Adam: fp32 master, fp32 gradient partition and states on the host
+        opt_elem = fl.optimizer_bytes_per_element(t.optimizer, min(w16, 2), 4, 4, 4)
+    else:
+        state = reg.state_bytes if full else 4
+        opt_elem = fl.optimizer_bytes_per_element(t.optimizer, w16, grad_elem, state, reg.master_bytes)
+    host_rank_bps = HOST_MEMORY_GBS_PER_NODE * 1e9 / hw.gpus_per_node
+    gpu_opt = cpu_opt = swap = 0.0
+    if offload:
+        h2d = transfer_seconds(part_elems * min(w16, 2), lk.host)
+        cpu_opt = max(part_elems * opt_elem / host_rank_bps, h2d)
+        if s.offload_optimizer == "nvme":  # fp32 master and states read in and written back each step
+            swap = 2 * transfer_seconds(part_elems * 4 * (1 + fl.OPTIMIZER_STATES[t.optimizer]), nvme)
+    else:
+        gpu_opt = part_elems * opt_elem / hbm
+
+    bubble = (pp - 1) * mb
+    step = m * mb + bubble + end_comm + end_host + param_ag_exposed + gpu_opt + cpu_opt + swap
+
+    z3 = zero == 3
+    per_mb_comm = m * (fwd_comm + bwd_comm)  # ZeRO-3 gathers + reduce-scatter, or ZeRO-2 reduce-scatter
+    mem, com, off = "memory", "communication", "offload"
+    candidates = (
+        TimeTerm(name="compute", seconds=m * math_mb, exposed=m * math_mb, category="compute"),
+        TimeTerm(name="weight_streaming", seconds=m * stream_mb, exposed=m * stream_exposed, category=mem),
+        TimeTerm(name="autocast_casts", seconds=m * cast, exposed=m * cast, category=mem),
+        TimeTerm(name="eager_attention", seconds=m * eager, exposed=m * eager, category=mem),
+        TimeTerm(name="dequantization", seconds=m * dequant, exposed=m * dequant, category=mem),
+        TimeTerm(name="activation_compression", seconds=m * compress, exposed=m * compress, category=mem),
+        TimeTerm(name="tp_comm", seconds=m * tp_mb, exposed=m * tp_mb, category=com),
+        TimeTerm(name="pp_p2p", seconds=m * pp_mb, exposed=m * pp_mb, category=com),
+        TimeTerm(
+            name="zero3_comm",
+            seconds=m * (2 * ag + rs) if z3 else 0.0,
+            exposed=per_mb_comm if z3 else 0.0,
+            category=com,
+        ),
+        TimeTerm(
+            name="grad_reduce",
+            seconds=0.0 if z3 else reduce + m * rs,
+            exposed=0.0 if z3 else end_comm + per_mb_comm,
+            category=com,
+        ),
+        TimeTerm(name="param_allgather", seconds=param_ag, exposed=param_ag_exposed, category=com),
+        TimeTerm(
+            name="offload_transfers",
+            seconds=m * (2 * fetch + (d2h if zero >= 2 else 0.0)) + end_d2h,
+            exposed=m * (fwd_host + bwd_host) + end_host,
+            category=off,
+        ),
+        TimeTerm(name="pipeline_bubble", seconds=bubble, exposed=bubble, category="pipeline bubble"),
+        TimeTerm(name="optimizer_step", seconds=gpu_opt, exposed=gpu_opt, category=mem),
+        TimeTerm(name="cpu_optimizer", seconds=cpu_opt, exposed=cpu_opt, category=off),
+        TimeTerm(name="nvme_swap", seconds=swap, exposed=swap, category=off),
+    )
+    terms = tuple(c for c in candidates if c.name in ("compute", "weight_streaming") or c.seconds > 0)
+
+    tokens_per_step = T * m * dp
+    work = Work(
+        T=T,
+        m=m,
+        share=share,
+        tok=tok,
+        peak=peak,
+        peak_dtype=peak_dtype,
+        mfu=mfu,
+        hbm=hbm,
+        act_bytes=C,
+        weights_local=weights_local,
+        links=lk,
+        gathered_bytes=gathered,
+        grad_bytes=grad_bytes,
+        update_bytes=update_bytes,
+        part_elems=part_elems,
+        opt_bytes_per_elem=opt_elem,
+        host_rank_bps=host_rank_bps,
+        nvme=nvme,
+        micro_batch_seconds=mb,
+        once_seconds=step - (m + pp - 1) * mb,
+    )
+    price = hw.price_per_gpu_hour if hw.price_per_gpu_hour is not None else gpu.price_per_gpu_hour
+
+    def explain() -> dict[str, tuple[str, str]]:
+        return time_formulas(plan, work, terms)
+
+    return StepTime(
+        plan=plan,
+        flops_per_step=tok.model * tokens_per_step,
+        hardware_flops_per_step=tok.hardware * tokens_per_step,
+        tokens_per_step=tokens_per_step,
+        step_seconds=step,
+        terms=terms,
+        gpus=hw.total_gpus,
+        peak_flops=peak,
+        mfu_setting=mfu,
+        price_per_gpu_hour=price,
+        explainer=explain,
+    )

@@ -1,0 +1,40 @@
+"""``vramplan``: the planner app, or a headless command (estimate, presets, ...)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    from vramplan.cli.commands import COMMANDS, run
+
+    if args and (args[0] in COMMANDS or args[0] in ("-h", "--help", "--version")):
+        if args[0] == "--version":
+            from vramplan import __version__
+
+            print(f"vramplan {__version__}")
+            return 0
+        return run(args)
+    return run_app(args)
+
+
+def run_app(args: list[str]) -> int:
+    """Open the planner on a plan file (or the default plan). Errors in the file are shown, not raised."""
+    if len(args) > 1 or (args and args[0].startswith("-")):
+        print(f"vramplan: unknown command or option {args[0]!r} (see vramplan --help)", file=sys.stderr)
+        return 2
+    if not args:  # nvidia-smi runs in a thread while Textual is imported (never delaying the first frame)
+        from vramplan.tui import detection
+
+        detection.begin()
+    from vramplan.tui.app import VramplanApp
+
+    app = VramplanApp(plan_path=args[0] if args else None)
+    app.run()
+    return app.return_code or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
