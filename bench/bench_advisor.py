@@ -17,13 +17,15 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from vramplan.core.advice.advisor import advise
+from vramplan.core.advice.checklist import checklist
+from vramplan.core.plan import memo
+from vramplan.core.plan.plan import (
+    Plan,
+    default_plan,
+)
 
-from core import cache, default_plan  # noqa: E402
-from core.advisor import advise  # noqa: E402
-from core.checklist import checklist  # noqa: E402
-from core.plan import Plan  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def ms(fn: Callable[[], object], runs: int = 5, clear: bool = False) -> tuple[float, float]:
@@ -31,7 +33,7 @@ def ms(fn: Callable[[], object], runs: int = 5, clear: bool = False) -> tuple[fl
     times = []
     for _ in range(runs):
         if clear:
-            cache.clear()
+            memo.clear()
         t0 = time.perf_counter()
         fn()
         times.append((time.perf_counter() - t0) * 1000)
@@ -88,7 +90,7 @@ def main() -> None:
     runs = []
     for _ in range(7):
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "tui", "fit", "--json"], check=True, capture_output=True, cwd=ROOT)
+        subprocess.run([sys.executable, "-m", "vramplan", "fit", "--json"], check=True, capture_output=True, cwd=ROOT)
         runs.append((time.perf_counter() - t0) * 1000)
     print(f"cold process: vramplan fit --json (default plan), median of 7: {statistics.median(runs):.0f} ms")
 

@@ -17,12 +17,17 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from vramplan.core.memory.peak import estimate
+from vramplan.core.plan import memo
+from vramplan.core.plan.errors import PlanError
+from vramplan.core.plan.plan import (
+    Plan,
+    default_plan,
+    plan_from_dict,
+)
+from vramplan.core.time.step import step_time
 
-from core import PlanError, cache, default_plan, estimate, plan_from_dict  # noqa: E402
-from core.plan import Plan  # noqa: E402
-from core.timing import step_time  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def per_call_us(fn: Callable[[], object], calls: int = 500, repeats: int = 7) -> tuple[float, float]:
@@ -64,7 +69,7 @@ def keystrokes(plan: Plan, fn: Callable[[Plan], object] = estimate) -> Callable[
 
 def cold(plan: Plan) -> Callable[[], object]:
     def step() -> object:
-        cache.clear()
+        memo.clear()
         return estimate(plan)
 
     return step
@@ -95,7 +100,7 @@ def main() -> None:
             }
         ),
     }
-    print("core.estimate, microseconds per call (median / best of 7 runs)")
+    print("core.memory.peak, microseconds per call (median / best of 7 runs)")
     for name, plan in plans.items():
         estimate(plan)
         rows = {
@@ -104,7 +109,7 @@ def main() -> None:
             "cold": per_call_us(cold(plan), calls=200),
         }
         print(f"  {name}: " + ", ".join(f"{k} {m:.0f} / {b:.0f}" for k, (m, b) in rows.items()))
-    print("core.timing.step_time, microseconds per call (median / best of 7 runs; no memo caches)")
+    print("core.time.step.step_time, microseconds per call (median / best of 7 runs; no memo caches)")
     for name, plan in plans.items():
         rows = {"warm": per_call_us(lambda p=plan: step_time(p)), "keystroke": per_call_us(keystrokes(plan, step_time))}
         print(f"  {name}: " + ", ".join(f"{k} {m:.0f} / {b:.0f}" for k, (m, b) in rows.items()))
@@ -119,7 +124,7 @@ def main() -> None:
     py = sys.executable
     base = process_ms([py, "-c", "import pydantic, tomli_w"])
     model = process_ms([py, "-c", "from pydantic import BaseModel\nclass A(BaseModel):\n    x: int\nA(x=1)"])
-    cli = process_ms([py, "-m", "tui", "estimate", "--json"])
+    cli = process_ms([py, "-m", "vramplan", "estimate", "--json"])
     print(
         f"cold process, median of 15: python -c 'import pydantic, tomli_w' {base:.0f} ms; "
         f"a one-field pydantic model {model:.0f} ms ({model / base:.2f}x); "

@@ -27,13 +27,12 @@ import tempfile  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from vramplan.core.memory.peak import estimate  # noqa: E402
+from vramplan.core.plan.units import GiB  # noqa: E402
+from vramplan.tui.app import VramplanApp  # noqa: E402
+from vramplan.tui.choices import next_valid  # noqa: E402
 
-from core.estimate import estimate  # noqa: E402
-from core.units import GiB  # noqa: E402
-from tui.app import VramplanApp  # noqa: E402
-from tui.choices import next_valid  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 KEYS = {
     "c": "strategy.gradient_checkpointing",
@@ -111,7 +110,7 @@ def cold_start(env: dict[str, str] | None = None) -> float:
 
 
 def hanging_nvidia_smi(directory: Path) -> dict[str, str]:
-    """An environment whose ``nvidia-smi`` sleeps 5 s before answering (core.detect gives up after 2 s)."""
+    """An environment whose ``nvidia-smi`` sleeps 5 s before answering (core.plan.detect gives up after 2 s)."""
     script = directory / "nvidia-smi"
     script.write_text("#!/bin/sh\nsleep 5\necho 'NVIDIA H100 80GB HBM3, 81559'\n")
     script.chmod(0o755)

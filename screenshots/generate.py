@@ -10,17 +10,15 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from vramplan.core.plan.plan import default_plan
+from vramplan.tui.app import VramplanApp
 
-from core.plan import default_plan  # noqa: E402
-from tui.app import VramplanApp  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 HERE = Path(__file__).resolve().parent
 

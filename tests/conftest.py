@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 from hypothesis import settings
 
-from core import plan_from_dict
-from core.activations import ActCtx, plan_ctx
-from core.result import Estimate
+from vramplan.core.memory.activations.context import ActCtx, plan_ctx
+from vramplan.core.memory.result import Estimate
+from vramplan.core.plan.plan import plan_from_dict
 
 # The suite is deterministic: the same examples on every run and machine (CI must pass on a clean clone).
 # Explore with fresh random examples: pytest --hypothesis-profile=explore
@@ -73,7 +73,7 @@ def case_plan_data(case: dict[str, Any], gpu: str = "h200") -> dict[str, Any]:
 def _hf_case_plan_data(case: dict[str, Any], gpu: str) -> dict[str, Any]:
     """A measured case whose model is an HF config (bench/measure/families_cases.json): its [model] comes from
     vramplan's own config.json importer."""
-    from core.hfconfig import map_config
+    from vramplan.core.plan.hfconfig import map_config
 
     fam = case["family"]
     training: dict[str, Any] = {
@@ -141,7 +141,7 @@ def load_truth(name: str) -> dict[str, Any]:
 def isolated_machine(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
     """Every test sees the same machine: no user presets (an empty VRAMPLAN_CONFIG_DIR) and no GPU detection
     (VRAMPLAN_DETECT=0), whatever the developer's ~/.config or nvidia-smi; tests of those features opt back in."""
-    from core import presets
+    from vramplan.core.plan import presets
 
     monkeypatch.setenv("VRAMPLAN_CONFIG_DIR", str(tmp_path_factory.getbasetemp() / "no-user-config"))
     monkeypatch.setenv("VRAMPLAN_DETECT", "0")

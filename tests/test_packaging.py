@@ -1,11 +1,19 @@
-"""Packaging: the wheel ships the preset TOML files; README and CI run the same test command."""
+"""Packaging: one installed name (`vramplan`) holding every source and preset; README and CI run the same test
+command."""
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
+
+import pytest
+
+import vramplan
 
 ROOT = Path(__file__).resolve().parent.parent
 TEST_COMMAND = "python3 -m pip install -e '.[test]' && python3 -m pytest -q"
@@ -18,28 +26,76 @@ def test_readme_and_ci_run_the_same_test_command() -> None:
     assert TEST_COMMAND in ci
 
 
-def test_built_wheel_contains_presets(tmp_path: Path) -> None:
+FOLDERS = ("core", "cli", "tui", "presets")  # the repository's top-level folders, installed as vramplan.<folder>
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Built from a copy of the sources (an in-tree build would reuse a stale ``build/`` folder)."""
+    src, out = tmp_path_factory.mktemp("src"), tmp_path_factory.mktemp("wheel")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    for folder in ("vramplan", *FOLDERS):
+        shutil.copytree(ROOT / folder, src / folder, ignore=shutil.ignore_patterns("__pycache__"))
     r = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(ROOT)],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(src)],
         capture_output=True,
         text=True,
         timeout=600,
     )
     assert r.returncode == 0, r.stderr[-2000:]
-    (wheel,) = tmp_path.glob("vramplan-*.whl")
+    (built,) = out.glob("vramplan-*.whl")
+    return built
+
+
+def test_the_wheel_holds_one_package_with_every_source_and_preset(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
+    tops = {n.split("/")[0] for n in names}
+    assert tops == {"vramplan", f"vramplan-{vramplan.__version__}.dist-info"}, tops
     for required in (
-        "presets/models/llama-7b.toml",
-        "presets/hardware/a100-80gb.toml",
-        "core/estimate.py",
-        "tui/cli.py",
-        "tui/app.py",
-        "tui/app.tcss",
-        "tui/screens/planner.py",
-        "tui/widgets/gauges.py",
+        "vramplan/__init__.py",
+        "vramplan/__main__.py",
+        "vramplan/presets/models/llama-7b.toml",
+        "vramplan/presets/hardware/a100-80gb.toml",
+        "vramplan/core/memory/peak.py",
+        "vramplan/cli/commands.py",
+        "vramplan/tui/app.py",
+        "vramplan/tui/app.tcss",
     ):
         assert required in names
-    built_in = {p.relative_to(ROOT).as_posix() for p in (ROOT / "presets").rglob("*.toml")}
-    assert built_in <= names
-    sources = {p.relative_to(ROOT).as_posix() for d in ("core", "tui") for p in (ROOT / d).rglob("*.py")}
-    assert sources <= names, sorted(sources - names)  # subpackages too (core/checks)
+    files = {
+        "vramplan/" + p.relative_to(ROOT).as_posix()
+        for d in FOLDERS
+        for p in (ROOT / d).rglob("*")
+        if p.suffix in (".py", ".toml", ".tcss") and "__pycache__" not in p.parts
+    }
+    assert files <= names, sorted(files - names)  # sub-packages too (core/advice/checks)
+
+
+def test_installed_it_puts_only_vramplan_in_site_packages_and_runs(wheel: Path, tmp_path: Path) -> None:
+    """``pip install`` of the wheel (dependencies taken from this environment): one package, its dist-info and the
+    ``vramplan`` script; ``python -m vramplan`` and the script work from anywhere, not only from a checkout."""
+    target = tmp_path / "site"
+    r = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert {p.name for p in target.iterdir()} == {"vramplan", f"vramplan-{vramplan.__version__}.dist-info", "bin"}
+    assert [p.name for p in (target / "bin").iterdir()] == ["vramplan"]
+    env = {**os.environ, "PYTHONPATH": str(target), "VRAMPLAN_DETECT": "0"}
+    r = subprocess.run(
+        [sys.executable, "-m", "vramplan", "estimate", "--json"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["version"] == vramplan.__version__
+    code = "import vramplan.core.memory.peak as m; print(m.__file__)"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60)
+    assert r.stdout.strip().startswith(str(target)), r.stdout

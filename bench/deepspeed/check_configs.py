@@ -21,9 +21,9 @@ import deepspeed
 import deepspeed.comm as ds_comm
 from deepspeed.runtime import config as ds_config
 
-from core import PlanError, plan_from_dict
-from core.deepspeed import deepspeed_config
-from core.plan import OPTIMIZERS, PRECISIONS
+from vramplan.core.files.deepspeed import deepspeed_config
+from vramplan.core.plan.errors import PlanError
+from vramplan.core.plan.plan import OPTIMIZERS, PRECISIONS, plan_from_dict
 
 # Outside a launched job deepspeed.comm has no backend; the config asks it for a rank before it asks the mpu for
 # the data-parallel size. Rank 0, and an mpu that gives the plan's data-parallel size.

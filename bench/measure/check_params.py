@@ -5,8 +5,8 @@ Usage:  /work/rvenv/bin/python bench/measure/check_params.py
 For every config of tests/core/published_configs.py (the published models) and the measured cases of
 families_cases.json (tiny models, with their variants), build ``AutoModelForCausalLM.from_config`` on the meta
 device (no memory, no weights), sum ``p.numel()`` over ``model.parameters()`` (tied weights once) and compare
-with ``core.hfconfig.map_config`` -> ``Plan`` -> ``Arch.total_params``. Prints one line per config; exit 1 on any
-difference.
+with ``vramplan.core.plan.hfconfig.map_config`` -> ``Plan`` -> ``Arch.total_params``. Prints one line per config;
+exit 1 on any difference. Needs vramplan installed in that environment (``pip install -e .``).
 """
 
 import json
@@ -17,11 +17,11 @@ from pathlib import Path
 import torch
 import transformers
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
+from vramplan.core.plan.hfconfig import map_config
+from vramplan.core.plan.plan import plan_from_dict
 
-from core import plan_from_dict  # noqa: E402
-from core.hfconfig import map_config  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))  # the published configs live in the test suite
 from tests.core.published_configs import REAL  # noqa: E402
 
 # Variants the published configs do not cover (each changes the block structure)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tui.cli import run
+from vramplan.cli.commands import run
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -46,7 +46,8 @@ PLANS = {
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tui", *args], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    cmd = [sys.executable, "-m", "vramplan", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=60)
 
 
 def json_of(args: list[str], capsys: pytest.CaptureFixture[str], code: int = 0) -> dict:
@@ -171,7 +172,7 @@ def test_fit_text_says_how_it_ranks_and_the_commands_paste(tmp_plan, capsys: pyt
 def test_fit_subprocess_and_no_textual() -> None:
     code = (
         "import sys, io, contextlib\n"
-        "from tui.__main__ import main\n"
+        "from vramplan.__main__ import main\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
         "    assert main(['fit', '--json']) == 0\n"
         "    assert main(['check']) == 0\n"

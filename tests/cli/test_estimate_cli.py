@@ -9,15 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from core import estimate
-from core.planio import resolve_plan
-from tui.cli import run
+from vramplan.cli.commands import run
+from vramplan.core.files.planio import resolve_plan
+from vramplan.core.memory.peak import estimate
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tui", *args], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    cmd = [sys.executable, "-m", "vramplan", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=60)
 
 
 def test_estimate_json_is_one_object_with_the_contract(capsys: pytest.CaptureFixture[str]) -> None:
@@ -169,7 +170,7 @@ def test_bad_arguments_give_one_line_and_exit_2(args: list[str], expected: str) 
 def test_headless_commands_never_import_textual() -> None:
     code = (
         "import sys, io, contextlib\n"
-        "from tui.__main__ import main\n"
+        "from vramplan.__main__ import main\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
         "    assert main(['estimate', '--json']) == 0\n"
         "    assert main(['estimate']) == 0\n"
@@ -182,7 +183,8 @@ def test_headless_commands_never_import_textual() -> None:
 
 
 def test_estimate_json_has_the_time_object(capsys: pytest.CaptureFixture[str]) -> None:
-    from core.timing import CATEGORIES, step_time
+    from vramplan.core.time.result import CATEGORIES
+    from vramplan.core.time.step import step_time
 
     assert run(["estimate", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)

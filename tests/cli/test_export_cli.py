@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from core import default_plan, estimate
-from core import safewrite as safewrite_module
-from core.planio import load_plan_file
-from tui.cli import run
+from vramplan.cli.commands import run
+from vramplan.core.files import safewrite as safewrite_module
+from vramplan.core.files.planio import load_plan_file
+from vramplan.core.memory.peak import estimate
+from vramplan.core.plan.plan import default_plan
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -29,7 +30,7 @@ ORIGINAL = b"# my notes, not to be lost\n[model]\npreset = 'llama-7b'\n"
 def cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run(
-        [sys.executable, "-m", "tui", *args], capture_output=True, text=True, cwd=cwd, timeout=60, env=env
+        [sys.executable, "-m", "vramplan", *args], capture_output=True, text=True, cwd=cwd, timeout=60, env=env
     )
 
 
@@ -198,7 +199,7 @@ def test_bad_input_gives_one_line(tmp_path: Path) -> None:
 def test_export_never_imports_textual() -> None:
     code = (
         "import sys, io, contextlib\n"
-        "from tui.__main__ import main\n"
+        "from vramplan.__main__ import main\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
         "    for fmt in ('toml', 'deepspeed', 'markdown'):\n"
         "        assert main(['export', '--format', fmt, '-o', '-']) == 0\n"

@@ -11,15 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from core import presets
 from tests.core.published_configs import REAL
-from tui.cli import run
+from vramplan.cli.commands import run
+from vramplan.core.plan import presets
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tui", *args], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    cmd = [sys.executable, "-m", "vramplan", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=60)
 
 
 def checkpoint(tmp_path: Path, name: str, config: dict | None = None) -> Path:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from core.activations import ActCtx, checkpointed_layer, embed_saved, head_saved, layer_saved, once_bytes
 from tests.conftest import case_ctx, load_truth
+from vramplan.core.memory.activations.block import checkpointed_layer, embed_saved, head_saved, layer_saved, once_bytes
+from vramplan.core.memory.activations.context import ActCtx
 
 TRUTH = {
     **load_truth("oracle_truth.json"),

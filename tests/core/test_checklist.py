@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 
-from core import default_plan, estimate
-from core.checklist import GROUPS, Checklist, apply_fix, checklist, toggle_ticked
-from core.checks.nan import reference_lr
-from core.plan import MANUAL_CHECKS, Plan
-from core.planio import parse_set
-from core.timing import step_time
-from core.units import MiB
-from core.whatif import FRAGMENTATION_RISK
+from vramplan.core.advice.checklist import GROUPS, Checklist, apply_fix, checklist, toggle_ticked
+from vramplan.core.advice.checks.nan import reference_lr
+from vramplan.core.advice.whatif import FRAGMENTATION_RISK
+from vramplan.core.memory.peak import estimate
+from vramplan.core.plan.keys import parse_set
+from vramplan.core.plan.plan import MANUAL_CHECKS, Plan, default_plan
+from vramplan.core.plan.units import MiB
+from vramplan.core.time.step import step_time
 
 GiB = 2**30
 
@@ -334,7 +334,7 @@ def test_data_loading_is_by_hand_with_the_rate_to_sustain() -> None:
 
 def test_a_checklist_measures_a_few_changes_not_a_search(monkeypatch: pytest.MonkeyPatch) -> None:
     # not a benchmark: a guard that the checklist never runs the advisor's search (it runs on every keystroke)
-    from core.whatif import WhatIf
+    from vramplan.core.advice.whatif import WhatIf
 
     calls: list[int] = []
     original = WhatIf.changed

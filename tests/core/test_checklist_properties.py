@@ -8,13 +8,14 @@ from typing import Any
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from core import PlanError, estimate, plan_from_dict
-from core.advisor import advise, gpu_layout
-from core.checklist import apply_fix, checklist
-from core.plan import OPTIMIZERS, PRECISIONS, Plan
-from core.planio import parse_set
-from core.timing import step_time
-from core.whatif import FRAGMENTATION_RISK, Effect
+from vramplan.core.advice.advisor import advise, gpu_layout
+from vramplan.core.advice.checklist import apply_fix, checklist
+from vramplan.core.advice.whatif import FRAGMENTATION_RISK, Effect
+from vramplan.core.memory.peak import estimate
+from vramplan.core.plan.errors import PlanError
+from vramplan.core.plan.keys import parse_set
+from vramplan.core.plan.plan import OPTIMIZERS, PRECISIONS, Plan, plan_from_dict
+from vramplan.core.time.step import step_time
 
 MODELS = ["tinyllama-1.1b", "llama-7b", "bloom-7b1", "qwen2.5-7b", "llama-2-13b", "llama-2-70b"]
 GPUS = ["a100-80gb", "h100-80gb", "rtx-4090", "t4", "v100-32gb", "a10"]

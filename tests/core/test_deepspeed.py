@@ -13,10 +13,11 @@ from typing import Any
 
 import pytest
 
-from core import PlanError, estimate, plan_from_dict
-from core.deepspeed import deepspeed_config
-from core.overhead import zero_bucket_elements
-from core.plan import OPTIMIZERS, PRECISIONS, Plan
+from vramplan.core.files.deepspeed import deepspeed_config
+from vramplan.core.memory.overhead import zero_bucket_elements
+from vramplan.core.memory.peak import estimate
+from vramplan.core.plan.errors import PlanError
+from vramplan.core.plan.plan import OPTIMIZERS, PRECISIONS, Plan, plan_from_dict
 
 DS_TYPES: dict[str, type | tuple[type, ...]] = {
     "train_batch_size": int,

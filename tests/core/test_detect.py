@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from core import detect, presets
-from core.detect import detected_gpus, parse
-from core.planio import starting_plan
-from core.units import MiB
+from vramplan.core.files.planio import starting_plan
+from vramplan.core.plan import detect, presets
+from vramplan.core.plan.detect import detected_gpus, parse
+from vramplan.core.plan.units import MiB
 
 H100_X8 = "NVIDIA H100 80GB HBM3, 81559\n" * 8
 
@@ -81,7 +81,7 @@ def test_unknown_gpu_becomes_a_custom_preset_with_its_memory(tmp_path: Path, mon
     assert presets.registry().origin[f"hardware/{spec.id}"] == "detected"
     det = detected_gpus()
     assert det is not None and not det.matched and "unknown GPU" in det.label
-    from core import estimate
+    from vramplan.core.memory.peak import estimate
 
     assert estimate(plan).gpu_capacity == 97887 * MiB
 

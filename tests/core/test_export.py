@@ -1,4 +1,4 @@
-"""core.export: formats, default file names, rendering, the review report and its hooks."""
+"""core.files.export: formats, default file names, rendering, the review report and its hooks."""
 
 from __future__ import annotations
 
@@ -8,18 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from core import default_plan, estimate, plan_from_dict
-from core.export import (
-    FORMATS,
-    ReviewExtras,
-    default_file_name,
-    export_plan,
-    format_for_path,
-    plan_title,
-    render,
-    review_extras,
-)
-from core.safewrite import OverwriteRefused
+from vramplan.core.files.export import FORMATS, default_file_name, export_plan, format_for_path, render
+from vramplan.core.files.review import ReviewExtras, review_extras
+from vramplan.core.files.safewrite import OverwriteRefused
+from vramplan.core.memory.peak import estimate
+from vramplan.core.plan.describe import plan_title
+from vramplan.core.plan.plan import default_plan, plan_from_dict
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -109,8 +103,8 @@ def test_markdown_checklist_and_time_hooks() -> None:
 
 
 def test_review_extras_carry_the_step_time_and_the_checklist() -> None:
-    from core.checklist import checklist
-    from core.timing import step_time
+    from vramplan.core.advice.checklist import checklist
+    from vramplan.core.time.step import step_time
 
     plan = default_plan().with_changes({"training.grad_clip": 0.0, "checklist.ticked": ["nan.data"]})
     extras = review_extras(plan, estimate(plan))

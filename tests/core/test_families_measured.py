@@ -8,18 +8,18 @@ projections included). Same bounds as tests/core/test_measured_accuracy.py (acti
 and in the same phase.
 
 The measurements ran on PyTorch's CPU kernels, so the estimate is taken with ``cpu=True``: it differs from the
-CUDA prediction only by `core.activations.CPU_DIFFERENCES` (LayerNorm statistics dtype, the CPU flash output
-layout, autocast's pow), which `test_cuda_prediction_differs_only_by_the_documented_cpu_kernels` pins down.
+CUDA prediction only by `core.memory.activations.context.CPU_DIFFERENCES` (LayerNorm statistics dtype, the CPU flash
+output layout, autocast's pow), which `test_cuda_prediction_differs_only_by_the_documented_cpu_kernels` pins down.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from core import plan_from_dict
-from core.activations import checkpointed_layer, embed_saved, head_saved, layer_saved, once_bytes
-from core.estimate import estimate
 from tests.conftest import assert_issue_bounds, case_ctx, case_plan_data, load_truth, rel
+from vramplan.core.memory.activations.block import checkpointed_layer, embed_saved, head_saved, layer_saved, once_bytes
+from vramplan.core.memory.peak import estimate
+from vramplan.core.plan.plan import plan_from_dict
 
 TRUTH = load_truth("families_truth.json")
 CASES = sorted(TRUTH)

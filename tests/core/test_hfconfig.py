@@ -14,10 +14,11 @@ from typing import Any
 
 import pytest
 
-from core import PlanError, plan_from_dict
-from core.hfconfig import SUPPORTED, map_config, read_hf_config
-from core.planio import load_plan
 from tests.core.published_configs import REAL
+from vramplan.core.files.planio import load_plan
+from vramplan.core.plan.errors import PlanError
+from vramplan.core.plan.hfconfig import SUPPORTED, map_config, read_hf_config
+from vramplan.core.plan.plan import plan_from_dict
 
 
 def write_config(tmp_path: Path, config: dict[str, Any], name: str = "ckpt") -> Path:

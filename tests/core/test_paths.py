@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from core.errors import PlanError
-from core.paths import user_path
-from core.plan import default_plan
-from core.planio import load_plan_file
-from core.safewrite import WriteError, write_atomic
+from vramplan.core.files.planio import load_plan_file
+from vramplan.core.files.safewrite import WriteError, write_atomic
+from vramplan.core.plan.errors import PlanError
+from vramplan.core.plan.paths import user_path
+from vramplan.core.plan.plan import default_plan
 
 
 def test_home_is_expanded_and_an_unknown_user_is_kept_as_written() -> None:

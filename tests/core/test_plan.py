@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from core import PlanError, default_plan, plan_from_dict
-from core.planio import parse_value
-from core.presets import registry
+from vramplan.core.plan.errors import PlanError
+from vramplan.core.plan.keys import parse_value
+from vramplan.core.plan.plan import default_plan, plan_from_dict
+from vramplan.core.plan.presets import registry
 
 
 def test_preset_fills_and_keys_override() -> None:

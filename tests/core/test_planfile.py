@@ -12,12 +12,12 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from core import PlanError, default_plan, estimate, plan_from_dict
-from core.errors import PlanNotice
-from core.plan import MANUAL_CHECKS, OPTIMIZERS, PRECISIONS, Plan
-from core.planfile import FORMAT_VERSION, estimate_table, plan_toml
-from core.planio import load_plan, load_plan_file, plan_file_from_data
-from core.presets import registry
+from vramplan.core.files.planfile import FORMAT_VERSION, estimate_table, plan_toml
+from vramplan.core.files.planio import load_plan, load_plan_file, plan_file_from_data
+from vramplan.core.memory.peak import estimate
+from vramplan.core.plan.errors import PlanError, PlanNotice
+from vramplan.core.plan.plan import MANUAL_CHECKS, OPTIMIZERS, PRECISIONS, Plan, default_plan, plan_from_dict
+from vramplan.core.plan.presets import registry
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -153,7 +153,7 @@ def test_meta_and_estimate_tables_carry_the_figures() -> None:
     assert e["fits"] is est.fits and e["peak_phase"] == est.peak_phase
     assert e["headroom_bytes"] == est.gpu_capacity - est.total
     assert sum(e["live_at_peak_bytes"].values()) == est.total
-    assert "checklist" not in e  # plan_toml alone: core.export's review_extras adds [estimate.checklist]
+    assert "checklist" not in e  # plan_toml alone: core.files.export's review_extras adds [estimate.checklist]
 
 
 def test_checklist_and_time_hooks() -> None:

@@ -1,4 +1,4 @@
-"""The time model against published training runs, with the plan's default MFU (core.timing.DEFAULT_MFU).
+"""The time model against published training runs, with the plan's default MFU (core.time.step.DEFAULT_MFU).
 
 Each run's strategy is not fully published; what is assumed is stated next to it. Micro-batches are the largest
 power of two that leaves at least 10% of the 80 GB free by vramplan's own estimate (asserted, so the assumption
@@ -11,8 +11,10 @@ from typing import Any
 
 import pytest
 
-from core import estimate, plan_from_dict
-from core.timing import DEFAULT_MFU, step_time
+from vramplan.core.memory.peak import estimate
+from vramplan.core.plan.plan import plan_from_dict
+from vramplan.core.time.assumptions import DEFAULT_MFU
+from vramplan.core.time.step import step_time
 
 TOLERANCE = 0.35
 

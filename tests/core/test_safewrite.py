@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from core import safewrite
-from core.safewrite import OverwriteRefused, WriteError, check_target, write_atomic
+from vramplan.core.files import safewrite
+from vramplan.core.files.safewrite import OverwriteRefused, WriteError, check_target, write_atomic
 
 ORIGINAL = b"[model]\npreset = 'llama-7b'  # the reviewer's annotated copy\n"
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from core import default_plan, estimate
-from core.plan import Plan
-from core.states import quantized_bytes
+from vramplan.core.memory.peak import estimate
+from vramplan.core.plan.plan import Plan, default_plan
+from vramplan.core.plan.precision import quantized_bytes
 
 P7 = 6_738_415_616  # LLaMA-7B
 V, H, L, F = 32000, 4096, 32, 11008

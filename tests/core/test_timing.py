@@ -6,10 +6,20 @@ import math
 
 import pytest
 
-from core import default_plan, plan_from_dict
-from core.arch import build_arch
-from core.comm import LINK_EFFICIENCY, Link, all_gather_seconds, all_reduce_seconds, links, reduce_scatter_seconds
-from core.flops import (
+from vramplan.core.plan.arch import build_arch
+from vramplan.core.plan.plan import default_plan, plan_from_dict
+from vramplan.core.plan.precision import quantized_bytes
+from vramplan.core.plan.presets import gpu
+from vramplan.core.time.assumptions import DEFAULT_MFU, HOST_MEMORY_GBS_PER_NODE
+from vramplan.core.time.comm import (
+    LINK_EFFICIENCY,
+    Link,
+    all_gather_seconds,
+    all_reduce_seconds,
+    links,
+    reduce_scatter_seconds,
+)
+from vramplan.core.time.flops import (
     attention_forward_flops,
     eager_attention_bytes,
     forward_matmul_flops,
@@ -18,9 +28,8 @@ from core.flops import (
     token_flops,
     weight_read_passes,
 )
-from core.presets import gpu
-from core.states import quantized_bytes
-from core.timing import CATEGORIES, DEFAULT_MFU, HOST_MEMORY_GBS_PER_NODE, step_time
+from vramplan.core.time.result import CATEGORIES
+from vramplan.core.time.step import step_time
 
 LLAMA_7B = build_arch("llama", 32000, 4096, 11008, 32, 32, 32, False)
 # matmul weights: 32 layers x (4 x 4096² attention + 3 x 4096 x 11008 MLP) + 32000 x 4096 lm_head

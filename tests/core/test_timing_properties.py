@@ -8,9 +8,10 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from core import PlanError, plan_from_dict
-from core.plan import OPTIMIZERS, PRECISIONS, Plan
-from core.timing import CATEGORIES, step_time
+from vramplan.core.plan.errors import PlanError
+from vramplan.core.plan.plan import OPTIMIZERS, PRECISIONS, Plan, plan_from_dict
+from vramplan.core.time.result import CATEGORIES
+from vramplan.core.time.step import step_time
 
 MODELS = ["tinyllama-1.1b", "llama-7b", "bloom-7b1", "mistral-7b", "qwen2.5-7b", "llama-2-13b", "llama-2-70b"]
 GPUS = ["a100-80gb", "h100-80gb", "rtx-4090", "t4", "mi300x", "v100-32gb"]

@@ -7,9 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from core import PlanError, estimate, plan_from_dict, presets
-from core.presets import user_config_dir
 from tests.core.published_configs import REAL
+from vramplan.core.memory.peak import estimate
+from vramplan.core.plan import presets
+from vramplan.core.plan.errors import PlanError
+from vramplan.core.plan.plan import plan_from_dict
+from vramplan.core.plan.presets import user_config_dir
 
 MY_MODEL = """
 id = "my-llama"

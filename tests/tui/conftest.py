@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 from textual.widgets import Static
 
-from core.units import GiB
-from tui.app import VramplanApp
+from vramplan.core.plan.units import GiB
+from vramplan.tui.app import VramplanApp
 
 
 def text_of(app: VramplanApp, selector: str) -> str:

@@ -8,22 +8,24 @@ from typing import Any
 from textual.pilot import Pilot
 from textual.widgets import Input
 
-from core.advisor import advise
-from core.checklist import apply_fix, checklist
-from core.errors import PlanError
-from core.estimate import estimate
-from core.export import render
-from core.plan import Plan, default_plan
-from core.timing import StepTime, step_time
-from core.tomlio import loads
-from core.units import GiB, fmt_seconds
 from tests.tui.conftest import figure, text_of
-from tui.app import VramplanApp
-from tui.effects import alternatives
-from tui.time_text import rate
-from tui.widgets.checklist_pane import ChecklistList, ChecklistPane
-from tui.widgets.checklist_rows import status_tag
-from tui.widgets.strategy_pane import EFFECT_KEYS
+from vramplan.core.advice import advisor as advisor_module
+from vramplan.core.advice.advisor import advise
+from vramplan.core.advice.checklist import apply_fix, checklist
+from vramplan.core.files.export import render
+from vramplan.core.memory.peak import estimate
+from vramplan.core.plan.errors import PlanError
+from vramplan.core.plan.plan import Plan, default_plan
+from vramplan.core.plan.tomlio import loads
+from vramplan.core.plan.units import GiB, fmt_seconds
+from vramplan.core.time.result import StepTime
+from vramplan.core.time.step import step_time
+from vramplan.tui.app import VramplanApp
+from vramplan.tui.effects import alternatives
+from vramplan.tui.time_text import rate
+from vramplan.tui.widgets.checklist_pane import ChecklistList, ChecklistPane
+from vramplan.tui.widgets.checklist_rows import status_tag
+from vramplan.tui.widgets.strategy_pane import EFFECT_KEYS
 
 OVER = {"strategy.zero_stage": 0, "strategy.gradient_checkpointing": "none"}
 
@@ -119,15 +121,13 @@ async def test_fit_advisor_suggestion_and_largest_micro_batch_apply() -> None:
 async def test_advice_that_arrives_while_the_pane_is_hidden_is_renewed_when_shown(monkeypatch) -> None:
     import threading
 
-    import core.advisor
-
     gate = threading.Event()
 
     def slow_advise(plan: Plan, **kw: Any) -> Any:
         gate.wait(5)
         return advise(plan, **kw)
 
-    monkeypatch.setattr(core.advisor, "advise", slow_advise)
+    monkeypatch.setattr(advisor_module, "advise", slow_advise)
     app = VramplanApp(plan=default_plan())
     async with app.run_test() as pilot:
         await pilot.press("5")  # advising the default plan (held at the gate)

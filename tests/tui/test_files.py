@@ -12,15 +12,15 @@ from pathlib import Path
 
 from textual.widgets import Input, Static
 
-from core import safewrite
-from core.estimate import estimate
-from core.export import default_file_name, export_plan, render
-from core.plan import default_plan
-from core.planio import load_plan_file
-from core.units import GiB
 from tests.tui.conftest import figure, text_of
-from tui.app import VramplanApp
-from tui.screens.files import ExportScreen, OpenScreen
+from vramplan.core.files import safewrite
+from vramplan.core.files.export import default_file_name, export_plan, render
+from vramplan.core.files.planio import load_plan_file
+from vramplan.core.memory.peak import estimate
+from vramplan.core.plan.plan import default_plan
+from vramplan.core.plan.units import GiB
+from vramplan.tui.app import VramplanApp
+from vramplan.tui.screens.files import ExportScreen, OpenScreen
 
 # Pipeline parallelism: a plan the DeepSpeed JSON cannot fully express (it warns)
 PP_PLAN = default_plan().with_changes({"strategy.pipeline_parallel": 2, "strategy.zero_stage": 1})

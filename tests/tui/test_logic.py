@@ -7,18 +7,18 @@ import typing
 
 import pytest
 
-from core.errors import PlanError
-from core.plan import Plan, StrategyConfig, TrainingConfig, default_plan, plan_from_dict
-from core.planfile import Meta
-from tui.choices import CHOICES, blocked, choice_index, error_text, next_valid, plan_value
-from tui.commands import COMMANDS, bindings, palette_entries
-from tui.history import PlanHistory
-from tui.screens.files import with_format
-from tui.widgets.bars import segment_cells
-from tui.widgets.choice_bar import layout_tokens
-from tui.widgets.model_fields import structure_keys, structure_value
-from tui.widgets.model_pane import model_rows
-from tui.widgets.path_input import complete_path
+from vramplan.core.files.planfile import Meta
+from vramplan.core.plan.errors import PlanError
+from vramplan.core.plan.plan import Plan, StrategyConfig, TrainingConfig, default_plan, plan_from_dict
+from vramplan.tui.choices import CHOICES, blocked, choice_index, error_text, next_valid, plan_value
+from vramplan.tui.commands import COMMANDS, bindings, palette_entries
+from vramplan.tui.history import PlanHistory
+from vramplan.tui.screens.files import with_format
+from vramplan.tui.widgets.bars import segment_cells
+from vramplan.tui.widgets.choice_bar import layout_tokens
+from vramplan.tui.widgets.model_fields import structure_keys, structure_value
+from vramplan.tui.widgets.model_pane import model_rows
+from vramplan.tui.widgets.path_input import complete_path
 
 
 def _plans(n: int) -> list[Plan]:

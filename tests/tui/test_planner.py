@@ -6,15 +6,15 @@ import json
 
 from textual.widgets import Input
 
-from core.estimate import estimate
-from core.plan import default_plan
-from core.units import GiB
 from tests.tui.conftest import figure, text_of
-from tui import cli
-from tui.app import VramplanApp
-from tui.widgets.bars import GLYPHS_NO_COLOR, KindLegend, StackedBar
-from tui.widgets.choice_bar import ChoiceBar
-from tui.widgets.preset_list import PresetList
+from vramplan.cli import commands as cli
+from vramplan.core.memory.peak import estimate
+from vramplan.core.plan.plan import default_plan
+from vramplan.core.plan.units import GiB
+from vramplan.tui.app import VramplanApp
+from vramplan.tui.widgets.bars import GLYPHS_NO_COLOR, KindLegend, StackedBar
+from vramplan.tui.widgets.choice_bar import ChoiceBar
+from vramplan.tui.widgets.preset_list import PresetList
 
 
 async def test_starts_on_the_default_plan_with_the_cli_total(capsys) -> None:
@@ -261,7 +261,7 @@ async def test_command_palette_sets_a_strategy() -> None:
 
 
 async def test_help_lists_every_key_and_follows_the_keymap() -> None:
-    from tui.commands import COMMANDS
+    from vramplan.tui.commands import COMMANDS
 
     app = VramplanApp()
     app.set_keymap({"cycle_zero": "Z"})

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from core.advisor import advise
-from core.checklist import checklist
-from core.estimate import estimate
-from core.plan import default_plan
-from core.timing import step_time
-from core.units import GiB, number_text, parse_number
-from tui.effects import alternatives, brief, effects_line, toggle_effects
-from tui.widgets.checklist_rows import advice_rows, checklist_rows
+from vramplan.core.advice.advisor import advise
+from vramplan.core.advice.checklist import checklist
+from vramplan.core.memory.peak import estimate
+from vramplan.core.plan.plan import default_plan
+from vramplan.core.plan.units import GiB, number_text, parse_number
+from vramplan.core.time.step import step_time
+from vramplan.tui.effects import alternatives, brief, effects_line, toggle_effects
+from vramplan.tui.widgets.checklist_rows import advice_rows, checklist_rows
 
 OVER = {"strategy.zero_stage": 0, "strategy.gradient_checkpointing": "none"}
 

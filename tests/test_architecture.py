@@ -1,0 +1,256 @@
+"""The installed package's architecture: one name, layers that import one way, no cycles, no private names taken
+across modules, core free of Textual and Rich, and a headless CLI that never loads them.
+
+The scan reads every module of the installed `vramplan` (wherever pip put it) with `ast`, counting imports inside
+functions too; only imports under ``if TYPE_CHECKING:`` are left out (they never run).
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import pkgutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+# Lower layers first: a module may import its own layer and the ones before it, never a later one.
+CORE_LAYERS = (
+    "vramplan.core.plan",
+    "vramplan.core.memory",
+    "vramplan.core.time",
+    "vramplan.core.advice",
+    "vramplan.core.files",
+)
+FRONT_ENDS = ("vramplan.cli", "vramplan.tui")
+SUB_PACKAGES = ("vramplan.core", "vramplan.cli", "vramplan.tui", "vramplan.presets")
+
+
+def _modules() -> dict[str, Path]:
+    """Every module of the installed package by name. The sub-packages are found by importing them (an editable
+    install maps them to the repository's folders; a wheel puts them inside ``vramplan/``), their modules by
+    walking their folders."""
+    out: dict[str, Path] = {}
+
+    def walk(name: str, folder: Path) -> None:
+        out[name] = folder / "__init__.py"
+        for info in pkgutil.iter_modules([str(folder)]):
+            if info.ispkg:
+                walk(f"{name}.{info.name}", folder / info.name)
+            else:
+                out[f"{name}.{info.name}"] = folder / f"{info.name}.py"
+
+    for name in ("vramplan", *SUB_PACKAGES):
+        walk(name, Path(importlib.import_module(name).__file__ or "").parent)
+    return out
+
+
+MODULES = _modules()
+
+
+def _type_checking_blocks(tree: ast.Module) -> set[int]:
+    """Line numbers of the statements under ``if TYPE_CHECKING:``."""
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            for stmt in node.body:
+                lines.update(range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1))
+    return lines
+
+
+def _imports(name: str) -> list[tuple[str, str | None, int]]:
+    """(imported module, imported name or None, line) for every import of a vramplan module that runs."""
+    path = MODULES[name]
+    tree = ast.parse(path.read_text(), str(path))
+    skip = _type_checking_blocks(tree)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out: list[tuple[str, str | None, int]] = []
+    for node in ast.walk(tree):
+        if getattr(node, "lineno", None) in skip:
+            continue
+        if isinstance(node, ast.Import):
+            out += [(a.name, None, node.lineno) for a in node.names if a.name.split(".")[0] == "vramplan"]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
+            if base.split(".")[0] != "vramplan":
+                continue
+            for a in node.names:
+                sub = f"{base}.{a.name}"
+                out.append((sub, None, node.lineno) if sub in MODULES else (base, a.name, node.lineno))
+    return out
+
+
+GRAPH = {m: sorted({target for target, _, _ in _imports(m)} - {m}) for m in MODULES}
+
+
+def _layer(module: str) -> int | None:
+    for i, prefix in enumerate(CORE_LAYERS):
+        if module == prefix or module.startswith(prefix + "."):
+            return i
+    return None
+
+
+def test_the_package_is_one_name_with_the_repository_folders_inside() -> None:
+    for sub in ("vramplan.core", "vramplan.cli", "vramplan.tui", "vramplan.presets", "vramplan.core.plan"):
+        assert sub in MODULES
+    assert len(MODULES) > 60, sorted(MODULES)
+
+
+def test_no_import_cycles() -> None:
+    """Tarjan's strongly connected components over the module graph: every component is one module."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in GRAPH.get(v, ()):
+            if w not in MODULES:
+                continue
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in MODULES:
+        if v not in index:
+            visit(v)
+    assert not cycles, cycles
+
+
+def test_no_private_name_is_taken_across_modules() -> None:
+    taken = []
+    for m in MODULES:
+        for target, name, line in _imports(m):
+            if name is not None and name.startswith("_") and not name.startswith("__") and target != m:
+                taken.append(f"{m}:{line} takes {target}.{name}")
+        tree = ast.parse(MODULES[m].read_text())
+        imported = {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+        for node in ast.walk(tree):  # module._private through an imported module
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in imported
+                and f"{_import_base(tree, node.value.id)}" in MODULES
+                and node.attr.startswith("_")
+                and not node.attr.startswith("__")
+            ):
+                taken.append(f"{m}:{node.lineno} uses {node.value.id}.{node.attr}")
+    assert not taken, taken
+
+
+def _import_base(tree: ast.Module, alias: str) -> str:
+    for n in ast.walk(tree):
+        if isinstance(n, ast.ImportFrom) and n.module:
+            for a in n.names:
+                if (a.asname or a.name) == alias:
+                    return f"{n.module}.{a.name}"
+    return ""
+
+
+def test_core_layers_import_one_way() -> None:
+    wrong = []
+    for m, targets in GRAPH.items():
+        mine = _layer(m)
+        for t in targets:
+            if m.startswith("vramplan.core") and t.startswith(FRONT_ENDS):
+                wrong.append(f"{m} -> {t} (core never imports a front end)")
+            theirs = _layer(t)
+            if mine is not None and theirs is not None and theirs > mine:
+                wrong.append(f"{m} -> {t} ({CORE_LAYERS[mine]} is below {CORE_LAYERS[theirs]})")
+    assert not wrong, wrong
+
+
+def test_front_ends_stand_beside_each_other() -> None:
+    """The CLI and the TUI both build on core; neither imports the other (only ``vramplan.__main__`` picks one)."""
+    wrong = [
+        f"{m} -> {t}"
+        for m, targets in GRAPH.items()
+        for t in targets
+        if (m.startswith("vramplan.cli") and t.startswith("vramplan.tui"))
+        or (m.startswith("vramplan.tui") and t.startswith("vramplan.cli"))
+    ]
+    assert not wrong, wrong
+
+
+@pytest.mark.parametrize("package", ["vramplan.core", "vramplan.cli"])
+def test_core_and_cli_sources_never_import_textual_or_rich(package: str) -> None:
+    for m, path in MODULES.items():
+        if not m.startswith(package):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            assert not any(n.split(".")[0] in ("textual", "rich") for n in names), (m, names)
+
+
+def test_importing_every_core_module_loads_neither_textual_nor_rich() -> None:
+    modules = sorted(m for m in MODULES if m.startswith(("vramplan.core", "vramplan.cli", "vramplan.presets")))
+    code = (
+        "import importlib, sys\n"
+        f"for m in {modules!r}: importlib.import_module(m)\n"
+        "bad = [m for m in sys.modules if m.split('.')[0] in ('textual', 'rich')]\n"
+        "assert not bad, bad\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+
+
+def test_package_inits_are_light() -> None:
+    """Importing the package and its sub-packages imports no pydantic and no estimator (``vramplan --help`` stays
+    fast): every ``__init__`` is a docstring, a version, or nothing."""
+    packages = sorted(m for m, p in MODULES.items() if p.name == "__init__.py")
+    code = (
+        "import importlib, sys\n"
+        f"for m in {packages!r}: importlib.import_module(m)\n"
+        "heavy = [m for m in sys.modules if m.split('.')[0] in ('pydantic', 'pydantic_core', 'textual', 'tomli_w')]\n"
+        "heavy += [m for m in sys.modules if m.startswith('vramplan.') and m not in " + repr(packages) + "]\n"
+        "assert not heavy, heavy\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["--version"], ["estimate", "--bogus"], ["estimate", "--help"]])
+def test_trivial_commands_import_neither_pydantic_nor_the_estimator(argv: list[str]) -> None:
+    code = (
+        "import sys\n"
+        "from vramplan.__main__ import main\n"
+        f"try:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"
+        "heavy = [m for m in sys.modules if m.split('.')[0] in ('pydantic', 'pydantic_core', 'textual', 'rich')]\n"
+        "heavy += [m for m in sys.modules if m.startswith(('vramplan.core.memory', 'vramplan.core.plan.plan'))]\n"
+        "assert not heavy, heavy\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+
+
+def test_python_dash_m_vramplan_runs() -> None:
+    r = subprocess.run([sys.executable, "-m", "vramplan", "--help"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "estimate" in r.stdout, r.stderr
