@@ -26,7 +26,7 @@ def plan_summary(est: Estimate) -> list[str]:
     name = model_name(m) + (f" ({m.model_type}, config.json)" if m.hf_config else "")
     return [
         f"{name} on {hw.total_gpus} x {gpu_name(p)} ({hw.nodes} node{'s' if hw.nodes > 1 else ''})",
-        f"{method_label(t)}, {t.precision}, {t.optimizer}; micro-batch {t.micro_batch_size} x {t.seq_len} tokens, "
+        f"{method_label(t)}, {t.regime}, {t.optimizer}; micro-batch {t.micro_batch_size} x {t.seq_len} tokens, "
         f"accumulation {t.grad_accum_steps}",
         f"{parallel_summary(p, offload=True)}; checkpointing {s.gradient_checkpointing}, {s.attention} attention"
         + (", fused cross-entropy" if s.fused_cross_entropy else "")
@@ -68,7 +68,8 @@ def time_table(st: StepTime) -> str:
         f"step time {fmt_seconds(st.step_seconds)} per step of {st.tokens_per_step:,} tokens, "
         f"bottleneck: {st.bottleneck}",
         f"  {st.tokens_per_second:,.0f} tokens/s ({st.tokens_per_second_per_gpu:,.0f} per GPU), MFU {st.mfu:.1%} "
-        f"(setting {st.mfu_setting:g} of {st.peak_flops / 1e12:g} TFLOP/s)",
+        f"HFU {st.hfu:.1%} (setting {st.mfu_setting:.3g}{'' if st.mfu_default is None else ' auto'} of "
+        f"{st.peak_flops / 1e12:g} TFLOP/s)",
         f"  {'per GPU, per step':<28}{'busy':>10}  {'exposed':>10}",
     ]
     for t in st.terms:

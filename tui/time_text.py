@@ -49,7 +49,7 @@ def time_table(st: StepTime, width: int = 52) -> Content:
         exposed = fmt_seconds(t.exposed) if t.exposed > 0 else "hidden"
         label = LABELS.get(t.name, t.name)[:label_w]
         lines.append(Content(f"{label:<{label_w}}{fmt_seconds(t.seconds):>10}{exposed:>10}"))
-    setting = f"{st.mfu_setting:g}" + ("" if st.plan.training.mfu is not None else " (default)")
+    setting = f"{st.mfu_setting:.3g}" + ("" if st.plan.training.mfu is not None else " (default)")
     lines.append(
         Content(
             f"{st.tokens_per_step:,} tokens per step, {st.tokens_per_second:,.0f} tokens/s "

@@ -123,7 +123,7 @@ def _offload_moves(plan: Plan) -> list[Move]:
 
 
 def _precision_moves(plan: Plan, has_bf16: bool) -> list[Move]:
-    p = plan.training.precision
+    p = plan.training.regime
     half = "bf16" if has_bf16 else "fp16"
     scaling = {} if has_bf16 or plan.training.loss_scaling == "dynamic" else {"training.loss_scaling": "dynamic"}
     if p == "fp32":

@@ -104,12 +104,19 @@ def deepspeed_config(plan: Plan) -> DeepSpeedExport:
 
 def _precision(b: _Builder) -> None:
     t, z = b.plan.training, b.plan.strategy.zero_stage
-    p = t.precision
+    p = t.regime
     off = {"enabled": False}
     if p == "fp32":
         b.config["fp16"], b.config["bf16"] = off, off
     elif p == "bf16-master":
         b.config["bf16"] = {"enabled": True}
+    elif p == "bf16-fsdp":
+        b.config["bf16"] = {"enabled": True}
+        b.lacks(
+            "precision = bf16-fsdp (FSDP2 MixedPrecisionPolicy: fp32 sharded weights and gradients, fp32 gradient "
+            "reduction): DeepSpeed bf16 keeps bf16 weights and gradients beside fp32 master weights (the same 16 "
+            "bytes per parameter, bf16 reduction)"
+        )
     elif p == "bf16-pure":
         if z >= 1:
             b.config["bf16"] = {
@@ -165,7 +172,7 @@ def _optimizer(b: _Builder) -> None:
     else:
         b.note("optimizer.params has no lr: the plan sets no training.learning_rate")
     offloaded = s.offload_optimizer != "none"
-    impl = resolve_impl(t.optimizer_impl, REGIMES[t.precision])
+    impl = resolve_impl(t.optimizer_impl, REGIMES[t.regime])
     untested = False  # ZeRO accepts only its tested optimizers without zero_allow_untested_optimizer
     if t.optimizer == "adamw":
         if impl != "fused" and not offloaded:
@@ -226,7 +233,7 @@ def _zero(b: _Builder) -> None:
                     "stage3_max_reuse_distance": 1_000_000_000,
                 }
             )
-        grad_bytes = REGIMES[plan.training.precision].grad_bytes
+        grad_bytes = REGIMES[plan.training.regime].grad_bytes
         b.note(
             f"bucket sizes: hidden_size^2 = {bucket:,} elements ({bucket * grad_bytes / MiB:.0f} MiB of gradients "
             "per bucket), as HF Trainer's 'auto' and the estimate's overhead assume, instead of DeepSpeed's 5e8 "

@@ -134,7 +134,7 @@ def _inputs(est: Estimate) -> list[str]:
         f"- Model: {model_name(m)}, "
         f"{fmt_count(est.params_total)} parameters ({fmt_count(est.params_trainable)} trainable)",
         f"- Hardware: {hw.nodes} node(s) x {hw.gpus_per_node} {gpu_name(plan)}",
-        f"- Training: {method}, {t.precision}, {t.optimizer}; micro-batch {t.micro_batch_size} x {t.seq_len} "
+        f"- Training: {method}, {t.regime}, {t.optimizer}; micro-batch {t.micro_batch_size} x {t.seq_len} "
         f"tokens, gradient accumulation {t.grad_accum_steps}",
         f"- Parallelism: {parallel}; offload optimizer {s.offload_optimizer}, parameters {s.offload_parameters}",
         f"- Memory savers: checkpointing {s.gradient_checkpointing}, {s.attention} attention, activation "

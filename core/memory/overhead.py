@@ -39,12 +39,26 @@ def _zero_buffers(plan: Plan) -> int:
     return 2 if plan.strategy.zero_stage == 3 else 1  # overlap_comm: DeepSpeed's default is on for ZeRO-3 only
 
 
-def overhead_bytes(plan: Plan, st: States, tensor_peak: int) -> dict[str, int]:
+def overhead_bytes(
+    plan: Plan, st: States, tensor_peak: int, *, grads_at_peak: int = 0, freed_logits: int = 0
+) -> dict[str, int]:
+    """The memory outside the step's tensors, by term. Which of them `torch.cuda.max_memory_allocated` and
+    `max_memory_reserved` see is `core.memory.result.ALLOCATED_TERMS` / `RESERVE_TERMS`.
+
+    ``grads_at_peak``: gradient bytes live at the peak moment (FSDP2's gradient shards that are not are still
+    reserved in the reduce-scatter stream's pool); ``freed_logits``: the 16-bit logits freed before a loss
+    backward whose fp32 requests that block cannot serve (0 unless the peak is the loss's backward)."""
     o, s, dp = plan.overhead, plan.strategy, plan.data_parallel
     out = {
         "cuda_context": o.cuda_context_mib * MiB,
         "allocator_reserve": int(tensor_peak * o.allocator_reserve_percent / 100),
     }
+    if freed_logits and not o.expandable_segments:
+        out["freed_logits"] = freed_logits
+    if st.grad_shards_pool > grads_at_peak:
+        out["stream_pools"] = st.grad_shards_pool - grads_at_peak
+    if st.paged:
+        out["paged_optimizer_states"] = st.paged
     groups = _groups(plan)
     if groups:
         out["nccl"] = groups * o.nccl_mib_per_group * MiB
@@ -87,6 +101,27 @@ def overhead_terms(plan: Plan, st: States, numbers: dict[str, int]) -> tuple[Ove
             "which deepspeed/runtime/zero/config.py turns on for ZeRO-3); bucket size: overhead.zero_bucket_elements,"
             " default hidden_size^2 as HF Trainer's 'auto' sets it (transformers/integrations/deepspeed.py; "
             "DeepSpeed's own default is 5e8)",
+        ),
+        "freed_logits": (
+            "the 16-bit logits, C x tokens x V, freed before the loss's backward",
+            "c10/cuda/CUDACachingAllocator.cpp: a freed block serves only requests it can hold (blocks are split, "
+            "never merged with their neighbours while allocated); the loss's fp32 [tokens, V] gradients are twice "
+            "its size, so the segment stays reserved beside them. PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
+            "(overhead.expandable_segments) maps one growing segment per stream and reuses it",
+        ),
+        "stream_pools": (
+            "fp32 gradient shards, 4 B x trainable / dp, absent at the peak but reserved",
+            "FSDP2 _fsdp_collectives.py foreach_reduce allocates the reduce-scatter output (whose views are the "
+            "sharded .grad) in its reduce-scatter stream; CUDACachingAllocator.cpp: 'Once freed, blocks can be "
+            "re-allocated on the same stream, but not on any other stream', so zero_grad(set_to_none) leaves them "
+            "in that stream's pool",
+        ),
+        "paged_optimizer_states": (
+            "optimizer states of tensors with >= 1e5 elements (bitsandbytes paged)",
+            "bitsandbytes optim/optimizer.py get_state_buffer -> F.get_paged: cudaMallocManaged unified memory "
+            "(csrc/pythonInterface.cpp cget_managed_ptr), prefetched to the GPU before each update and evicted to "
+            "host memory by the driver under pressure: outside torch.cuda.max_memory_allocated/reserved, seen by "
+            "nvidia-smi; not counted against the GPU's capacity (the driver pages it out, slowing the step)",
         ),
         "ddp_buckets": (
             "one bucket copy of the gradients (overhead.ddp_gradient_as_bucket_view = false)",

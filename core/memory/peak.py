@@ -45,12 +45,18 @@ def _phases(ctx: ActCtx, stage: Stage, st: States, a: StageActs, lay: Layout) ->
     dp = lay.dp
 
     def new_grads(done: int) -> int:
-        """Gradient bytes present after `done` bytes were produced in this backward (ZeRO-2/3 keep their shard)."""
+        """Gradient bytes present after `done` bytes were produced in this backward (ZeRO-2/3 keep their shard).
+        With the optimizer step in backward (torchtune training/memory.py register_optim_in_bwd_hooks: a
+        post-accumulate-grad hook steps and frees each parameter's gradient), at most the largest one."""
         if accum:
             return G
-        return min(G, done // dp if z >= 2 else done)
+        got = min(G, done // dp if z >= 2 else done)
+        return min(got, st.largest_grad) if lay.opt_in_bwd else got
 
     fused_head_grad = st.head_grad if lay.fused_ce and not accum else 0
+    # compiled chunked loss: each chunk's lm_head backward makes a partial [V, h] weight gradient; up to three
+    # are alive while autograd's InputBuffer sums them (measured on the CPU, tests/data/chunked_ce.json)
+    partial_head = 2 * st.head_grad if (lay.loss_chunks > 1 and ctx.compiled) else 0
     phases = [
         Phase(
             "forward",
@@ -64,6 +70,7 @@ def _phases(ctx: ActCtx, stage: Stage, st: States, a: StageActs, lay: Layout) ->
                 "activations": others + a.saved + a.copies,
                 "autocast_cache": a.copies_fwd - a.copies,
                 "logits": a.logsm + a.logits_fwd,
+                "temporaries": a.head_work,
             },
         ),
         Phase(
@@ -77,7 +84,7 @@ def _phases(ctx: ActCtx, stage: Stage, st: States, a: StageActs, lay: Layout) ->
                 "gradients": gk + fused_head_grad,
                 "activations": others + a.saved + a.copies,
                 "logits": a.logsm + a.loss_grads,
-                "temporaries": 0 if stage.last else a.dy,
+                "temporaries": (a.head_work + partial_head) if stage.last else a.dy,
             },
         ),
     ]
@@ -92,6 +99,7 @@ def _phases(ctx: ActCtx, stage: Stage, st: States, a: StageActs, lay: Layout) ->
         layer_g = st.layer_grad
         head_g = st.head_grad
         fresh = layer_g if (accum or z >= 2) else 0  # a block's new gradient before it is added or reduced
+        fresh += st.reduce_extra
         head_fresh = head_g if z >= 2 else 0  # the lm_head's unsharded gradient still waiting in a reduce bucket
         own = 0 if z >= 2 else layer_g  # the block's gradients: ZeRO-2/3 hold them unsharded in `fresh` instead
         copies_layers = a.copies - a.head_copies
@@ -145,20 +153,21 @@ def _phases(ctx: ActCtx, stage: Stage, st: States, a: StageActs, lay: Layout) ->
                 "parameters": P,
                 "optimizer_states": OS,
                 "gathered_parameters": GA,
-                "gradients": G,
+                "gradients": min(G, st.largest_grad) if lay.opt_in_bwd else G,
                 "activations": others + a.embed,
                 "temporaries": a.dy + tail,
                 "checkpoint_buffers": (m - 1) * a.closure,  # released with the last block's backward
             },
         )
     )
-    phases.append(
-        Phase(
-            "optimizer",
-            "optimizer step: weights, gradients, optimizer state and the step's temporaries",
-            {"parameters": P, "optimizer_states": OS, "gradients": G, "temporaries": st.optimizer_temp},
+    if not lay.opt_in_bwd:  # in backward, each parameter's step ran already
+        phases.append(
+            Phase(
+                "optimizer",
+                "optimizer step: weights, gradients, optimizer state and the step's temporaries",
+                {"parameters": P, "optimizer_states": OS, "gradients": G, "temporaries": st.optimizer_temp},
+            )
         )
-    )
     return tuple(phases)
 
 
@@ -177,6 +186,8 @@ class BusiestStage(NamedTuple):
     name: str  # "all" without pipeline parallelism, else "first" or "last"
     states: States
     peak: StagePeak
+    acts: StageActs
+    stage: Stage
 
 
 @memoised(1024)
@@ -212,8 +223,12 @@ def estimate(plan: Plan, *, cpu: bool = False) -> Estimate:
         dp=dp,
         zero=s.zero_stage,
         int8=s.activation_compression == "int8",
-        fused_ce=s.fused_cross_entropy,
+        fused_ce=s.fused_cross_entropy and s.loss_chunks == 1,  # a chunked loss replaces the fused one
         accum=t.grad_accum_steps > 1,
+        loss_chunks=s.loss_chunks,
+        checkpoint_every=s.checkpoint_every,
+        offload=s.activation_offload == "cpu",
+        opt_in_bwd=s.optimizer_in_backward,
     )
     best: BusiestStage | None = None
     for stage in stages(arch.L, pp, t.grad_accum_steps):
@@ -233,17 +248,25 @@ def estimate(plan: Plan, *, cpu: bool = False) -> Estimate:
             tp=tp,
             offload_optimizer=s.offload_optimizer,
             offload_params=s.offload_parameters,
+            lora_dtype=t.lora_dtype,
+            quantized_modules=t.quantized_modules,
         )
         sp = _stage_peak(ctx, stage, st, lay)
         if best is None or sp.tensor_bytes > best.peak.tensor_bytes:
             name = "all" if pp == 1 else ("first" if stage.first else "last")
-            best = BusiestStage(name=name, states=st, peak=sp)
+            best = BusiestStage(name=name, states=st, peak=sp, acts=stage_acts(ctx, stage, lay), stage=stage)
     assert best is not None
     st, stage_name, phases, most = best.states, best.name, best.peak.phases, best.peak.largest
     peak = phases[best.peak.moment]
 
     trainable = arch.total_params if full else arch.L * lora_params_per_layer(arch, roles, t.lora_rank)
-    overheads = overhead_bytes(plan, st, best.peak.tensor_bytes)
+    # the 16-bit logits freed before the loss's backward (HF, torchtitan: upcast to fp32 for the loss) stay
+    # reserved when the peak is that backward's start (moment 1)
+    upcast = not s.fused_cross_entropy and s.loss_chunks == 1 and reg.act_bytes != 4
+    freed = reg.act_bytes * ctx.T * arch.V // tp if (upcast and best.stage.last and best.peak.moment == 1) else 0
+    overheads = overhead_bytes(
+        plan, st, best.peak.tensor_bytes, grads_at_peak=peak.live.get("gradients", 0), freed_logits=freed
+    )
     largest = dict(most)  # the Estimate's own (the memo's stays as it is)
 
     def explain() -> tuple[dict[str, tuple[str, str]], tuple[OverheadTerm, ...]]:
@@ -262,7 +285,7 @@ def estimate(plan: Plan, *, cpu: bool = False) -> Estimate:
         peak=peak,
         overhead_bytes=overheads,
         gpu_capacity=gpu.memory_bytes,
-        cpu_per_node=st.cpu * gpus_node,
+        cpu_per_node=(st.cpu + best.acts.offloaded * best.stage.in_flight) * gpus_node,
         nvme_per_node=st.nvme * gpus_node,
         stage=stage_name,
         explainer=explain,

@@ -72,6 +72,12 @@ class OverheadTerm:
 
 
 ALWAYS_SHOWN = ("parameters", "gradients", "optimizer_states", "activations", "logits")
+# Overhead terms by what sees them: PyTorch's allocator hands them out (in torch.cuda.max_memory_allocated), it
+# keeps them cached (in max_memory_reserved only), or they live outside it (the whole process, nvidia-smi).
+ALLOCATED_TERMS = ("zero_buckets", "ddp_buckets")
+RESERVE_TERMS = ("allocator_reserve", "freed_logits", "stream_pools")
+OUTSIDE_TERMS = ("cuda_context", "nccl", "paged_optimizer_states")
+SPILLS_TO_HOST = ("paged_optimizer_states",)  # unified memory: the driver pages it out instead of failing
 Explainer = Callable[[], tuple[dict[str, tuple[str, str]], tuple[OverheadTerm, ...]]]
 
 
@@ -121,8 +127,26 @@ class Estimate:
 
     @property
     def total(self) -> int:
-        """Predicted peak per GPU: the largest moment's tensors plus the overhead tensors do not see."""
+        """Predicted peak per GPU of the whole process: the largest moment's tensors plus every overhead term
+        (what nvidia-smi shows for the process)."""
         return self.peak.total + self.overhead
+
+    @property
+    def allocated(self) -> int:
+        """What ``torch.cuda.max_memory_allocated()`` would report: the peak moment's tensors and the
+        communication buckets the allocator hands out."""
+        return self.peak.total + sum(self.overhead_bytes.get(k, 0) for k in ALLOCATED_TERMS)
+
+    @property
+    def reserved(self) -> int:
+        """What ``torch.cuda.max_memory_reserved()`` would report: `allocated` plus what the caching allocator
+        keeps cached (fragmentation, freed blocks that cannot serve the peak's requests, other streams' pools)."""
+        return self.allocated + sum(self.overhead_bytes.get(k, 0) for k in RESERVE_TERMS)
+
+    @property
+    def on_gpu(self) -> int:
+        """What must fit on the GPU: `total` less what the driver can page to host memory."""
+        return self.total - sum(self.overhead_bytes.get(k, 0) for k in SPILLS_TO_HOST)
 
     @property
     def peak_phase(self) -> str:
@@ -136,12 +160,12 @@ class Estimate:
 
     @property
     def fits(self) -> bool:
-        return self.total <= self.gpu_capacity
+        return self.on_gpu <= self.gpu_capacity
 
     @property
     def headroom(self) -> int:
-        """Bytes left on the GPU at the peak (negative: over by that much)."""
-        return self.gpu_capacity - self.total
+        """Bytes left on the GPU at the peak (negative: over by that much); paged optimizer states excluded."""
+        return self.gpu_capacity - self.on_gpu
 
     @property
     def headroom_fraction(self) -> float:
@@ -151,6 +175,8 @@ class Estimate:
         """Each kind at its largest, then the predicted peak (`total`)."""
         out = {k: self.largest[k] for k in KINDS[:-1] if k in ALWAYS_SHOWN or self.largest.get(k)}
         out["overhead"] = self.overhead
+        out["allocated"] = self.allocated
+        out["reserved"] = self.reserved
         out["total"] = self.total
         return out
 

@@ -16,7 +16,16 @@ from dataclasses import dataclass
 
 from vramplan.core.plan.arch import Arch, lora_params_per_layer
 from vramplan.core.plan.memo import memoised
-from vramplan.core.plan.precision import INT8_BLOCK, OPTIMIZERS, Regime, quantized_bytes, resolve_impl
+from vramplan.core.plan.precision import (
+    INT8_BLOCK,
+    MIN_8BIT_ELEMENTS,
+    OPTIMIZERS,
+    PAGED_MIN_ELEMENTS,
+    OptimizerSpec,
+    Regime,
+    quantized_bytes,
+    resolve_impl,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +65,10 @@ class States:
     params_local: int  # parameters this rank computes with (after TP/PP, before ZeRO-3)
     trainable_local: int
     grad_bytes: int  # bytes per gradient element
+    paged: int = 0  # optimizer states in CUDA unified memory (bitsandbytes paged): outside PyTorch's allocator
+    largest_grad: int = 0  # the largest trainable tensor's gradient (the optimizer step in backward keeps one)
+    reduce_extra: int = 0  # FSDP2 bf16-fsdp: a block's bf16 gradients beside their fp32 reduce-scatter copy
+    grad_shards_pool: int = 0  # FSDP2: fp32 gradient shards, allocated in the reduce-scatter stream's pool
 
 
 @memoised(1024)
@@ -76,6 +89,8 @@ def model_states(
     tp: int,
     offload_optimizer: str,
     offload_params: str,
+    lora_dtype: str = "fp32",
+    quantized_modules: str = "block-linears",
 ) -> States:
     """Bytes of weights, gradients and optimizer state held by one GPU of `stage`."""
     V, h, n = arch.V, arch.h, stage.layers
@@ -92,7 +107,7 @@ def model_states(
         trainable = params_local
         w_bytes = trainable * reg.weight_bytes
         g_elem = reg.grad_bytes
-        state_elem = reg.state_bytes
+        state_elem = 4 if spec.fp32_states else reg.state_bytes
         master = reg.master_bytes
         largest = max(vocab if (stage.first or stage.last) else 0, arch.max_linear_weight // tp)
         factored = _factored_elems(arch, tp, n, stage) if spec.factored else 0
@@ -101,17 +116,25 @@ def model_states(
         lora_layer = lora_params_per_layer(arch, lora_roles, lora_rank) // tp
         trainable = n * lora_layer
         frozen = params_local
-        frozen_bytes = 2 if reg.compute == "half" else 4
+        frozen_bytes = reg.weight_bytes  # the frozen base as held (bf16-fsdp: fp32 shards)
         if quantization != "none":
-            q = sum(quantized_bytes(lin.d_in, lin.d_out, quantization, double_quant) for lin in arch.linears) // tp
-            w_frozen = n * q + (frozen - n * lin_w) * frozen_bytes
-            layer_store = q + (lin_b + norms) * frozen_bytes
+            linears = [lin for lin in arch.linears if quantized_modules != "adapted" or lin.role in lora_roles]
+            q = sum(quantized_bytes(lin.d_in, lin.d_out, quantization, double_quant) for lin in linears) // tp
+            q_w = sum(lin.weight_params for lin in linears) // tp
+            w_frozen = n * q + (frozen - n * q_w) * frozen_bytes
+            layer_store = q + (lin_w - q_w + lin_b + norms) * frozen_bytes
+            if quantized_modules == "all-linears" and stage.last and (not arch.tied or not stage.first):
+                # Lightning's BitsandbytesPrecision replaces every nn.Linear, the lm_head too
+                w_frozen -= vocab * frozen_bytes - quantized_bytes(h, V, quantization, double_quant) // tp
         else:
             w_frozen = frozen * frozen_bytes
             layer_store = (lin_w + lin_b + norms) * frozen_bytes
-        adapter = 2 if reg.master_bytes else 4  # peft keeps adapters fp32 (autocast_adapter_dtype=True)
+        # PEFT upcasts adapters to fp32 (autocast_adapter_dtype=True); torchtune and litgpt keep the model's 16 bit;
+        # DeepSpeed's master regimes cast the whole model, adapters included, to 16 bit
+        adapter = 2 if (reg.master_bytes or lora_dtype == "bf16") else 4
         w_bytes = w_frozen + trainable * adapter
-        g_elem, state_elem, master = adapter, 4, reg.master_bytes
+        g_elem, master = adapter, reg.master_bytes
+        state_elem = 4 if (adapter == 4 or master or spec.fp32_states) else 2  # torch AdamW: the param's dtype
         largest = max(
             (lora_rank * max(lin.d_in, lin.d_out) for lin in arch.linears if lin.role in lora_roles), default=0
         )
@@ -120,10 +143,12 @@ def model_states(
         layer_train, head_train = lora_layer, 0
 
     # optimizer state per trainable element
+    paged = 0
     if spec.factored:
         state_total = factored * state_elem
-    elif spec.int8_states:
-        state_total = spec.dense_states * (trainable + 4 * -(-trainable // INT8_BLOCK))
+    elif spec.int8_states or spec.paged:
+        tensors = _trainable_tensors(arch, stage, tp, method, lora_roles, lora_rank)
+        state_total, paged = _bnb_states(spec, tensors, state_elem)
     else:
         state_total = spec.dense_states * trainable * state_elem
     opt = trainable * master + state_total
@@ -133,6 +158,7 @@ def model_states(
     shard_grad = dp if zero >= 2 else 1
     shard_param = dp if zero >= 3 else 1
     opt_part = opt // shard_opt
+    paged //= shard_opt
     grad_part = grads // shard_grad
     part_elems = trainable // shard_opt
 
@@ -160,7 +186,13 @@ def model_states(
             temp = 0
         if master:
             temp += 4 * part_elems  # DeepSpeed: the partition's 16-bit gradients flattened into fp32 for the step
-
+    reduce_extra = pool = 0
+    if reg.name == "bf16-fsdp" and zero == 3 and dp > 1:
+        # FSDP2 foreach_reduce (_fsdp_collectives.py): a block's unsharded bf16 gradients are copied into an fp32
+        # reduce-scatter input; the fp32 output, whose views are the sharded .grad, lives in the reduce-scatter
+        # stream's pool (reserved beside the default stream's peak)
+        reduce_extra = 2 * (layer_train if method == "full" else 0)
+        pool = grad_part
     param_gpu = w_bytes // shard_param
     if offload_params != "none":
         (cpu_add, nvme_add) = (param_gpu, 0) if offload_params == "cpu" else (0, param_gpu)
@@ -178,6 +210,13 @@ def model_states(
             layer_b, vocab_b = layer_store, vocab * frozen_bytes
         unit = max(layer_b, vocab_b if (stage.first or stage.last) else 0)
         gathered = unit + layer_b
+        if reg.name == "bf16-fsdp":
+            # FSDP2 fully_shard(model): the root group (embedding, final norm, output) is not resharded after
+            # forward (_fsdp_state.py _lazy_init: post_forward_mesh_info = None for the root), so its bf16
+            # weights stay gathered from the embedding's forward to the end of backward, beside a block and the
+            # next one prefetched
+            root = (vocab_b if stage.first else 0) + (vocab_b if stage.last and not arch.tied else 0)
+            gathered = 2 * layer_b + root
     return States(
         params=param_gpu,
         grads=grad_gpu,
@@ -191,7 +230,59 @@ def model_states(
         params_local=params_local,
         trainable_local=trainable,
         grad_bytes=g_elem,
+        paged=paged if offload_optimizer == "none" else 0,
+        largest_grad=largest * g_elem // (dp if zero >= 2 else 1),
+        reduce_extra=reduce_extra,
+        grad_shards_pool=pool,
     )
+
+
+def _trainable_tensors(
+    arch: Arch, stage: Stage, tp: int, method: str, lora_roles: tuple[str, ...], rank: int
+) -> list[tuple[int, int]]:
+    """The trainable tensors of one rank's stage as (elements, how many): bitsandbytes decides per tensor whether
+    its states are paged and whether they are 8-bit."""
+    n, h, vocab = stage.layers, arch.h, arch.V * arch.h // tp
+    if method != "full":
+        out = []
+        for lin in arch.linears:
+            if lin.role in lora_roles:
+                out += [(rank * lin.d_in // tp, n), (rank * lin.d_out // tp, n)]
+        return out
+    out = [(lin.weight_params // tp, n) for lin in arch.linears]
+    out += [(lin.d_out // tp, n) for lin in arch.linears if lin.bias]
+    out.append((h, n * (arch.layer_norm_params // h)))
+    if stage.first:
+        out.append((vocab, 1))
+        if arch.embed_extra_params:
+            out.append((arch.embed_extra_params, 1))
+    if stage.last:
+        out.append((arch.norm_params, 1))
+        if not arch.tied or not stage.first:
+            out.append((vocab, 1))
+    return out
+
+
+def _bnb_states(spec: OptimizerSpec, tensors: list[tuple[int, int]], state_elem: int) -> tuple[int, int]:
+    """bitsandbytes optimizer states as (in PyTorch's allocator, in unified memory), tensor by tensor.
+
+    bitsandbytes optim/optimizer.py: ``Optimizer2State.init_state`` keeps fp32 states for tensors under
+    ``min_8bit_size`` (4096) and otherwise uint8 states with one fp32 absmax per 256-value block
+    (``blocksize = 256`` since 0.44.0, PR #1365); ``get_state_buffer`` pages the states of tensors of >= 1e5
+    elements (``F.get_paged``: cudaMallocManaged) when the optimizer is paged. The absmax is always an ordinary
+    allocation."""
+    visible = paged = 0
+    for numel, count in tensors:
+        if spec.int8_states and numel >= MIN_8BIT_ELEMENTS:
+            states, absmax = spec.dense_states * numel, spec.dense_states * 4 * -(-numel // INT8_BLOCK)
+        else:
+            states, absmax = spec.dense_states * numel * (4 if spec.int8_states else state_elem), 0
+        if spec.paged and numel >= PAGED_MIN_ELEMENTS:
+            paged += count * states
+            visible += count * absmax
+        else:
+            visible += count * (states + absmax)
+    return visible, paged
 
 
 def _factored_elems(arch: Arch, tp: int, n: int, stage: Stage) -> int:

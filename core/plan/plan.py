@@ -13,17 +13,20 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from vramplan.core.plan import presets
-from vramplan.core.plan.arch import ALL_ROLES, FAMILIES
+from vramplan.core.plan.arch import ALL_ROLES
+from vramplan.core.plan.combinations import check_combinations
 from vramplan.core.plan.errors import PlanError, pydantic_error, suggest
 from vramplan.core.plan.model import ModelConfig
 from vramplan.core.plan.units import parse_number
 
-Precision = Literal["fp32", "bf16-autocast", "fp16-autocast", "bf16-master", "fp16-master", "bf16-pure"]
-Optimizer = Literal["adamw", "adamw-8bit", "sgd", "sgd-momentum", "adafactor", "lion"]
+Precision = Literal["fp32", "bf16-autocast", "fp16-autocast", "bf16-master", "fp16-master", "bf16-pure", "bf16-fsdp"]
+Optimizer = Literal[
+    "adamw", "adamw-8bit", "paged-adamw", "paged-adamw-8bit", "sgd", "sgd-momentum", "adafactor", "lion"
+]
 OptimizerImpl = Literal["auto", "foreach", "for-loop", "fused"]
 Method = Literal["full", "lora", "qlora"]
 Quantization = Literal["none", "int8", "nf4", "fp4"]
-Checkpointing = Literal["none", "selective", "full"]
+Checkpointing = Literal["none", "selective", "op", "full"]
 Attention = Literal["eager", "flash"]
 Offload = Literal["none", "cpu", "nvme"]
 
@@ -62,7 +65,10 @@ class TrainingConfig(BaseModel):
     micro_batch_size: int = Field(default=1, ge=1, le=1_000_000)
     seq_len: int = Field(default=2048, ge=1, le=100_000_000)
     grad_accum_steps: int = Field(default=1, ge=1, le=1_000_000)
-    precision: Precision = "bf16-autocast"
+    precision: Precision | None = Field(
+        default=None,
+        description="unset: bf16-autocast for full fine-tuning, bf16-pure (a 16-bit frozen base) for LoRA/QLoRA",
+    )
     optimizer: Optimizer = "adamw"
     optimizer_impl: OptimizerImpl = "auto"
     method: Method = "full"
@@ -70,6 +76,25 @@ class TrainingConfig(BaseModel):
     lora_targets: tuple[str, ...] = ("q", "v")
     quantization: Quantization | None = Field(default=None, description="base weights for lora/qlora")
     double_quantization: bool = True
+    lora_dtype: Literal["fp32", "bf16"] = Field(
+        default="fp32", description="adapters, their gradients and optimizer states: fp32 (PEFT) or 16-bit (torchtune)"
+    )
+    lora_dropout: float = Field(default=0.0, ge=0, lt=1, description="LoRA dropout probability (PEFT default 0)")
+    bnb_generation: Literal["current", "legacy"] = Field(
+        default="current",
+        description="bitsandbytes >= 0.43.2 (current) or <= 0.43.1 (each 4-bit linear keeps its input)",
+    )
+    kbit_prepare: bool = Field(
+        default=False, description="PEFT prepare_model_for_kbit_training: non-quantized weights and activations fp32"
+    )
+    quantized_modules: Literal["block-linears", "all-linears", "adapted"] = Field(
+        default="block-linears",
+        description="which linears a quantized base quantizes: transformers (block), Lightning/litgpt (+ lm_head), "
+        "torchtune (only the LoRA-adapted ones)",
+    )
+    quant_compute_dtype: Literal["bf16", "fp16", "fp32"] | None = Field(
+        default=None, description="bnb_4bit_compute_dtype; unset: the precision's 16-bit type"
+    )
     learning_rate: float | None = Field(default=None, gt=0)
     grad_clip: float | None = Field(default=None, ge=0)
     loss_scaling: Literal["dynamic", "static", "none"] = "dynamic"
@@ -107,6 +132,18 @@ class TrainingConfig(BaseModel):
         return tuple(dict.fromkeys(v))
 
     @property
+    def regime(self) -> str:
+        """The precision regime in effect: the one set, else bf16-autocast for full fine-tuning and bf16-pure (the
+        frozen base in 16 bit, as torchtune, litgpt and HF + PEFT with ``torch_dtype=bfloat16`` load it) for LoRA
+        and QLoRA; PEFT's ``prepare_model_for_kbit_training`` makes every non-quantized weight and so every
+        activation fp32."""
+        if self.kbit_prepare and self.method != "full":
+            return "fp32"
+        if self.precision is not None:
+            return self.precision
+        return "bf16-autocast" if self.method == "full" else "bf16-pure"
+
+    @property
     def base_quantization(self) -> str:
         """The base weights' format: ``nf4`` by default for QLoRA, none otherwise."""
         if self.quantization is not None:
@@ -117,7 +154,24 @@ class TrainingConfig(BaseModel):
 class StrategyConfig(BaseModel):
     model_config = _FROZEN
 
-    gradient_checkpointing: Checkpointing = "none"
+    gradient_checkpointing: Checkpointing = Field(
+        default="none", description="selective: the attention core (Megatron); op: torchtitan's per-op policy"
+    )
+    checkpoint_every: int = Field(default=1, ge=1, le=100_000, description="checkpoint every k-th block only")
+    compile: bool = Field(default=False, description="torch.compile of each block (inductor fuses and recomputes)")
+    optimizer_in_backward: bool = Field(
+        default=False, description="the optimizer step runs in backward, per parameter (torchtune optimizer_in_bwd)"
+    )
+    activation_offload: Literal["none", "cpu"] = Field(
+        default="none", description="saved activations to pinned host memory (torchtune OffloadActivations)"
+    )
+    loss_chunks: int = Field(
+        default=1,
+        ge=1,
+        le=65_536,
+        description="chunked cross-entropy (torchtune), 1: off; replaces fused_cross_entropy when > 1",
+    )
+    float8: bool = Field(default=False, description="torchao Float8 linears (fp8 tensor cores)")
     attention: Attention = "flash"
     activation_compression: Literal["none", "int8"] = "none"
     fused_cross_entropy: bool = False
@@ -141,6 +195,9 @@ class OverheadConfig(BaseModel):
         default=None, ge=0, description="DeepSpeed reduce_bucket_size; unset: hidden_size^2 (HF Trainer's 'auto')"
     )
     ddp_gradient_as_bucket_view: bool = Field(default=False, description="DDP's default keeps a bucket copy")
+    expandable_segments: bool = Field(
+        default=False, description="PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (one growing segment per stream)"
+    )
 
 
 class ChecklistConfig(BaseModel):
@@ -185,7 +242,7 @@ class Plan(BaseModel):
 
     @model_validator(mode="after")
     def _combinations(self) -> Plan:
-        _check_combinations(self)
+        check_combinations(self)
         return self
 
     # -- derived sizes ----------------------------------------------------------------------------------------
@@ -218,89 +275,6 @@ class Plan(BaseModel):
         return plan_from_dict(raw)
 
 
-def _check_combinations(p: Plan) -> None:
-    t, s, m = p.training, p.strategy, p.model
-    fam = FAMILIES[m.model_type]
-    quant = t.base_quantization
-    if t.method == "qlora" and quant not in ("nf4", "fp4"):
-        raise PlanError(
-            'qlora needs a 4-bit base (nf4 or fp4); use method = "lora" for an int8 or 16-bit base',
-            "training.quantization",
-        )
-    if t.method == "full" and quant != "none":
-        raise PlanError(
-            "full fine-tuning trains every weight and cannot keep a quantized base; use lora or qlora",
-            "training.quantization",
-        )
-    if t.method != "full":
-        roles = m.arch().roles()
-        for target in t.lora_targets:
-            if target == "all-linear" or target in roles:
-                continue
-            if target in ("q", "k", "v") and fam.fused_qkv:
-                why = 'one fused query/key/value projection: target "qkv"'
-            elif target == "qkv":
-                why = "separate q, k, v projections: target them"
-            elif target in ("gate", "up") and fam.mlp == "gated_fused":
-                why = 'one fused gate/up projection: target "gate_up"'
-            elif target == "gate_up":
-                why = "no fused gate_up projection"
-            else:
-                why = f"no {target} projection (its MLP is up -> {m.arch().act} -> down)"
-            raise PlanError(
-                f"{m.model_type} has {why} (its block: {', '.join(roles)}, or all-linear)", "training.lora_targets"
-            )
-    positions = m.arch().positions
-    if positions and t.seq_len > positions:
-        raise PlanError(
-            f"{m.model_type} has {positions} learned positions (max_position_embeddings): "
-            f"seq_len {t.seq_len} does not fit",
-            "training.seq_len",
-        )
-    if t.optimizer_impl == "fused" and t.optimizer not in ("adamw", "sgd", "sgd-momentum"):
-        raise PlanError(f"PyTorch has no fused {t.optimizer}; use auto, foreach or for-loop", "training.optimizer_impl")
-    tp, pp = s.tensor_parallel, s.pipeline_parallel
-    total = p.hardware.total_gpus
-    if total % (tp * pp):
-        raise PlanError(
-            f"{total} GPUs are not divisible by tensor_parallel x pipeline_parallel = {tp * pp}",
-            "strategy.tensor_parallel" if tp > 1 else "strategy.pipeline_parallel",
-        )
-    if tp > 1 and (m.num_attention_heads % tp or m.num_key_value_heads % tp):
-        raise PlanError(
-            f"tensor_parallel={tp} must divide num_attention_heads={m.num_attention_heads} and "
-            f"num_key_value_heads={m.num_key_value_heads} (Megatron splits heads across ranks)",
-            "strategy.tensor_parallel",
-        )
-    if pp > m.num_hidden_layers:
-        raise PlanError(
-            f"pipeline_parallel={pp} exceeds num_hidden_layers={m.num_hidden_layers}", "strategy.pipeline_parallel"
-        )
-    if s.sequence_parallel and tp == 1:
-        raise PlanError(
-            "sequence parallelism splits along the tensor-parallel group: set tensor_parallel > 1",
-            "strategy.sequence_parallel",
-        )
-    if s.zero_stage >= 2 and pp > 1:
-        raise PlanError(
-            "ZeRO-2/3 cannot be combined with pipeline parallelism (DeepSpeed's PipelineEngine supports ZeRO-1 only)",
-            "strategy.zero_stage",
-        )
-    if s.offload_parameters != "none" and s.zero_stage != 3:
-        raise PlanError("offload_parameters needs ZeRO-3 (zero_stage = 3)", "strategy.offload_parameters")
-    if s.offload_optimizer == "cpu" and s.zero_stage == 0:
-        raise PlanError(
-            "offload_optimizer needs ZeRO (zero_stage >= 1; DeepSpeed ZeRO-Offload)", "strategy.offload_optimizer"
-        )
-    if s.offload_optimizer == "nvme" and s.zero_stage != 3:
-        raise PlanError("NVMe offload needs ZeRO-3 (ZeRO-Infinity)", "strategy.offload_optimizer")
-    if s.offload_parameters != "none" and s.offload_optimizer == "none":
-        raise PlanError(
-            "offloading parameters without the optimizer is not a DeepSpeed configuration; set offload_optimizer too",
-            "strategy.offload_parameters",
-        )
-
-
 def _known_keys(parent: list[str]) -> list[str]:
     if not parent:
         return list(TABLES)
@@ -328,7 +302,6 @@ DEFAULT_PLAN_DATA: dict[str, Any] = {
         "micro_batch_size": 1,
         "seq_len": 2048,
         "grad_accum_steps": 1,
-        "precision": "bf16-autocast",
         "optimizer": "adamw",
         "method": "full",
     },

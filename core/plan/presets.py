@@ -43,6 +43,9 @@ class GpuSpec(BaseModel):
     bf16_tflops: float = Field(ge=0, description="dense BF16 tensor TFLOP/s with FP32 accumulate")
     fp16_tflops: float = Field(ge=0, description="dense FP16 tensor TFLOP/s with FP32 accumulate")
     fp32_tflops: float = Field(gt=0, description="FP32 (non-tensor) TFLOP/s")
+    fp8_tflops: float | None = Field(
+        default=None, ge=0, description="dense FP8 tensor TFLOP/s with FP32 accumulate; unset: no fp8 tensor cores"
+    )
     tf32_tflops: float | None = Field(default=None, ge=0)
     memory_bandwidth_gbs: float = Field(gt=0)
     gpu_link: str

@@ -64,14 +64,24 @@ class Links:
 def links(gpu: GpuSpec, gpus_per_node: int, nodes: int, tp: int, dp: int) -> Links:
     """Which link each group uses. Ranks are laid out TP innermost, then DP, then PP (Megatron's default order,
     ``parallel_state.initialize_model_parallel``): the TP group spans nodes when tp > GPUs per node, the DP group
-    when tp·dp > GPUs per node, and with more than one node some pipeline boundary crosses the network."""
+    when tp·dp > GPUs per node, and with more than one node some pipeline boundary crosses the network. NCCL runs
+    a ring as several channels, one per NIC (nccl-tests doc/PERFORMANCE.md: bus bandwidth), so a DP group with g
+    ranks per node crosses each node boundary g times in parallel."""
     intra = Link(gpu.gpu_link, gpu.gpu_link_gbs)
     inter = Link("inter-node network", gpu.internode_gbs)
     if nodes == 1:
         return Links(intra, intra, intra, Link(gpu.host_link, gpu.host_link_gbs))
+    # a data-parallel ring that spans nodes runs one NCCL channel per NIC: with g of its ranks in each node, g
+    # channels cross every node boundary in parallel, so the ring's bus bandwidth is g NICs' (capped by the GPU link)
+    g = max(1, min(dp, gpus_per_node // tp)) if tp <= gpus_per_node else 1
+    dp_inter = (
+        inter
+        if g == 1
+        else Link(f"inter-node network ({g} NICs per node)", min(gpu.gpu_link_gbs, g * gpu.internode_gbs))
+    )
     return Links(
         intra if tp <= gpus_per_node else inter,
-        intra if tp * dp <= gpus_per_node else inter,
+        intra if tp * dp <= gpus_per_node else dp_inter,
         inter,
         Link(gpu.host_link, gpu.host_link_gbs),
     )

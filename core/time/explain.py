@@ -51,18 +51,24 @@ def time_formulas(plan: Plan, w: Work, terms: tuple[TimeTerm, ...]) -> dict[str,
         "MFU as defined by PaLM (Chowdhery et al. 2022) App. B: model FLOPs, recomputation not counted",
     )
 
-    recompute = {"full": " + forward recomputed", "selective": " + attention recomputed"}.get(
-        s.gradient_checkpointing, ""
-    )
+    recompute = {
+        "full": " + forward recomputed",
+        "selective": " + attention recomputed",
+        "op": " + every second matmul recomputed",
+    }.get(s.gradient_checkpointing, "")
     method = "6N + 12·L·s·h_q" if t.method == "full" else "4N + 12·L·s·h_q + adapters (frozen: no dW)"
     src = fl.MATMUL_SRC + "; " + fl.ATTENTION_SRC
     if t.method != "full":
         src += "; " + fl.LORA_SRC
     if recompute:
         src += "; " + fl.RECOMPUTE_SRC
+    how = w.mfu_default.text() if w.mfu_default is not None else f"training.mfu = {w.mfu:g}"
+    f8 = " x Float8 share at the fp8 peak" if s.float8 else ""
     out["compute"] = (
-        f"{_mbs(m)} x {T:,} tokens x {_g(tok.hardware)} FLOP/token ({method}{recompute}) / {w.share} "
-        f"(TP x PP) / ({w.peak / 1e12:g} TFLOP/s {w.peak_dtype} x MFU {w.mfu:g}) = {_ms(by['compute'].seconds)}",
+        f"{_mbs(m)} x {T:,} tokens x {_g(tok.model)} model FLOP/token ({method}) / {w.share} "
+        f"(TP x PP) / ({w.peak / 1e12:g} TFLOP/s {w.peak_dtype} x MFU {w.mfu:.3g}){f8} = "
+        f"{_ms(by['compute'].seconds)}; the GPU executes {_g(tok.hardware)} FLOP/token{recompute} in that time "
+        f"(HFU = MFU x {tok.hardware / tok.model:.3f}). {how}",
         f"{src}; {MFU_SOURCE}",
     )
     passes = fl.weight_read_passes(t.method == "full", s.gradient_checkpointing)

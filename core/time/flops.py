@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vramplan.core.plan.arch import Arch, lora_params_per_layer
+from vramplan.core.plan.precision import OPTIMIZERS
 
 MATMUL_SRC = (
     "Kaplan et al. 2020 §2.1 (forward 2N per token, backward 4N); Narayanan et al. 2021 §5.1 and "
@@ -73,13 +74,37 @@ class TokenFlops:
         return self.forward + self.backward + self.recompute
 
 
-def token_flops(arch: Arch, s: int, *, full: bool, roles: tuple[str, ...], rank: int, checkpointing: str) -> TokenFlops:
+def op_recompute_flops(arch: Arch, roles: tuple[str, ...], rank: int) -> int:
+    """Forward FLOPs per token that per-op selective checkpointing recomputes: every second matmul of each block
+    (torchtitan's policy saves the 1st, 3rd, ... ``aten.mm`` output; `core.memory.activations.block.op_cached`),
+    2 FLOPs per weight; SDPA is saved, pointwise ops are negligible FLOPs."""
+    weights: list[int] = []
+    for role in arch.roles():
+        lin = arch.linear(role)
+        weights.append(lin.weight_params)
+        if role in roles:
+            weights += [rank * lin.d_in, rank * lin.d_out]
+    return 2 * arch.L * sum(weights[1::2])
+
+
+def token_flops(
+    arch: Arch,
+    s: int,
+    *,
+    full: bool,
+    roles: tuple[str, ...],
+    rank: int,
+    checkpointing: str,
+    checkpoint_every: int = 1,
+) -> TokenFlops:
     """FLOPs per token of forward, backward and recomputation.
 
     Full training: forward 2N + A, backward 4N + 2A (A = attention core forward; the backward of a matmul is two
     matmuls of the same size: dX and dW), so model FLOPs = 6N + 12·L·s·h_q (PaLM App. B).
     LoRA / QLoRA: frozen weights get only dX, so backward = 2N + 2A + 2·adapters: model FLOPs ≈ 4N + 12·L·s·h_q.
-    Full checkpointing re-runs the forward (8N in total for full training); selective re-runs the attention core."""
+    Full checkpointing re-runs the forward (8N in total for full training); selective re-runs the attention core;
+    per-op checkpointing every second matmul (`op_recompute_flops`); ``checkpoint_every`` = k: blocks k, 2k, ...
+    only."""
     mm = forward_matmul_flops(arch)
     att = attention_forward_flops(arch, s)
     if full:
@@ -87,7 +112,14 @@ def token_flops(arch: Arch, s: int, *, full: bool, roles: tuple[str, ...], rank:
     else:
         ad = lora_forward_flops(arch, roles, rank)
         fwd, bwd = mm + att + ad, mm + 2 * att + 2 * ad
-    recompute = fwd if checkpointing == "full" else att if checkpointing == "selective" else 0
+    if checkpointing == "full":
+        recompute = fwd
+    elif checkpointing == "op":
+        recompute = op_recompute_flops(arch, roles, rank)
+    else:
+        recompute = att if checkpointing == "selective" else 0
+    if checkpoint_every > 1 and checkpointing in ("full", "op"):  # only blocks k, 2k, ... are checkpointed
+        recompute = recompute * (arch.L // checkpoint_every) // arch.L
     return TokenFlops(fwd, bwd, recompute)
 
 
@@ -130,9 +162,6 @@ def int8_compression_bytes(saved_bytes: int, packed_bytes: int) -> int:
     return 2 * (saved_bytes + packed_bytes)
 
 
-OPTIMIZER_STATES = {"adamw": 2, "adamw-8bit": 2, "sgd": 0, "sgd-momentum": 1, "adafactor": 0, "lion": 1}
-
-
 def optimizer_bytes_per_element(optimizer: str, weight: int, grad: int, state: int, master: int) -> int:
     """Bytes an optimizer step reads and writes per trainable element (it is memory-bound on the GPU and the CPU).
 
@@ -140,8 +169,9 @@ def optimizer_bytes_per_element(optimizer: str, weight: int, grad: int, state: i
     Lion: 1, 8-bit AdamW: 2 of 1 byte, Adafactor: the factored statistics are O(rows + columns), counted as 0) and
     an fp32 master copy; write the 16-bit weight copy when there is a master (ZeRO-Offload §5.1 Algorithm 1 reads
     p32, g, m, v and writes p32, m, v and p16). AdamW with fp32 everything: 4+4+4 + 2·2·4 = 28 B."""
-    states = OPTIMIZER_STATES[optimizer]
-    elem = 1 if optimizer == "adamw-8bit" else state
+    spec = OPTIMIZERS[optimizer]
+    states = 0 if spec.factored else spec.dense_states
+    elem = 1 if spec.int8_states else (4 if spec.fp32_states else state)
     if master:  # read and write the fp32 master, write the 16-bit copy the model computes with
         return 2 * master + weight + grad + 2 * states * elem
     return 2 * weight + grad + 2 * states * elem

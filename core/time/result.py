@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from vramplan.core.time.assumptions import DefaultMfu
 from vramplan.core.time.comm import Link, Links
 from vramplan.core.time.flops import TokenFlops
 
@@ -26,6 +27,7 @@ class Work:
     peak: float
     peak_dtype: str
     mfu: float
+    mfu_default: DefaultMfu | None  # how the default MFU was chosen (None: training.mfu is set)
     hbm: float  # usable HBM bytes/s
     act_bytes: int
     weights_local: float  # matmul weights per GPU
@@ -85,8 +87,9 @@ class StepTime:
     terms: tuple[TimeTerm, ...]  # every modelled term; sum of `exposed` == step_seconds
     gpus: int
     peak_flops: float  # per GPU, FLOP/s, of the regime's compute dtype
-    mfu_setting: float  # the plan's training.mfu, or DEFAULT_MFU
+    mfu_setting: float  # the plan's training.mfu, or the default (`mfu_default`)
     price_per_gpu_hour: float | None
+    mfu_default: DefaultMfu | None  # how the default MFU was chosen (None: the plan sets training.mfu)
     explainer: Explainer = field(repr=False, compare=False)
     _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -102,6 +105,11 @@ class StepTime:
     def mfu(self) -> float:
         """Achieved model FLOPs utilization: model FLOPs / (step time x GPUs x dense peak)."""
         return self.flops_per_step / (self.step_seconds * self.gpus * self.peak_flops)
+
+    @property
+    def hfu(self) -> float:
+        """Hardware FLOPs utilization: what the GPUs execute, recomputation included, over the same time."""
+        return self.hardware_flops_per_step / (self.step_seconds * self.gpus * self.peak_flops)
 
     def by_category(self) -> dict[str, float]:
         out = dict.fromkeys(CATEGORIES, 0.0)
@@ -162,6 +170,8 @@ class StepTime:
             "tokens_per_second_per_gpu": self.tokens_per_second_per_gpu,
             "mfu": self.mfu,
             "mfu_setting": self.mfu_setting,
+            "mfu_default": self.mfu_default is not None,
+            "hfu": self.hfu,
             "peak_tflops": self.peak_flops / 1e12,
             "bottleneck": self.bottleneck,
             "by_category": self.by_category(),

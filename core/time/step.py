@@ -32,9 +32,15 @@ from vramplan.core.memory.activations.block import layer_saved
 from vramplan.core.memory.activations.context import int8_bytes, plan_ctx
 from vramplan.core.plan import presets
 from vramplan.core.plan.arch import Arch, lora_params_per_layer, lora_roles
-from vramplan.core.plan.precision import REGIMES, quantized_bytes
+from vramplan.core.plan.precision import OPTIMIZERS, REGIMES, quantized_bytes
 from vramplan.core.time import flops as fl
-from vramplan.core.time.assumptions import DEFAULT_MFU, HOST_MEMORY_GBS_PER_NODE, NVME_GBS_PER_NODE
+from vramplan.core.time.assumptions import (
+    HOST_MEMORY_GBS_PER_NODE,
+    NVME_GBS_PER_NODE,
+    DefaultMfu,
+    default_mfu,
+    gpu_generation,
+)
 from vramplan.core.time.comm import LINK_EFFICIENCY as EFF
 from vramplan.core.time.comm import (
     Link,
@@ -56,7 +62,7 @@ def peak_flops(plan: Plan) -> tuple[float, str]:
     PyTorch leaves TF32 matmuls off by default, ``torch.backends.cuda.matmul.allow_tf32``). A GPU without native
     bf16 runs bf16 at no better than its fp32 rate."""
     gpu = presets.gpu(plan.hardware.gpu)
-    dtype = REGIMES[plan.training.precision].compute_dtype
+    dtype = REGIMES[plan.training.regime].compute_dtype
     tf = gpu.tflops(dtype)
     if tf <= 0:
         return gpu.fp32_tflops * 1e12, f"fp32 ({gpu.name} has no native {dtype})"
@@ -67,7 +73,7 @@ def _int8_traffic(plan: Plan, arch: Arch, tp: int) -> int:
     """Bytes one block's int8 activation compression moves per micro-batch on one GPU (`fl.int8_compression_bytes`
     of what the block saves as the estimate counts it: the checkpoint alone under full checkpointing)."""
     t, s = plan.training, plan.strategy
-    reg = REGIMES[t.precision]
+    reg = REGIMES[t.regime]
     sp = s.sequence_parallel
     if s.gradient_checkpointing == "full":
         saved = arch.h * t.micro_batch_size * t.seq_len * reg.resid_bytes // (tp if sp else 1)
@@ -77,6 +83,33 @@ def _int8_traffic(plan: Plan, arch: Arch, tp: int) -> int:
         saved = x.local(tp, sp)
         elems = x.elems * saved // (x.rep + x.split) if x.rep + x.split else 0
     return fl.int8_compression_bytes(saved, int8_bytes(elems))
+
+
+def plan_default_mfu(plan: Plan, tok: fl.TokenFlops) -> DefaultMfu:
+    """The MFU the plan gets when ``training.mfu`` is unset (`core.time.assumptions.default_mfu`): the GPU's
+    generation, full recomputation or not, the attention share of the model FLOPs at this sequence length, and
+    per-op checkpointing's recomputed matmuls."""
+    arch, s = plan.model.arch(), plan.strategy
+    gpu = presets.gpu(plan.hardware.gpu)
+    mm = fl.forward_matmul_flops(arch)
+    att = fl.attention_forward_flops(arch, plan.training.seq_len)
+    factor = tok.model / tok.hardware if s.gradient_checkpointing == "op" else 1.0
+    return default_mfu(
+        gpu_generation(plan.hardware.gpu, gpu.name), s.gradient_checkpointing == "full", att / (mm + att), factor
+    )
+
+
+def float8_factor(plan: Plan, arch: Arch, tok: fl.TokenFlops) -> float:
+    """torchao Float8 linears run the block matmuls on fp8 tensor cores (torchtitan converts every Linear but the
+    output head: float8.py ``module_filter_fn``): their share of the model FLOPs at the fp8/bf16 peak ratio."""
+    if not plan.strategy.float8:
+        return 1.0
+    gpu = presets.gpu(plan.hardware.gpu)
+    half = gpu.tflops("bf16")
+    if not gpu.fp8_tflops or half <= 0:
+        return 1.0
+    linear_share = 6 * arch.L * arch.layer_weight_params / tok.model
+    return 1 - linear_share + linear_share * half / gpu.fp8_tflops
 
 
 def _hidden(comm: float, host: float, window: float) -> tuple[float, float]:
@@ -91,7 +124,7 @@ def step_time(plan: Plan) -> StepTime:
     """The step time of `plan` on one GPU, term by term (see the module docstring)."""
     hw, t, s = plan.hardware, plan.training, plan.strategy
     arch = plan.model.arch()
-    reg = REGIMES[t.precision]
+    reg = REGIMES[t.regime]
     gpu = presets.gpu(hw.gpu)
     tp, pp, dp, zero = s.tensor_parallel, s.pipeline_parallel, plan.data_parallel, s.zero_stage
     full, ckpt, quant = t.method == "full", s.gradient_checkpointing, t.base_quantization
@@ -99,17 +132,23 @@ def step_time(plan: Plan) -> StepTime:
     b, seq, m = t.micro_batch_size, t.seq_len, t.grad_accum_steps
     T, share = b * seq, tp * pp
 
-    tok = fl.token_flops(arch, seq, full=full, roles=roles, rank=t.lora_rank, checkpointing=ckpt)
+    tok = fl.token_flops(
+        arch, seq, full=full, roles=roles, rank=t.lora_rank, checkpointing=ckpt, checkpoint_every=s.checkpoint_every
+    )
     peak, peak_dtype = peak_flops(plan)
-    mfu = t.mfu if t.mfu is not None else DEFAULT_MFU
+    dm = plan_default_mfu(plan, tok)
+    mfu = t.mfu if t.mfu is not None else dm.value
     hbm = gpu.memory_bandwidth_gbs * 1e9 * EFF
     C = reg.act_bytes
     lk = links(gpu, hw.gpus_per_node, hw.nodes, tp, dp)
     nvme = Link("NVMe", NVME_GBS_PER_NODE / hw.gpus_per_node)
 
     # -- one micro-batch on one GPU: math and memory-bound kernels, forward and backward (with recomputation) ----
-    flops_f = tok.forward * T / share
-    math_f, math_b = flops_f / (peak * mfu), (tok.hardware * T / share - flops_f) / (peak * mfu)
+    # MFU counts model FLOPs (PaLM App. B): the step's math takes model FLOPs / (MFU x peak), recomputation
+    # included in that time (the backward's share: it runs the recomputation)
+    math = tok.model * T / share / (peak * mfu) * float8_factor(plan, arch, tok)
+    math_f = math * tok.forward / tok.model
+    math_b = math - math_f
     weights_local = arch.matmul_weight_params / share
     per_pass = weights_local * C / hbm  # streaming every matmul weight once
     stream_f, stream_b = per_pass, (fl.weight_read_passes(full, ckpt) - 1) * per_pass
@@ -195,7 +234,7 @@ def step_time(plan: Plan) -> StepTime:
         h2d = transfer_seconds(part_elems * min(w16, 2), lk.host)
         cpu_opt = max(part_elems * opt_elem / host_rank_bps, h2d)
         if s.offload_optimizer == "nvme":  # fp32 master and states read in and written back each step
-            swap = 2 * transfer_seconds(part_elems * 4 * (1 + fl.OPTIMIZER_STATES[t.optimizer]), nvme)
+            swap = 2 * transfer_seconds(part_elems * 4 * (1 + OPTIMIZERS[t.optimizer].dense_states), nvme)
     else:
         gpu_opt = part_elems * opt_elem / hbm
 
@@ -249,6 +288,7 @@ def step_time(plan: Plan) -> StepTime:
         peak=peak,
         peak_dtype=peak_dtype,
         mfu=mfu,
+        mfu_default=None if t.mfu is not None else dm,
         hbm=hbm,
         act_bytes=C,
         weights_local=weights_local,
@@ -279,5 +319,6 @@ def step_time(plan: Plan) -> StepTime:
         peak_flops=peak,
         mfu_setting=mfu,
         price_per_gpu_hour=price,
+        mfu_default=None if t.mfu is not None else dm,
         explainer=explain,
     )

@@ -91,7 +91,7 @@ def test_capacity_ok_warn_fail() -> None:
     assert warn.fix is not None and warn.fix.headroom_fraction >= FRAGMENTATION_RISK  # solves it: leaves 10%
     over = plan(strategy__zero_stage=0, strategy__gradient_checkpointing="none", training__micro_batch_size=4)
     fail = check(over, "oom.capacity")
-    assert fail.status == "fail" and "over by 100.1 GiB" in fail.detail
+    assert fail.status == "fail" and "over by 100.6 GiB" in fail.detail
     assert fail.fix is not None and fail.fix.fits and fail.fix.memory_delta < 0
     assert_fix_applies(over, fail)
     # the fix is the fastest single change that fits among the measured alternatives
@@ -281,7 +281,8 @@ def test_zero3_and_tp_across_nodes_on_a_slow_network() -> None:
 
 def test_full_recomputation_when_a_lighter_level_fits() -> None:
     item = assert_speed_fix(default_plan(), "slow.recomputation")  # 7B on 8 x 80 GB fits without it
-    assert "full recomputation costs 33% of the step" in item.detail
+    # the default MFU of full recomputation (0.53 on an A100) against none's (0.59), at the same attention share
+    assert "full recomputation costs 12% of the step" in item.detail
     assert dict(item.fix.changes) == {"strategy.gradient_checkpointing": "none"}
     needed = check(plan(model__preset="llama-2-13b", training__micro_batch_size=16), "slow.recomputation")
     assert needed.status == "ok" and "needed" in needed.detail and needed.fix is None

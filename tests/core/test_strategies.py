@@ -77,11 +77,12 @@ def test_cpu_offload_moves_optimizer_and_fp32_gradients_to_the_host() -> None:
 
 
 def test_qlora_nf4_double_quantization_bytes() -> None:
-    # QLoRA §3: 4 bits + an 8-bit absmax per 64 values + an fp32 constant per 256 absmax blocks
+    # QLoRA §3: 4 bits + an 8-bit absmax per 64 values + an fp32 constant per 256 absmax blocks; each QuantState
+    # adds its 16-entry fp32 code (64 B), the nested one its 256-entry code and offset (1,028 B)
     n = 4096 * 11008
     blocks = n // 64
-    assert quantized_bytes(4096, 11008, "nf4", True) == n // 2 + blocks + 4 * -(-blocks // 256)
-    assert quantized_bytes(4096, 11008, "nf4", False) == n // 2 + 4 * blocks
+    assert quantized_bytes(4096, 11008, "nf4", True) == n // 2 + blocks + 4 * -(-blocks // 256) + 64 + 1028
+    assert quantized_bytes(4096, 11008, "nf4", False) == n // 2 + 4 * blocks + 64
     est = estimate(
         plan(
             training__method="qlora", training__precision="bf16-pure", strategy__zero_stage=0, hardware__gpus_per_node=1

@@ -10,7 +10,7 @@ from vramplan.core.plan.arch import build_arch
 from vramplan.core.plan.plan import default_plan, plan_from_dict
 from vramplan.core.plan.precision import quantized_bytes
 from vramplan.core.plan.presets import gpu
-from vramplan.core.time.assumptions import DEFAULT_MFU, HOST_MEMORY_GBS_PER_NODE
+from vramplan.core.time.assumptions import HOST_MEMORY_GBS_PER_NODE, default_mfu, gpu_generation
 from vramplan.core.time.comm import (
     LINK_EFFICIENCY,
     Link,
@@ -97,7 +97,9 @@ def test_links_intra_and_inter_node() -> None:
     assert one.tp.gbs == one.dp.gbs == 300.0  # NVLink 3, 300 GB/s per direction
     two = links(a100, 8, 2, 8, 2)
     assert two.tp.gbs == 300.0  # TP 8 stays in a node
-    assert two.dp.gbs == 25.0 and two.pp.gbs == 25.0  # DP spans the nodes: 200 Gb/s HDR per GPU
+    assert two.dp.gbs == 25.0 and two.pp.gbs == 25.0  # DP (one rank per node) spans the nodes: 200 Gb/s HDR per GPU
+    # DP 16 with TP 1 on two nodes: 8 ranks per node, one NCCL channel per NIC crosses the boundary in parallel
+    assert links(a100, 8, 2, 1, 16).dp.gbs == 200.0
     assert links(a100, 8, 2, 16, 1).tp.gbs == 25.0  # a TP group larger than a node crosses the network
 
 
@@ -106,11 +108,14 @@ def test_default_plan_compute_term() -> None:
     st = step_time(plan)
     arch = plan.model.arch()
     assert arch.matmul_weight_params == N_7B
-    # per GPU: 2048 tokens x (8N + 16·L·s·h) / (312e12 x 0.45)
-    per_token = 8 * N_7B + 16 * 32 * 2048 * 4096
-    expected = 2048 * per_token / (312e12 * DEFAULT_MFU)
+    # MFU counts model FLOPs (PaLM App. B): per GPU 2048 tokens x (6N + 12·L·s·h) / (312e12 x MFU); the default MFU
+    # for an A100 with full recomputation: 0.53 / (1 + 0.21 x attention share)
+    model = 6 * N_7B + 12 * 32 * 2048 * 4096
+    share = 12 * 32 * 2048 * 4096 / model
+    assert st.mfu_default is not None and st.mfu_setting == pytest.approx(0.53 / (1 + 0.21 * share))
+    expected = 2048 * model / (312e12 * st.mfu_setting)
     assert st.seconds("compute") == pytest.approx(expected)
-    assert expected == pytest.approx(0.8337, rel=1e-3)
+    assert st.hfu == pytest.approx(st.mfu * (8 * N_7B + 16 * 32 * 2048 * 4096) / model)
     assert st.flops_per_step == 8 * 2048 * (6 * N_7B + 12 * 32 * 2048 * 4096)
     assert st.tokens_per_step == 8 * 2048
     assert st.bottleneck == "compute"
@@ -121,9 +126,37 @@ def test_default_plan_compute_term() -> None:
 
 def test_mfu_setting_scales_compute() -> None:
     base = step_time(default_plan())
-    half = step_time(default_plan().with_changes({"training.mfu": DEFAULT_MFU / 2}))
+    half = step_time(default_plan().with_changes({"training.mfu": base.mfu_setting / 2}))
     assert half.seconds("compute") == pytest.approx(2 * base.seconds("compute"))
-    assert half.mfu_setting == DEFAULT_MFU / 2
+    assert half.mfu_setting == base.mfu_setting / 2 and half.mfu_default is None
+
+
+def test_mfu_setting_is_model_flops_utilisation() -> None:
+    """issue 13: training.mfu = 0.5 with full recomputation reports an MFU of 0.5 when nothing else is exposed."""
+    plan = plan_from_dict(
+        {
+            "model": {"preset": "llama-2-7b"},
+            "hardware": {"gpu": "a100-80gb", "gpus_per_node": 1},
+            "training": {"micro_batch_size": 8, "seq_len": 4096, "mfu": 0.5, "optimizer": "sgd"},
+            "strategy": {"gradient_checkpointing": "full"},
+        }
+    )
+    st = step_time(plan)
+    assert st.flops_per_step / (st.seconds("compute") * st.peak_flops) == pytest.approx(0.5)
+    assert st.mfu == pytest.approx(0.5, rel=0.02)  # the optimizer step is the only other term
+    assert st.hfu == pytest.approx(st.mfu * st.hardware_flops_per_step / st.flops_per_step)
+
+
+def test_default_mfu_table() -> None:
+    """The default's rows (core.time.assumptions.MFU_TABLE): the GPU's generation picks the row, full
+    recomputation the column, longer sequences lower it; GPUs without published rows use Hopper's, marked."""
+    assert gpu_generation("a100-40gb", "NVIDIA A100 40GB") == "ampere"
+    assert gpu_generation("h200", "NVIDIA H200") == "hopper"
+    assert gpu_generation("l40s", "NVIDIA L40S") == "other"
+    assert default_mfu("ampere", False, 0.0, 1.0).value == pytest.approx(0.59)
+    assert default_mfu("ampere", True, 0.0, 1.0).value == pytest.approx(0.53)
+    assert default_mfu("hopper", False, 0.25, 1.0).value == pytest.approx(0.45 / (1 + 0.58 * 0.25))
+    assert "Hopper's row" in default_mfu("other", False, 0.1, 1.0).text()
 
 
 def test_tensor_parallel_all_reduces() -> None:
@@ -163,8 +196,10 @@ def test_data_parallel_all_reduce_exposed_beyond_the_backward() -> None:
     st = step_time(plan)
     reduce = next(t for t in st.terms if t.name == "grad_reduce")
     arch = plan.model.arch()
-    # fp32 gradients (autocast): 4 B x params over 16 ranks on 3.1 GB/s x 0.8
-    expected = 2 * 15 / 16 * arch.total_params * 4 / (3.1e9 * LINK_EFFICIENCY)
+    # fp32 gradients (autocast): 4 B x params over 16 ranks, 8 per node: 8 NCCL channels cross the nodes on 8 NICs
+    # of 3.1 GB/s x 0.8 (capped by the PCIe link between the GPUs)
+    link = min(gpu("t4").gpu_link_gbs, 8 * 3.1)
+    expected = 2 * 15 / 16 * arch.total_params * 4 / (link * 1e9 * LINK_EFFICIENCY)
     assert reduce.seconds == pytest.approx(expected)
     assert 0 < reduce.exposed < reduce.seconds
     assert st.bottleneck == "communication"

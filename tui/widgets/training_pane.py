@@ -9,7 +9,6 @@ from textual.widgets import Label, Static
 
 from vramplan.core.memory.result import Estimate
 from vramplan.core.plan.units import fmt_count, fmt_seconds, fmt_steps
-from vramplan.core.time.assumptions import DEFAULT_MFU
 from vramplan.core.time.step import step_time
 from vramplan.tui.widgets.fields import ChoiceField, IntField, ListField, NumberField, PlanPane
 from vramplan.tui.widgets.text import show_text
@@ -37,7 +36,7 @@ class TrainingPane(PlanPane):
         yield NumberField(
             "training.mfu",
             "MFU setting",
-            placeholder=f"{DEFAULT_MFU:g} (default)",
+            placeholder="auto (published MFU by GPU)",
             tooltip="fraction of the GPU's dense peak the math reaches: 0.3-0.55 (also 40%); empty: the default",
         )
         yield NumberField(
@@ -68,7 +67,7 @@ class TrainingPane(PlanPane):
         st = step_time(est.plan)
         setting = "" if est.plan.training.mfu is not None else ", the default"
         text = (
-            f"MFU achieved [b]{st.mfu:.1%}[/b] of {st.peak_flops / 1e12:g} TFLOP/s (setting {st.mfu_setting:g}"
+            f"MFU achieved [b]{st.mfu:.1%}[/b] of {st.peak_flops / 1e12:g} TFLOP/s (setting {st.mfu_setting:.3g}"
             f"{setting}): step {fmt_seconds(st.step_seconds)}, mostly {st.bottleneck}"
         )
         if st.tokens is not None and st.train_seconds is not None and st.gpu_hours is not None:

@@ -37,7 +37,12 @@ LR_SRC = (
 )
 LONG_SEQUENCE = 16_384
 LARGE_MODEL = 6_700_000_000
-FP16_FOR_BF16 = {"bf16-autocast": "fp16-autocast", "bf16-master": "fp16-master", "bf16-pure": "fp16-master"}
+FP16_FOR_BF16 = {
+    "bf16-autocast": "fp16-autocast",
+    "bf16-master": "fp16-master",
+    "bf16-pure": "fp16-master",
+    "bf16-fsdp": "fp16-master",
+}
 
 
 def _ticked(c: Context, item: str) -> bool:
@@ -46,17 +51,17 @@ def _ticked(c: Context, item: str) -> bool:
 
 def loss_scaling(c: Context) -> Item:
     t = c.plan.training
-    fp16 = REGIMES[t.precision].compute_dtype == "fp16"
+    fp16 = REGIMES[t.regime].compute_dtype == "fp16"
     fix = None
     if not fp16:
-        status, detail = "ok", f"{t.precision} has fp32's exponent range: no loss scaling needed."
+        status, detail = "ok", f"{t.regime} has fp32's exponent range: no loss scaling needed."
     elif t.loss_scaling == "dynamic":
-        status, detail = "ok", f"{t.precision} with dynamic loss scaling."
+        status, detail = "ok", f"{t.regime} with dynamic loss scaling."
     else:
         status = "fail" if t.loss_scaling == "none" else "warn"
         how = "no loss scaling" if t.loss_scaling == "none" else "a static loss scale"
         detail = (
-            f"{t.precision} with {how}: small fp16 gradients flush to zero and a fixed scale cannot follow "
+            f"{t.regime} with {how}: small fp16 gradients flush to zero and a fixed scale cannot follow "
             "the gradients' range, so steps overflow to inf/NaN; use dynamic loss scaling (GradScaler)."
         )
         fix = c.measure("dynamic loss scaling", {"training.loss_scaling": "dynamic"})
@@ -65,17 +70,17 @@ def loss_scaling(c: Context) -> Item:
 
 def bf16_support(c: Context) -> Item:
     t, gpu = c.plan.training, c.gpu
-    wants_bf16 = REGIMES[t.precision].compute_dtype == "bf16"
+    wants_bf16 = REGIMES[t.regime].compute_dtype == "bf16"
     fix = None
     if not wants_bf16:
-        status, detail = "ok", f"{t.precision} does not use bf16."
+        status, detail = "ok", f"{t.regime} does not use bf16."
     elif gpu.bf16:
         status, detail = "ok", f"{gpu.name} computes in bf16 natively."
     else:
         status = "fail"
-        target = FP16_FOR_BF16[t.precision]
+        target = FP16_FOR_BF16[t.regime]
         detail = (
-            f"{t.precision} on {gpu.name}, which has no bf16 tensor cores: emulated at fp32 speed or refused by "
+            f"{t.regime} on {gpu.name}, which has no bf16 tensor cores: emulated at fp32 speed or refused by "
             f"kernels. Use {target} with dynamic loss scaling (or fp32)."
         )
         changes = {"training.precision": target}
@@ -87,7 +92,7 @@ def bf16_support(c: Context) -> Item:
 
 def fp16_range(c: Context) -> Item:
     t, gpu = c.plan.training, c.gpu
-    fp16 = REGIMES[t.precision].compute_dtype == "fp16"
+    fp16 = REGIMES[t.regime].compute_dtype == "fp16"
     params = c.est.params_total
     risks = []
     if params >= LARGE_MODEL:
@@ -96,7 +101,7 @@ def fp16_range(c: Context) -> Item:
         risks.append(f"sequences of {t.seq_len:,} tokens (long sums in attention and the loss)")
     fix = None
     if not fp16:
-        status, detail = "ok", f"{t.precision} does not compute in fp16."
+        status, detail = "ok", f"{t.regime} does not compute in fp16."
     elif not risks:
         status = "ok"
         detail = f"fp16 with {fmt_count(params)} parameters and {t.seq_len:,}-token sequences: within common practice."
@@ -104,7 +109,7 @@ def fp16_range(c: Context) -> Item:
         status = "warn"
         detail = f"fp16 (max 65504) with {' and '.join(risks)}: overflow to inf/NaN is likely."
         if gpu.bf16:
-            target = t.precision.replace("fp16", "bf16")
+            target = t.regime.replace("fp16", "bf16")
             detail += f" {gpu.name} has bf16: use {target}."
             fix = c.measure(target, {"training.precision": target})
         else:

@@ -106,7 +106,7 @@ def _what(c: Context, target: str) -> str:
         return f"{t.optimizer} for {fmt_count(est.params_trainable)} trainable parameters{shard}"
     shard = f", sharded over {p.data_parallel} ranks" if s.zero_stage == 3 else ""
     split = f", split over TP {s.tensor_parallel} x PP {s.pipeline_parallel}" if p.hardware.total_gpus > 1 else ""
-    return f"{fmt_count(est.params_total)} parameters in {t.precision}{shard}{split}"
+    return f"{fmt_count(est.params_total)} parameters in {t.regime}{shard}{split}"
 
 
 def dominance(target: str) -> Rule:

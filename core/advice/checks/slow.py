@@ -86,8 +86,8 @@ def fp32_math(c: Context) -> Item:
     t, gpu = c.plan.training, c.gpu
     half = "bf16" if gpu.bf16 else "fp16"
     fast = gpu.tflops(half)
-    if t.precision != "fp32" or fast < 4 * gpu.fp32_tflops:
-        detail = f"{t.precision} on {gpu.name}: matmuls at {c.st.peak_flops / 1e12:g} TFLOP/s peak."
+    if t.regime != "fp32" or fast < 4 * gpu.fp32_tflops:
+        detail = f"{t.regime} on {gpu.name}: matmuls at {c.st.peak_flops / 1e12:g} TFLOP/s peak."
         return _item(c, "fp32_math", "ok", "Tensor-core precision", detail, FP32_SRC)
     scaling = {"training.loss_scaling": "dynamic"} if half == "fp16" and t.loss_scaling != "dynamic" else {}
     fix, alts = _fix(
@@ -182,10 +182,17 @@ def recomputation(c: Context) -> Item:
     if ckpt == "none":
         return _item(c, "recomputation", "ok", "Recomputation", "no activation checkpointing: nothing is recomputed.",
                      RECOMPUTE_SRC)  # fmt: skip
-    lighter = ("none", "selective")[: ("none", "selective", "full").index(ckpt)]
-    titles = {"none": "no checkpointing", "selective": "selective checkpointing"}
-    fix, alts = _fix(c, [(titles[lv], {"strategy.gradient_checkpointing": lv}) for lv in lighter])
-    none = next((e for e in alts if e.changes["strategy.gradient_checkpointing"] == "none"), None)
+    levels = ("none", "selective", "op", "full")  # least memory last
+    lighter = levels[: levels.index(ckpt)]
+    titles = {"none": "no checkpointing", "selective": "selective checkpointing", "op": "per-op checkpointing"}
+    every = {} if c.plan.strategy.checkpoint_every == 1 else {"strategy.checkpoint_every": 1}
+    options: list[tuple[str, dict[str, Any]]] = [
+        (titles[lv], {"strategy.gradient_checkpointing": lv, **every}) for lv in lighter
+    ]
+    if ckpt in ("op", "full") and c.plan.strategy.checkpoint_every == 1:  # torchtitan selective_ac_option = "2"
+        options.append(("checkpoint every 2nd block", {"strategy.checkpoint_every": 2}))
+    fix, alts = _fix(c, options)
+    none = next((e for e in alts if e.changes.get("strategy.gradient_checkpointing") == "none"), None)
     cost = f"{ckpt} recomputation costs {pct(1 / none.relative_step_time - 1)} of the step" if none else ""
     if fix is None:
         need = min(alts, key=lambda e: e.memory_total, default=None)

@@ -51,7 +51,7 @@ def _mlp(c: ActCtx, out: Saved, m_rg: bool, m_bytes: int, input_saved: bool) -> 
         rg, _ = linears_saved(c, out, ("gate", "up"), m_bytes, m_rg, input_saved, False)
         if rg["gate"]:
             out.add(f"{arch.act} input (gate)", C * T * f, T * f, True)
-        if rg["up"]:
+        if rg["up"] and not c.compiled:  # compiled: recomputed from the saved gate output
             out.add(f"{arch.act} output", C * T * f, T * f, True)
         if rg["gate"]:
             out.add("up projection output", C * T * f, T * f, True)
@@ -61,7 +61,8 @@ def _mlp(c: ActCtx, out: Saved, m_rg: bool, m_bytes: int, input_saved: bool) -> 
         prod_rg = rg["gate_up"]
         if prod_rg:
             out.add("gate_up output (activation input and up, views)", C * 2 * T * f, 2 * T * f, True)
-            out.add(f"{arch.act} output", C * T * f, T * f, True)
+            if not c.compiled:
+                out.add(f"{arch.act} output", C * T * f, T * f, True)
     else:
         rg, _ = linears_saved(c, out, ("up",), m_bytes, m_rg, input_saved, False)
         prod_rg = rg["up"]
@@ -100,11 +101,12 @@ def _layer_saved(c: ActCtx, x_rg: bool, notes: list[tuple[str, int]] | None) -> 
     out = Saved(notes=notes)
     R = c.reg.resid_bytes
     arch = c.arch
-    n_rg = norm_saved(c, out, "input norm", x_rg, c.full, R)
+    n_rg = norm_saved(c, out, "input norm", x_rg, c.full, R, src_bytes=R)
     attn_rg, attn_in_saved = attention_saved(c, out, n_rg, R)
     mlp_in_saved = False
     if not arch.parallel:
-        m_rg = norm_saved(c, out, "post-attention norm", x_rg or attn_rg, c.full, R)
+        # compiled, the second norm's input h = x + o is rebuilt from the saved block input and o_proj's output
+        m_rg = norm_saved(c, out, "post-attention norm", x_rg or attn_rg, c.full, R, src_bytes=c.reg.act_bytes)
     elif arch.n_norms == 2:
         m_rg = norm_saved(c, out, "MLP norm", x_rg, c.full, R, shared=True)
     else:
@@ -116,6 +118,42 @@ def _layer_saved(c: ActCtx, x_rg: bool, notes: list[tuple[str, int]] | None) -> 
 def checkpointed_layer(c: ActCtx) -> int:
     """Full recompute keeps each block's input (the residual stream) as the checkpoint."""
     return c.reg.resid_bytes * c.T * c.arch.h
+
+
+@memoised(256)
+def op_cached(c: ActCtx) -> Saved:
+    """Per-op selective checkpointing (torchtitan ``selective_ac_option = "op"``): what one block keeps.
+
+    torchtitan parallelisms/parallelize_llama.py ``_custom_policy`` (Dec 2024, 9dec370; HEAD
+    distributed/activation_checkpoint.py the same for these ops): the outputs of ``aten.mm`` are MUST_SAVE except
+    every second one (a counter per block's forward), and the SDPA flash/efficient outputs are saved; everything
+    else is recomputed in backward (torch utils/checkpoint.py ``_CachingTorchDispatchMode`` caches the saved
+    outputs until the block's backward). The block input is the checkpoint's own input (``_NoopSaveInputs``).
+    The matmuls run in forward order; a LoRA adapter adds its two matmuls after the base one (PEFT/torchtune:
+    ``base(x) + lora_b(lora_a(x))``). Compiled, inductor does not save the last matmul's output: no backward reads
+    it (measured on the CPU: C·T·h fewer bytes for a Llama block). Eager attention (``bmm``) is not in the
+    Dec-2024 list: its core is recomputed. Measured exactly on the CPU for a Llama block, bf16 and fp32
+    (tests/data/sac_block.json)."""
+    arch, T, C = c.arch, c.T, c.reg.act_bytes
+    out = Saved()
+    out.add("block input (the checkpoint)", c.reg.resid_bytes * T * arch.h, T * arch.h, False)
+    mms: list[tuple[str, int, int]] = []  # (label, bytes, elements) of each matmul's output, in forward order
+    for role in arch.roles():
+        lin = arch.linear(role)
+        mms.append((f"{role}_proj output", C * T * lin.d_out, T * lin.d_out))
+        if role in c.lora:
+            mms.append((f"{role} LoRA A output", c.lora_out_bytes * T * c.rank, T * c.rank))
+            mms.append((f"{role} LoRA B output", c.lora_out_bytes * T * lin.d_out, T * lin.d_out))
+    saved = mms[0::2]  # the 1st, 3rd, ... matmul
+    if c.compiled and len(mms) % 2:
+        saved = saved[:-1]
+    for label, n_bytes, elems in saved:
+        out.add(f"{label} (saved by the op policy)", n_bytes, elems, True)
+    if not c.eager:
+        S = 4 if c.reg.compute == "fp32" else 2
+        out.add("attention output (saved by the op policy)", S * T * arch.h_q, T * arch.h_q, True)
+        out.add("flash log-sum-exp (fp32)", 4 * c.b * arch.a * c.s, c.b * arch.a * c.s, True)
+    return out
 
 
 def once_bytes(c: ActCtx) -> int:
@@ -177,7 +215,7 @@ def closure_bytes(c: ActCtx) -> int:
     recompute of an eager attention core keeps the mask too."""
     b, s, R = c.b, c.s, c.reg.resid_bytes
     arch = c.arch
-    if not c.gc:
+    if not (c.gc or c.op):
         return R * b * s * s if (c.selective and c.eager) else 0
     n = 8 * s
     if arch.rotary_dim:

@@ -40,12 +40,37 @@ class ActCtx(NamedTuple):
     reg: Regime
     full: bool  # base weights are trained (full fine-tuning)
     lora: frozenset[str]  # block roles with LoRA adapters
-    quantized: bool  # bitsandbytes base: dequantized on the fly, no saved weight copies
+    quantized: bool  # a quantized (bitsandbytes) base: dequantized on the fly, no saved weight copies
     eager: bool
-    selective: bool
+    selective: bool  # Megatron's selective recomputation (the attention core)
     gc: bool  # full activation checkpointing
     rank: int = 8  # LoRA rank
     cpu: bool = False  # PyTorch's CPU kernels (the measurements in tests/data) instead of CUDA's; see `CPU_DIFFERENCES`
+    op: bool = False  # torchtitan's per-op selective checkpointing (a fixed list of op outputs kept)
+    compiled: bool = False  # torch.compile of each block (inductor's min-cut partitioner decides what is saved)
+    float8: bool = False  # torchao Float8 linears: fp8 inputs saved
+    lora_bytes: int = 4  # the adapters' dtype: 4 (PEFT's fp32) or 2 (torchtune, litgpt: the base's 16 bit)
+    dropout: bool = False  # LoRA dropout > 0
+    bnb_legacy: bool = False  # bitsandbytes <= 0.43.1: each 4-bit linear keeps its input until its backward
+    quantized_roles: frozenset[str] = frozenset()  # the block linears stored quantized
+    reentrant: bool = False  # reentrant checkpointing (PEFT's prepare_model_for_kbit_training default)
+    dequant_compute_bytes: int = 2  # bnb_4bit_compute_dtype: what a 4-bit linear casts its input to and computes in
+    quant_state_bytes: int = 2  # the dtype a 4-bit weight dequantizes to (the weight's dtype when it was quantized)
+
+    @property
+    def dequant_bytes(self) -> int:
+        """Bytes per weight of a 4-bit linear's dequantized temporary: ``F.dequantize_4bit`` makes it in the
+        QuantState's dtype, then ``.to(compute dtype)`` copies it when they differ (bitsandbytes
+        autograd/_functions.py MatMul4Bit.backward; Lightning quantizes from fp16 for a bf16 compute dtype)."""
+        q, comp = self.quant_state_bytes, self.dequant_compute_bytes
+        return q if q == comp and not self.lightning_fp16 else q + comp
+
+    @property
+    def lightning_fp16(self) -> bool:
+        """Lightning's BitsandbytesPrecision quantizes every nn.Linear from an fp16 copy (bitsandbytes.py
+        ``_quantize_weight``: ``weight.to(device="cuda", dtype=torch.half)``): with a bf16 compute dtype each
+        dequantization makes an fp16 tensor and its bf16 copy."""
+        return "lm_head" in self.quantized_roles
 
     @property
     def T(self) -> int:
@@ -55,21 +80,22 @@ class ActCtx(NamedTuple):
     def lora_copy_bytes(self) -> int:
         """Bytes per element of LoRA A's own copy of its input; 0 when A shares the input tensor.
 
-        fp32 model: shared. Autocast: the A matmul casts to bf16 (a copy per adapter). bf16-pure: peft keeps the
-        adapters in fp32 (``autocast_adapter_dtype=True``) and casts the input up (a copy per adapter). Master
-        regimes (DeepSpeed casts the whole model, adapters included, to 16 bit): shared."""
+        Autocast: the A matmul casts to bf16 (a copy per adapter). Master regimes (DeepSpeed casts the whole model,
+        adapters included, to 16 bit): shared. Otherwise peft casts the input to the adapters' dtype
+        (``_cast_input_dtype``): a copy when they differ (fp32 adapters on a 16-bit base, PEFT's
+        ``autocast_adapter_dtype=True``), none when they match (16-bit adapters, or an fp32 model)."""
         if self.reg.compute == "autocast":
             return 2
-        if self.reg.compute == "half" and not self.reg.master_bytes:
-            return 4
-        return 0
+        if self.reg.master_bytes:
+            return 0
+        return self.lora_bytes if self.lora_bytes != self.reg.act_bytes else 0
 
     @property
     def lora_out_bytes(self) -> int:
         """LoRA A's output [tokens, r], saved by B: in the adapter's compute dtype."""
         if self.reg.compute == "autocast" or self.reg.master_bytes:
             return 2
-        return 4
+        return self.lora_bytes
 
 
 @dataclass(slots=True)
@@ -83,6 +109,9 @@ class Saved:
     cache: int = 0  # autocast's cached copies of trained weights alive during the forward (GC: not saved)
     elems: int = 0  # elements of activation tensors (for int8 compression)
     work: int = 0  # largest transient of this region's backward
+    held: int = 0  # kept outside autograd's saved tensors, beyond what is saved anyway (bitsandbytes <= 0.43.1)
+    held_gc: int = 0  # the same under non-reentrant checkpointing, which cannot drop any of it
+    op_cache: int = 0  # what per-op selective checkpointing keeps of this region (its cached op outputs)
     notes: list[tuple[str, int]] | None = field(default=None)
 
     def add(self, label: str, n_bytes: int, elems: int, split: bool) -> None:
@@ -106,19 +135,41 @@ def plan_ctx(plan: Plan, cpu: bool = False) -> ActCtx:
     t, s = plan.training, plan.strategy
     arch = plan.model.arch()
     full = t.method == "full"
+    lora = frozenset(() if full else lora_roles(arch, t.lora_targets))
+    quant = t.base_quantization != "none"
+    if not quant:
+        qroles: frozenset[str] = frozenset()
+    elif t.quantized_modules == "adapted":
+        qroles = lora
+    else:
+        qroles = frozenset(arch.roles())
+        if t.quantized_modules == "all-linears":
+            qroles |= {"lm_head"}
+    reg = REGIMES[t.regime]
+    compute = t.quant_compute_dtype or reg.compute_dtype
     return ActCtx(
         arch=arch,
         b=t.micro_batch_size,
         s=t.seq_len,
-        reg=REGIMES[t.precision],
+        reg=reg,
         full=full,
-        lora=frozenset(() if full else lora_roles(arch, t.lora_targets)),
-        quantized=t.base_quantization != "none",
+        lora=lora,
+        quantized=quant,
         eager=s.attention == "eager",
         selective=s.gradient_checkpointing == "selective",
         gc=s.gradient_checkpointing == "full",
         rank=t.lora_rank,
         cpu=cpu,
+        op=s.gradient_checkpointing == "op",
+        compiled=s.compile,
+        float8=s.float8,
+        lora_bytes=2 if t.lora_dtype == "bf16" else 4,
+        dropout=t.lora_dropout > 0 and not full,
+        bnb_legacy=quant and t.bnb_generation == "legacy",
+        quantized_roles=qroles,
+        reentrant=t.kbit_prepare and s.gradient_checkpointing == "full",
+        dequant_compute_bytes=4 if compute == "fp32" else 2,
+        quant_state_bytes=2,
     )
 
 

@@ -14,8 +14,8 @@ from vramplan.core.memory.activations.block import (
     embed_saved,
     head_saved,
     layer_saved,
-    logsoftmax_bytes,
     once_bytes,
+    op_cached,
 )
 from vramplan.core.memory.activations.context import ActCtx, Saved, int8_bytes
 from vramplan.core.memory.states import Stage
@@ -34,6 +34,10 @@ class Layout(NamedTuple):
     int8: bool
     fused_ce: bool
     accum: bool  # more than one micro-batch per optimizer step
+    loss_chunks: int = 1  # torchtune's chunked cross-entropy (1: one [tokens, V] loss)
+    checkpoint_every: int = 1  # checkpoint blocks k, 2k, ... only
+    offload: bool = False  # torchtune's activation offloading to pinned host memory
+    opt_in_bwd: bool = False  # the optimizer step runs in backward, per parameter
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +58,8 @@ class StageActs:
     closure: int  # checkpoint closures
     layer_work: int  # largest backward transient of a block (incl. recompute)
     dy: int  # gradient of the hidden states flowing between blocks
+    offloaded: int = 0  # saved bytes moved to pinned host memory per micro-batch (activation offloading)
+    head_work: int = 0  # the lm_head's own transient at the loss (a 4-bit head's dequantized weight)
 
     @property
     def saved(self) -> int:
@@ -65,8 +71,9 @@ def stage_acts(ctx: ActCtx, stage: Stage, lay: Layout) -> StageActs:
     tp, sp, int8 = lay.tp, lay.sp, lay.int8
     arch, T = ctx.arch, ctx.T
     n = stage.layers
+    recompute = ctx.gc or ctx.op
     rest = layer_saved(ctx, True)
-    first = rest if (ctx.full or ctx.gc) else layer_saved(ctx, False)
+    first = rest if (ctx.full or recompute) else layer_saved(ctx, False)
 
     def local(x: Saved) -> int:
         b = x.local(tp, sp)
@@ -80,30 +87,51 @@ def stage_acts(ctx: ActCtx, stage: Stage, lay: Layout) -> StageActs:
         first, rest = _without_copies(first), _without_copies(rest)
     rest_b = local(rest)
     first_b = local(first) if stage.first else rest_b
-    if ctx.gc:
-        ck = checkpointed_layer(ctx) // (tp if sp else 1)
-        ck = int8_bytes(ck // ctx.reg.resid_bytes) if int8 else ck
-        layers, first_layer = n * ck, ck
-        layer_copies = 0
+    # checkpoint_every = k: blocks k, 2k, ... are checkpointed, the others save everything (torchtitan
+    # parallelisms/parallelize_llama.py: ``if not ac_freq or _count % ac_freq == 0``)
+    n_ck = (n // lay.checkpoint_every) if recompute else 0
+    n_plain = n - n_ck
+    if recompute:
+        if ctx.op:
+            ck = op_cached(ctx).local(tp, sp)
+        else:
+            ck = checkpointed_layer(ctx) // (tp if sp else 1)
+            ck = int8_bytes(ck // ctx.reg.resid_bytes) if int8 else ck
         # backward recomputes one block (its saved tensors; an fp32 block input is the checkpoint itself, not a
         # copy), re-casts its weights under autocast, then runs its backward
         own_input = ctx.arch.fam.norm == "layer" or ctx.reg.resid_bytes == 4  # RMSNorm saves an fp32 version
-        shared = ck if own_input and not int8 else 0
-        work = rest_b - shared + rest.cache // tp + rest.work // tp
+        shared = ck if own_input and not int8 and not ctx.op else 0
+        work = max(rest_b - shared, 0) + rest.cache // tp + rest.work // tp
+        if ctx.reentrant and ctx.bnb_legacy:
+            work += rest.held_gc // tp  # reentrant recompute: one block's 4-bit inputs held during its backward
     else:
-        layers = first_b + (n - 1) * rest_b
-        first_layer = first_b
-        layer_copies = ((first.copies if stage.first else rest.copies) + (n - 1) * rest.copies) // tp
+        ck = 0
         work = rest.work // tp + (rest.local(tp, sp) if int8 else 0)  # int8: one block decompressed
-    cache = ((first.cache if stage.first else rest.cache) + (n - 1) * rest.cache) // tp
+    plain_first = stage.first and n_plain == n  # block 1 is checkpointed only when every block is
+    layers = n_ck * ck + (first_b + (n_plain - 1) * rest_b if plain_first and n_plain else n_plain * rest_b)
+    first_layer = first_b if (n_plain and plain_first) else (ck if n_ck else first_b)
+    layer_copies = (
+        ((first.copies if plain_first else rest.copies) + (n_plain - 1) * rest.copies) // tp if n_plain else 0
+    )
+    # bitsandbytes <= 0.43.1 keeps each 4-bit linear's input outside the saved tensors; non-reentrant
+    # checkpointing cannot drop it, reentrant checkpointing runs the forward without autograd
+    held = n_plain * rest.held // tp
+    if n_ck and not ctx.reentrant:
+        held += n_ck * rest.held_gc // tp
+    layers += held
+    if ctx.quantized and ctx.quantized_roles:
+        largest_q = max(arch.linear(r).weight_params for r in arch.roles() if r in ctx.quantized_roles)
+        work += ctx.dequant_bytes * largest_q // tp  # a 4-bit linear's dequantized weight in its backward
+    # autocast caches every trained weight's 16-bit copy through the forward, checkpointed blocks too
+    cache = ((first.cache if stage.first else rest.cache) + (n - 1) * rest.cache) // tp if n else 0
     # frozen weights' saved copies (not in autocast's cache); checkpointed blocks save none
     frozen = (
-        0
-        if ctx.gc
-        else ((first.frozen_copies if stage.first else rest.frozen_copies) + (n - 1) * rest.frozen_copies) // tp
+        ((first.frozen_copies if plain_first else rest.frozen_copies) + (n_plain - 1) * rest.frozen_copies) // tp
+        if n_plain
+        else 0
     )
-    embed = embed_saved(ctx, ctx.full or ctx.gc).local(tp, sp) if stage.first else 0
-    head = logsm = loss_grads = logits_fwd = head_copies = head_cache = 0
+    embed = embed_saved(ctx, ctx.full or recompute).local(tp, sp) if stage.first else 0
+    head = logsm = loss_grads = logits_fwd = head_copies = head_cache = head_work = 0
     if stage.last:
         hs = head_saved(ctx)
         head = hs.local(tp, sp)
@@ -111,18 +139,26 @@ def stage_acts(ctx: ActCtx, stage: Stage, lay: Layout) -> StageActs:
             head_copies = hs.copies // tp
             head_cache = hs.cache // tp
             frozen += hs.frozen_copies // tp
-        C = ctx.reg.act_bytes
-        if lay.fused_ce:
-            chunk = _fused_ce_chunk(T, arch)
-            loss_grads = chunk * arch.V * (8 + C) // tp
-            logits_fwd = loss_grads
+        logsm, logits_fwd, loss_grads, chunk_copies = loss_bytes(ctx, lay)
+        head += chunk_copies
+        if "lm_head" in ctx.quantized_roles:
+            head_work = ctx.dequant_bytes * arch.V * arch.h // tp
+    offloaded = 0
+    if lay.offload:
+        # torchtune training/_activation_offloading.py: every saved tensor of >= 1 KiB outside the output head
+        # goes to pinned host memory; with checkpointing those are the checkpoints' inputs (saved through
+        # _NoopSaveInputs, outside the checkpoint's own hooks; per-op checkpointing's cache bypasses the hooks);
+        # the forward stash keeps the last 5 on the GPU (max_fwd_stash_size)
+        if recompute:
+            offloaded = n_ck * checkpointed_layer(ctx) // (tp if sp else 1)
+            kept = min(n_ck, 5) * checkpointed_layer(ctx) // (tp if sp else 1)
         else:
-            logsm = logsoftmax_bytes(ctx) // tp
-            loss_grads = 2 * logsm
-            logits_fwd = (C * T * arch.V + (4 * T * arch.V if C != 4 else 0)) // tp
+            offloaded, kept = layers, min(layers, rest_b)
+        layers = layers - offloaded + kept
+        offloaded -= kept
     copies = layer_copies + head_copies
     copies_fwd = max(copies, cache + head_cache + frozen)
-    rope = 0 if ctx.gc else once_bytes(ctx)
+    rope = 0 if (recompute and not n_plain) else once_bytes(ctx)
     dy = ctx.reg.resid_bytes * T * arch.h // (tp if sp else 1)
     return StageActs(
         layers=layers,
@@ -139,7 +175,38 @@ def stage_acts(ctx: ActCtx, stage: Stage, lay: Layout) -> StageActs:
         closure=closure_bytes(ctx),
         layer_work=work,
         dy=dy,
+        offloaded=offloaded,
+        head_work=head_work,
     )
+
+
+def loss_bytes(ctx: ActCtx, lay: Layout) -> tuple[int, int, int, int]:
+    """The loss on one TP rank: (saved bytes, forward transient, backward transient, chunked lm_head inputs).
+
+    - Liger's fused linear cross-entropy: chunks of about the hidden states' size (`_fused_ce_chunk`).
+    - One loss (HF ``ForCausalLMLoss``, torchtitan ``cross_entropy(pred.float())``): the 16-bit logits and their
+      fp32 upcast while ``log_softmax`` saves its fp32 output; two fp32 [T, V] gradients at backward start.
+    - torchtune ``CEWithChunkedOutputLoss`` (modules/loss/ce_chunked_output_loss.py) with N chunks: the lm_head
+      runs per chunk (16-bit chunks kept in a list), each chunk is upcast and its fp32 log-softmax saved, so eager
+      it still saves 4TV, and only the transients shrink (forward 16-bit logits + one fp32 chunk; backward two
+      fp32 chunk gradients). With ``compile`` torchtune compiles ``compute_cross_entropy``: only the 16-bit
+      chunks are saved and no fp32 [T, V] exists. Measured on the CPU (tests/data/chunked_ce.json). ``h.chunk``
+      of a [b, s, h] tensor with b > 1 is not contiguous: each chunk's lm_head input is a saved copy."""
+    arch, T, tp = ctx.arch, ctx.T, lay.tp
+    C = ctx.reg.act_bytes
+    TV = T * arch.V
+    if lay.fused_ce:
+        chunk = _fused_ce_chunk(T, arch)
+        grads = chunk * arch.V * (8 + C) // tp
+        return 0, grads, grads, 0
+    N = lay.loss_chunks
+    if N == 1:
+        logsm = 4 * TV // tp
+        return logsm, (C * TV + (4 * TV if C != 4 else 0)) // tp, 2 * logsm, 0
+    copies = C * T * arch.h if ctx.b > 1 else 0
+    if ctx.compiled:  # in backward each chunk's gradient appears as its saved chunk is released
+        return C * TV // tp, 0, C * TV // N // tp, copies
+    return 4 * TV // tp, (C * TV + 4 * TV // N) // tp, 8 * TV // N // tp, copies
 
 
 def _without_copies(x: Saved) -> Saved:
