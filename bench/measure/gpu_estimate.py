@@ -23,25 +23,31 @@ from gpu_results import compared
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def _import_estimate() -> None:
+    """Every module `vramplan estimate` imports (ImportError when one of them, or a dependency, is missing)."""
+    import vramplan.cli.commands
+    import vramplan.core.files.planio
+    import vramplan.core.memory.peak
+    import vramplan.core.time.step  # noqa: F401
+
+
 def load() -> str | None:
     """Make `vramplan` importable (installed, or this checkout); None when it is, else the reason it is not."""
     try:
-        import vramplan.cli.commands
-
-        return None
-    except ImportError as exc:
-        first = exc
-    if not (ROOT / "core" / "__init__.py").is_file():
-        return f"vramplan is not importable: {first}"
-    try:
-        sys.path.insert(0, str(ROOT))
+        import vramplan.core  # installed: editable or a wheel
+    except ImportError:
+        if not (ROOT / "core" / "__init__.py").is_file():
+            return f"vramplan is not installed, and {ROOT} is not its checkout"
+        if str(ROOT) not in sys.path:
+            sys.path.insert(0, str(ROOT))
         import vramplan
 
         if str(ROOT) not in vramplan.__path__:
             vramplan.__path__.append(str(ROOT))  # vramplan.core -> ROOT/core, as the editable install maps it
-        import vramplan.cli.commands
+    try:
+        _import_estimate()
     except ImportError as exc:
-        return f"vramplan is not importable from {ROOT}: {exc}"
+        return f"vramplan's estimate cannot be imported: {exc} (bench/measure/gpu_wheels.sh brings its wheels)"
     return None
 
 

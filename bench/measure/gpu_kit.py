@@ -189,7 +189,7 @@ def run(args: argparse.Namespace, cases: list[dict[str, Any]]) -> dict[str, Any]
             gpu_results.write(doc, args.out)
             m = row.get("measured") or {}
             peak = m.get("peak_allocated_bytes")
-            peak_s = f"peak {peak / 2**30:.2f} GiB, " if peak else ""
+            peak_s = f"peak allocated {peak / 2**20:,.1f} MiB " if peak else ""
             print(f"[{doc['elapsed_s']:6.1f} s] {c['id']}: {row['status']} {peak_s}{row.get('reason', '')}", flush=True)
     finally:
         signal.alarm(0)

@@ -245,7 +245,7 @@ def summary_table(doc: dict[str, Any]) -> str:
             cells.append(f"{_size(m.get(meas), unit)} {_size(e.get(est), unit)} {_pct(err[kind])}")
         rate = [f"{v:8.0f}" if isinstance(v, (int, float)) else f"{'-':>8}" for v in (tps, etps)]
         cells.append(f"{rate[0]} {rate[1]} {_pct(err['tokens_per_second'])}")
-        lines.append("  ".join(cells))
+        lines.append(cells[0] + " " + "  ".join(cells[1:]))
     meds = []
     for kind in ("allocated", "reserved", "process", "tokens_per_second"):
         if kind == "tokens_per_second" and not cuda:

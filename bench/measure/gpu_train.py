@@ -66,11 +66,10 @@ def quantize_4bit(model: torch.nn.Module, c: dict[str, Any], device: torch.devic
     layer stays 16-bit (quantizers/base.get_keys_to_not_convert). Returns the number of linears quantized."""
     import bitsandbytes as bnb
 
-    keep = {n for n, m in model.named_modules() if m is model.get_output_embeddings()}
-    n = 0
-    for name, mod in list(model.named_modules()):
-        if type(mod) is not torch.nn.Linear or name in keep:
-            continue
+    out = model.get_output_embeddings()
+    names = [n for n, m in model.named_modules() if type(m) is torch.nn.Linear and m is not out]
+    for name in names:  # one at a time: each 16-bit weight is freed once its module is replaced
+        mod = model.get_submodule(name)
         new = bnb.nn.Linear4bit(
             mod.in_features,
             mod.out_features,
@@ -92,10 +91,9 @@ def quantize_4bit(model: torch.nn.Module, c: dict[str, Any], device: torch.devic
             new.bias = torch.nn.Parameter(mod.bias.data, requires_grad=False)
         new.requires_grad_(False)
         model.set_submodule(name, new)
-        del mod, w
-        n += 1
+        del mod, w, new
     model.is_loaded_in_4bit = True  # what from_pretrained sets; peft.prepare_model_for_kbit_training reads it
-    return n
+    return len(names)
 
 
 def build(c: dict[str, Any], device: torch.device) -> tuple[torch.nn.Module, torch.optim.Optimizer, torch.Tensor]:
@@ -193,7 +191,8 @@ class CudaMeter:
         torch.cuda.synchronize()
         free, total = torch.cuda.mem_get_info()
         self.used_before_init = used_before_init
-        self.context_bytes = (total - free - used_before_init) if used_before_init is not None else None
+        used = total - free - torch.cuda.memory_reserved()  # less the one block the probe tensor took
+        self.context_bytes = used - used_before_init if used_before_init is not None else None
 
     def start_case(self) -> None:
         gc.collect()
