@@ -102,8 +102,15 @@ def write(doc: dict[str, Any], path: str | Path) -> None:
     if path.exists() and not path.is_file():
         raise ResultsError(f"{path}: exists and is not a regular file")
     path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists():
+        mode = path.stat().st_mode & 0o777
+    else:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask  # as open() would create it (mkstemp's file is 0600)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
+        os.chmod(tmp, mode)
         with os.fdopen(fd, "w") as f:
             json.dump(doc, f, indent=1, sort_keys=False)
             f.write("\n")

@@ -5,6 +5,7 @@ tests/bench/test_gpu_kit_cpu.py runs the kit itself on the CPU where torch is in
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -243,6 +244,12 @@ def test_results_round_trip(tmp_path: Path) -> None:
     gpu_results.write(doc, out)
     assert gpu_results.load(out) == json.loads(json.dumps(doc))
     assert [p.name for p in out.parent.iterdir()] == ["gpu_truth.json"]  # no temporary file left behind
+    umask = os.umask(0)
+    os.umask(umask)
+    assert out.stat().st_mode & 0o777 == 0o666 & ~umask  # as a plain open() makes it, not mkstemp's 0600
+    out.chmod(0o640)
+    gpu_results.write(doc, out)
+    assert out.stat().st_mode & 0o777 == 0o640  # a replaced file keeps its mode
     assert [r["id"] for r in gpu_results.gpu_rows(doc)] == ["a", "b"]
     assert gpu_results.gpu_rows(_doc(_ok_row("a"), device="cpu")) == []
 
