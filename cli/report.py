@@ -14,6 +14,7 @@ from vramplan.core.time.result import LABELS, StepTime
 if TYPE_CHECKING:
     from vramplan.core.advice.advisor import Advice
     from vramplan.core.advice.checklist import Checklist
+    from vramplan.core.plan.plan import Plan
 
 
 def _g(n: int) -> str:
@@ -30,9 +31,24 @@ def plan_summary(est: Estimate) -> list[str]:
         f"accumulation {t.grad_accum_steps}",
         f"{parallel_summary(p, offload=True)}; checkpointing {s.gradient_checkpointing}, {s.attention} attention"
         + (", fused cross-entropy" if s.fused_cross_entropy else "")
-        + (", int8 activations" if s.activation_compression == "int8" else ""),
+        + (", int8 activations" if s.activation_compression == "int8" else "")
+        + stack_summary(p),
         f"parameters {fmt_count(est.params_total)} (trainable {fmt_count(est.params_trainable)})",
     ]
+
+
+def stack_summary(p: Plan) -> str:
+    """The stack techniques a plan uses, as a suffix of the strategy line ("" when none)."""
+    s = p.strategy
+    parts = [
+        "torch.compile" if s.compile else "",
+        f"checkpoint every {s.checkpoint_every}" if s.checkpoint_every > 1 else "",
+        "optimizer in backward" if s.optimizer_in_backward else "",
+        "activation offload" if s.activation_offload != "none" else "",
+        f"loss in {s.loss_chunks} chunks" if s.loss_chunks > 1 else "",
+        "Float8" if s.float8 else "",
+    ]
+    return "".join(f", {x}" for x in parts if x)
 
 
 def estimate_table(est: Estimate, hardware_note: str = "") -> str:
@@ -46,6 +62,8 @@ def estimate_table(est: Estimate, hardware_note: str = "") -> str:
         lines.append(f"  {KIND_LABELS[kind]:<24}{_g(comp.bytes)}  {_g(live.get(kind, 0))}")
     lines.append("  " + "-" * 44)
     lines.append(f"  {'peak (' + est.peak_phase + ')':<24}{'':8}  {_g(est.total)}")
+    lines.append(f"  {'  torch allocated':<24}{'':8}  {_g(est.allocated)}")
+    lines.append(f"  {'  torch reserved':<24}{'':8}  {_g(est.reserved)}")
     cap = est.gpu_capacity
     if est.fits:
         verdict = f"fits: {est.headroom / GiB:.1f} GiB free ({est.headroom_fraction:.0%} headroom)"

@@ -25,7 +25,14 @@ def _simple(namespace: str, what: str, values: tuple[Any, ...]) -> tuple[Choice,
 
 
 CHOICES: dict[str, tuple[Choice, ...]] = {
-    "training.precision": _simple("training", "precision", PRECISIONS),
+    "training.precision": (
+        Choice(None, "auto", "training: precision auto (bf16-autocast; LoRA/QLoRA: a bf16 base)"),
+        *_simple("training", "precision", PRECISIONS),
+    ),
+    "training.lora_dtype": (
+        Choice("fp32", "fp32", "training: LoRA adapters fp32 (PEFT)"),
+        Choice("bf16", "bf16", "training: LoRA adapters 16-bit (torchtune, litgpt)"),
+    ),
     "training.optimizer": _simple("training", "optimizer", OPTIMIZERS),
     "training.method": (
         Choice("full", "full", "training: full fine-tuning"),
@@ -42,7 +49,24 @@ CHOICES: dict[str, tuple[Choice, ...]] = {
     "strategy.gradient_checkpointing": (
         Choice("none", "none", "strategy: checkpointing off"),
         Choice("selective", "selective", "strategy: selective checkpointing"),
+        Choice("op", "op", "strategy: per-op checkpointing (torchtitan)"),
         Choice("full", "full", "strategy: full checkpointing"),
+    ),
+    "strategy.compile": (
+        Choice(False, "off", "strategy: torch.compile off"),
+        Choice(True, "on", "strategy: torch.compile"),
+    ),
+    "strategy.optimizer_in_backward": (
+        Choice(False, "off", "strategy: optimizer step after backward"),
+        Choice(True, "on", "strategy: optimizer step in backward (torchtune)"),
+    ),
+    "strategy.activation_offload": (
+        Choice("none", "off", "strategy: activations on GPU"),
+        Choice("cpu", "cpu", "strategy: offload activations to CPU (torchtune)"),
+    ),
+    "strategy.float8": (
+        Choice(False, "off", "strategy: Float8 off"),
+        Choice(True, "on", "strategy: Float8 linears (torchao)"),
     ),
     "strategy.attention": (
         Choice("flash", "flash", "strategy: flash attention"),

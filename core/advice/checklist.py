@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from vramplan.core.advice.checks import nan, oom, slow
+from vramplan.core.advice.checks import nan, oom, slow, stack
 from vramplan.core.advice.checks.base import STATUSES, Context, Item
 from vramplan.core.advice.whatif import FRAGMENTATION_RISK, Effect
 from vramplan.core.memory.result import Estimate
@@ -36,7 +36,7 @@ __all__ = [
 ]
 
 GROUPS: dict[str, str] = {"oom": "Out of memory", "nan": "NaN loss", "slow": "Slow training"}
-RULES = (*oom.RULES, *nan.RULES, *slow.RULES)
+RULES = (*oom.RULES, *stack.OOM_RULES, *nan.RULES, *slow.RULES, *stack.SLOW_RULES)
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from typing import Any
 
 from vramplan.core.plan import presets
 from vramplan.core.plan.plan import Plan
+from vramplan.core.plan.precision import REGIMES
 
 # What a move frees: the estimate's kinds grouped as the checklist talks about them.
 TARGET_KINDS: dict[str, tuple[str, ...]] = {
@@ -56,13 +57,16 @@ def memory_moves(plan: Plan) -> tuple[Move, ...]:
     gpu = presets.gpu(hw.gpu)
     dp, tp, pp, zero = plan.data_parallel, s.tensor_parallel, s.pipeline_parallel, s.zero_stage
     out: list[Move] = []
-    levels = ("none", "selective", "full")
+    levels = ("none", "selective", "op", "full")  # least memory last
+    titles = {"selective": "selective checkpointing", "op": "per-op checkpointing", "full": "full checkpointing"}
     for level in levels[levels.index(s.gradient_checkpointing) + 1 :]:
-        out.append(
-            _move(
-                f"{level} checkpointing", {"strategy.gradient_checkpointing": level}, "checkpointing", ("activations",)
-            )
-        )
+        changes = {"strategy.gradient_checkpointing": level}
+        if s.checkpoint_every > 1:
+            changes["strategy.checkpoint_every"] = 1
+        out.append(_move(titles[level], changes, "checkpointing", ("activations",)))
+    if s.gradient_checkpointing in ("op", "full") and s.checkpoint_every > 1:
+        out.append(_move("checkpoint every block", {"strategy.checkpoint_every": 1}, "checkpointing", ("activations",)))
+    out += _stack_moves(plan)
     if s.attention == "eager":
         out.append(_move("flash attention", {"strategy.attention": "flash"}, "attention", ("activations",)))
     if not s.fused_cross_entropy:
@@ -87,12 +91,50 @@ def memory_moves(plan: Plan) -> tuple[Move, ...]:
     out += _offload_moves(plan)
     if t.optimizer == "adamw":
         out.append(_move("8-bit AdamW", {"training.optimizer": "adamw-8bit"}, "optimizer", ("optimizer_states",), 1))
+    if t.optimizer in ("adamw", "adamw-8bit") and s.offload_optimizer == "none":
+        out.append(
+            _move(
+                "paged 8-bit AdamW (bitsandbytes)",
+                {"training.optimizer": "paged-adamw-8bit"},
+                "optimizer",
+                ("optimizer_states",),
+                1,
+            )
+        )
     if s.activation_compression == "none":
         out.append(_move("int8 activations", {"strategy.activation_compression": "int8"}, "int8", ("activations",), 1))
     out += _precision_moves(plan, gpu.bf16)
     out += _method_moves(plan)
     out += _parallel_moves(plan)
     return tuple(out)
+
+
+def _stack_moves(plan: Plan) -> list[Move]:
+    """What today's stacks offer (torchtune, torchtitan): compile, the optimizer step in backward, activation
+    offloading, a chunked loss, 16-bit adapters; each only where the plan allows it."""
+    t, s = plan.training, plan.strategy
+    out: list[Move] = []
+    if not s.compile:
+        out.append(_move("torch.compile", {"strategy.compile": True}, "compile", ("activations",)))
+    if (
+        not s.optimizer_in_backward
+        and t.grad_accum_steps == 1
+        and not t.grad_clip
+        and s.offload_optimizer == "none"
+        and s.pipeline_parallel == 1
+    ):
+        out.append(
+            _move("optimizer step in backward", {"strategy.optimizer_in_backward": True}, "opt_in_bwd", ("weights",))
+        )
+    if s.activation_offload == "none" and s.gradient_checkpointing in ("op", "full"):
+        out.append(
+            _move("activation offload to CPU", {"strategy.activation_offload": "cpu"}, "act_offload", ("activations",))
+        )
+    if s.loss_chunks == 1 and not s.fused_cross_entropy:
+        out.append(_move("chunked cross-entropy (8)", {"strategy.loss_chunks": 8}, "loss", ("logits",)))
+    if t.method != "full" and t.lora_dtype == "fp32" and not REGIMES[t.regime].master_bytes:
+        out.append(_move("16-bit adapters", {"training.lora_dtype": "bf16"}, "lora_dtype", ("activations",), 1))
+    return out
 
 
 def _offload_moves(plan: Plan) -> list[Move]:

@@ -141,6 +141,11 @@ def _check_stack(p: Plan) -> None:
                 "linears need them",
                 "strategy.float8",
             )
+        if t.method != "full":
+            raise PlanError(
+                "torchao's Float8 training converts trained linears; a frozen LoRA/QLoRA base is not converted",
+                "strategy.float8",
+            )
         if t.regime == "fp32":
             raise PlanError(
                 "Float8 linears compute in fp8 from a 16-bit model: choose a 16-bit precision", "strategy.float8"

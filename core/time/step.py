@@ -207,8 +207,15 @@ def step_time(plan: Plan) -> StepTime:
         fetch = transfer_seconds(gathered / dp, lk.host if s.offload_parameters == "cpu" else nvme)
     if zero >= 2:
         rs = reduce_scatter_seconds(grad_bytes, dp, lk.dp)
-    fwd_comm, fwd_host = _hidden(ag, fetch, fwd_mb)
-    bwd_comm, bwd_host = _hidden(ag + rs, fetch + (d2h if zero >= 2 else 0.0), bwd_mb)
+    act_off = 0.0
+    if s.activation_offload == "cpu" and ckpt in ("op", "full"):
+        # torchtune training/_activation_offloading.py: each checkpoint's input goes to pinned host memory on a
+        # side stream during the forward and comes back when its block's backward starts (overlapped; what
+        # exceeds the pass is exposed)
+        per_block = reg.resid_bytes * T * arch.h / (tp if s.sequence_parallel else 1)
+        act_off = transfer_seconds(arch.L // s.checkpoint_every / pp * per_block, lk.host)
+    fwd_comm, fwd_host = _hidden(ag, fetch + act_off, fwd_mb)
+    bwd_comm, bwd_host = _hidden(ag + rs, fetch + act_off + (d2h if zero >= 2 else 0.0), bwd_mb)
     mb = core_mb + tp_mb + pp_mb + fwd_comm + fwd_host + bwd_comm + bwd_host
 
     # -- once per step ------------------------------------------------------------------------------------------
@@ -268,7 +275,7 @@ def step_time(plan: Plan) -> StepTime:
         TimeTerm(name="param_allgather", seconds=param_ag, exposed=param_ag_exposed, category=com),
         TimeTerm(
             name="offload_transfers",
-            seconds=m * (2 * fetch + (d2h if zero >= 2 else 0.0)) + end_d2h,
+            seconds=m * (2 * fetch + 2 * act_off + (d2h if zero >= 2 else 0.0)) + end_d2h,
             exposed=m * (fwd_host + bwd_host) + end_host,
             category=off,
         ),

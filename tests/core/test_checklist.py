@@ -45,7 +45,7 @@ def assert_fix_applies(p: Plan, item: Any) -> None:
 def test_items_have_unique_ids_in_their_group_and_a_source() -> None:
     cl = checklist(default_plan())
     ids = [i.id for i in cl]
-    assert len(ids) == len(set(ids)) == 21
+    assert len(ids) == len(set(ids)) == 23
     for item in cl:
         assert item.group in GROUPS and item.id.startswith(item.group + ".")
         assert item.status in ("ok", "warn", "fail", "manual")
@@ -347,3 +347,26 @@ def test_a_checklist_measures_a_few_changes_not_a_search(monkeypatch: pytest.Mon
     monkeypatch.setattr(WhatIf, "changed", counting)
     cl = checklist(plan(strategy__zero_stage=0, strategy__gradient_checkpointing="none"))
     assert isinstance(cl, Checklist) and 0 < len(calls) < 60
+
+
+def test_stack_settings_warn_where_unusual() -> None:
+    """issue 12.11: an fp32 frozen LoRA base, PEFT's kbit preparation and an old bitsandbytes are flagged, each
+    with the common stack's setting measured as the fix; the default LoRA plan is not."""
+    assert check(plan(training__method="lora"), "oom.stack").status == "ok"
+    fp32 = check(plan(training__method="lora", training__precision="bf16-autocast"), "oom.stack")
+    assert fp32.status == "warn" and "frozen base in fp32" in fp32.detail
+    assert fp32.fix is not None and dict(fp32.fix.changes) == {"training.precision": "bf16-pure"}
+    one_gpu = {"hardware__gpus_per_node": 1, "strategy__zero_stage": 0, "strategy__gradient_checkpointing": "none"}
+    old = check(plan(training__method="qlora", training__bnb_generation="legacy", **one_gpu), "oom.stack")
+    assert old.status == "warn" and "0.43.1" in old.detail
+    assert old.fix is not None and old.fix.saves_memory
+
+
+def test_paged_states_outside_the_gpu_budget() -> None:
+    """Paged bitsandbytes states count in the process total, not in allocated, and not against the capacity."""
+    p = plan(training__optimizer="paged-adamw-8bit", strategy__zero_stage=0, hardware__gpus_per_node=1)
+    est = estimate(p)
+    paged = est.overhead_bytes["paged_optimizer_states"]
+    assert paged > 0 and est.total - est.on_gpu == paged
+    assert est.allocated <= est.reserved <= est.total - paged
+    assert check(p, "slow.paged").status in ("ok", "warn")

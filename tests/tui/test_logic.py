@@ -90,7 +90,10 @@ def test_history_keeps_each_steps_file_meta() -> None:
     ],
 )
 def test_choices_cover_every_value_of_the_plan_field(key: str, literal: object) -> None:
-    assert {c.value for c in CHOICES[key]} == set(typing.get_args(literal))
+    values: set[object] = set()
+    for arg in typing.get_args(literal):  # Optional[Literal[...]]: the literal's values and None ("auto")
+        values |= set(typing.get_args(arg)) if typing.get_args(arg) else {None if arg is type(None) else arg}
+    assert {c.value for c in CHOICES[key]} == values
 
 
 def test_every_choice_is_a_valid_plan_value() -> None:

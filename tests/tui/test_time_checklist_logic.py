@@ -52,7 +52,11 @@ def test_number_text_reads_back() -> None:
 
 def test_alternatives_start_with_the_next_choice() -> None:
     plan = default_plan()  # full checkpointing, TP 1
-    assert alternatives(plan, "strategy.gradient_checkpointing") == [("none", "none"), ("selective", "selective")]
+    assert alternatives(plan, "strategy.gradient_checkpointing") == [
+        ("none", "none"),
+        ("selective", "selective"),
+        ("op", "op"),
+    ]
     assert alternatives(plan, "strategy.tensor_parallel") == [("2", 2)]
     tp2 = plan.with_changes({"strategy.tensor_parallel": 2})
     assert alternatives(tp2, "strategy.tensor_parallel") == [("4", 4), ("1", 1)]
@@ -63,7 +67,7 @@ def test_toggle_effects_are_re_estimates_and_skip_impossible_choices() -> None:
     est, st = estimate(plan), step_time(plan)
     effects = toggle_effects(plan, est, ("strategy.gradient_checkpointing", "strategy.offload_parameters"))
     assert effects["strategy.offload_parameters"] == []  # needs the optimizer offloaded too: blocked, not shown
-    (label, none), _ = effects["strategy.gradient_checkpointing"]
+    (label, none), *_ = effects["strategy.gradient_checkpointing"]
     changed = plan.with_changes({"strategy.gradient_checkpointing": "none"})
     assert label == "none"
     assert none.memory_delta == estimate(changed).total - est.total > 0

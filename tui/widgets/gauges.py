@@ -22,7 +22,8 @@ from vramplan.tui.widgets.text import show_text
 
 
 def headline(est: Estimate) -> str:
-    """Two lines: the verdict with the per-GPU total (one decimal, as ``vramplan estimate``), then the margin."""
+    """Three lines: the verdict with the per-GPU total (one decimal, as ``vramplan estimate``), the margin, and
+    what ``torch.cuda.max_memory_allocated()`` / ``max_memory_reserved()`` would show."""
     total, cap = gib(est.total), gib(est.gpu_capacity)
     if est.fits:
         verdict = f"[b]✔ fits[/b]  {total} / {cap} GiB per GPU"
@@ -30,7 +31,9 @@ def headline(est: Estimate) -> str:
     else:
         verdict = f"[b]✘ does not fit by {gib(-est.headroom)} GiB[/b]"
         margin = f"{total} / {cap} GiB per GPU ({est.total / est.gpu_capacity:.0%})"
-    return f"{verdict}\n{margin}"
+    # what torch.cuda.max_memory_allocated() / max_memory_reserved() would show (the total adds the process)
+    torch = f"torch alloc {gib(est.allocated)} · resv {gib(est.reserved)}"
+    return f"{verdict}\n{margin}\n{torch}"
 
 
 def plan_summary(est: Estimate) -> str:

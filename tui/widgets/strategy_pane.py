@@ -22,6 +22,10 @@ BLOCKABLE = (
     "strategy.offload_optimizer",
     "strategy.offload_parameters",
     "strategy.sequence_parallel",
+    "strategy.compile",
+    "strategy.optimizer_in_backward",
+    "strategy.activation_offload",
+    "strategy.float8",
 )
 EFFECT_KEYS = (*BLOCKABLE, *DEGREE_KEYS)
 
@@ -45,6 +49,11 @@ class StrategyPane(PlanPane):
         yield IntField("strategy.tensor_parallel", "tensor parallel", effect=True)
         yield IntField("strategy.pipeline_parallel", "pipeline parallel", effect=True)
         yield ChoiceField("strategy.sequence_parallel", "sequence parallel", effect=True)
+        yield ChoiceField("strategy.compile", "torch.compile", effect=True)
+        yield ChoiceField("strategy.optimizer_in_backward", "optimizer in bwd", effect=True)
+        yield ChoiceField("strategy.activation_offload", "offload activations", effect=True)
+        yield IntField("strategy.loss_chunks", "loss chunks")
+        yield ChoiceField("strategy.float8", "Float8 linears", effect=True)
 
     def show_estimate(self, est: Estimate) -> None:
         self.show_blocked(est, BLOCKABLE)

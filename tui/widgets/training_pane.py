@@ -32,6 +32,7 @@ class TrainingPane(PlanPane):
             "training.lora_targets", "LoRA targets", tooltip="q k v o gate up down, qkv (BLOOM), or all-linear"
         )
         yield ChoiceField("training.quantization", "base weights")
+        yield ChoiceField("training.lora_dtype", "LoRA dtype")
         yield Label("time (step time, time to train)", classes="section")
         yield NumberField(
             "training.mfu",
