@@ -60,7 +60,7 @@ def memory_moves(plan: Plan) -> tuple[Move, ...]:
     levels = ("none", "selective", "op", "full")  # least memory last
     titles = {"selective": "selective checkpointing", "op": "per-op checkpointing", "full": "full checkpointing"}
     for level in levels[levels.index(s.gradient_checkpointing) + 1 :]:
-        changes = {"strategy.gradient_checkpointing": level}
+        changes: dict[str, Any] = {"strategy.gradient_checkpointing": level}
         if s.checkpoint_every > 1:
             changes["strategy.checkpoint_every"] = 1
         out.append(_move(titles[level], changes, "checkpointing", ("activations",)))

@@ -192,10 +192,11 @@ def _optimizer(b: _Builder) -> None:
     elif t.optimizer == "adafactor":
         name, untested = "Adafactor", True
         b.note("optimizer.type Adafactor is torch.optim.Adafactor (PyTorch >= 2.5)")
-    else:  # adamw-8bit
+    else:  # bitsandbytes: adamw-8bit, paged-adamw, paged-adamw-8bit
+        cls = {"adamw-8bit": "AdamW8bit", "paged-adamw": "PagedAdamW", "paged-adamw-8bit": "PagedAdamW8bit"}
         b.lacks(
-            "training.optimizer = adamw-8bit: bitsandbytes' AdamW8bit is not a DeepSpeed optimizer; create it in "
-            "code and pass it to deepspeed.initialize(optimizer=...)"
+            f"training.optimizer = {t.optimizer}: bitsandbytes' {cls.get(t.optimizer, t.optimizer)} is not a "
+            "DeepSpeed optimizer; create it in code and pass it to deepspeed.initialize(optimizer=...)"
         )
         if s.zero_stage:
             b.config["zero_allow_untested_optimizer"] = True
@@ -278,10 +279,20 @@ def _checkpointing(b: _Builder) -> None:
             "activation_checkpointing configures deepspeed.checkpointing.checkpoint; the model must still "
             "checkpoint every block (HF: model.gradient_checkpointing_enable())"
         )
+    elif mode == "op":
+        b.lacks(
+            "strategy.gradient_checkpointing = op: torchtitan's per-op selective checkpointing is a "
+            "torch.utils.checkpoint policy (create_selective_checkpoint_contexts), not a DeepSpeed setting"
+        )
     else:
         b.lacks(
             "strategy.gradient_checkpointing = selective: DeepSpeed has no selective recomputation (Megatron's "
             "--recompute-granularity selective); its checkpointing recomputes whole blocks"
+        )
+    if b.plan.strategy.checkpoint_every > 1:
+        b.lacks(
+            f"strategy.checkpoint_every = {b.plan.strategy.checkpoint_every}: which blocks are checkpointed is "
+            "the model's choice (wrap every k-th block), not DeepSpeed's"
         )
 
 
@@ -328,3 +339,17 @@ def _model_side(b: _Builder) -> None:
     b.note(f"attention: load the model with attn_implementation = {attn}")
     if s.fused_cross_entropy:
         b.note("fused cross-entropy (strategy.fused_cross_entropy) is the model's loss (e.g. Liger), not DeepSpeed's")
+    stack = {
+        "strategy.compile": (s.compile, "torch.compile is the script's (model.compile() per block); DeepSpeed's "
+                             "compile key wraps the whole engine"),
+        "strategy.optimizer_in_backward": (s.optimizer_in_backward, "DeepSpeed steps the optimizer after backward"),
+        "strategy.activation_offload": (s.activation_offload != "none", "torchtune's activation offloading is a "
+                                        "saved-tensors hook, not a DeepSpeed setting (cpu_checkpointing moves "
+                                        "checkpoints of deepspeed.checkpointing only)"),
+        "strategy.loss_chunks": (s.loss_chunks > 1, "a chunked loss is the model's (torchtune "
+                                 "CEWithChunkedOutputLoss)"),
+        "strategy.float8": (s.float8, "Float8 linears come from torchao's convert_to_float8_training"),
+    }  # fmt: skip
+    for key, (on, why) in stack.items():
+        if on:
+            b.lacks(f"{key}: {why}")

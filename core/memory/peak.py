@@ -178,6 +178,7 @@ class StagePeak(NamedTuple):
     moment: int  # the peak moment's index in `phases`
     phases: tuple[Phase, ...]
     largest: dict[str, int]  # each kind at its largest over the moments (must not be mutated: memoised)
+    acts: StageActs
 
 
 class BusiestStage(NamedTuple):
@@ -193,14 +194,15 @@ class BusiestStage(NamedTuple):
 @memoised(1024)
 def _stage_peak(ctx: ActCtx, stage: Stage, st: States, lay: Layout) -> StagePeak:
     """A stage's phases, the live bytes at its peak, the peak's index, and each kind at its largest."""
-    phases = _phases(ctx, stage, st, stage_acts(ctx, stage, lay), lay)
+    acts = stage_acts(ctx, stage, lay)
+    phases = _phases(ctx, stage, st, acts, lay)
     top, peak = max((sum(p.live.values()), i) for i, p in enumerate(phases))
     largest = dict.fromkeys(KINDS[:-1], 0)
     for p in phases:
         for k, v in p.live.items():
             if v > largest[k]:
                 largest[k] = v
-    return StagePeak(tensor_bytes=top, moment=peak, phases=phases, largest=largest)
+    return StagePeak(tensor_bytes=top, moment=peak, phases=phases, largest=largest, acts=acts)
 
 
 def estimate(plan: Plan, *, cpu: bool = False) -> Estimate:
@@ -254,7 +256,7 @@ def estimate(plan: Plan, *, cpu: bool = False) -> Estimate:
         sp = _stage_peak(ctx, stage, st, lay)
         if best is None or sp.tensor_bytes > best.peak.tensor_bytes:
             name = "all" if pp == 1 else ("first" if stage.first else "last")
-            best = BusiestStage(name=name, states=st, peak=sp, acts=stage_acts(ctx, stage, lay), stage=stage)
+            best = BusiestStage(name=name, states=st, peak=sp, acts=sp.acts, stage=stage)
     assert best is not None
     st, stage_name, phases, most = best.states, best.name, best.peak.phases, best.peak.largest
     peak = phases[best.peak.moment]

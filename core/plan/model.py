@@ -8,6 +8,7 @@ architecture flags) default to the family's and may only be set where the family
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
@@ -115,6 +116,11 @@ class ModelConfig(BaseModel):
         return self
 
     def arch(self) -> Arch:
+        return self._arch
+
+    @cached_property
+    def _arch(self) -> Arch:
+        """Built once per (frozen) model config: an estimate asks for it several times."""
         return build_arch(
             self.model_type,
             self.vocab_size,
