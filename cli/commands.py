@@ -10,6 +10,7 @@ import json
 import sys
 import warnings
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import NoReturn
 
 from vramplan.core.plan.errors import PlanError, PlanNotice
@@ -147,13 +148,14 @@ def cmd_export(args: argparse.Namespace) -> int:
     fmt = args.format or (format_for_path(out) if out and out != "-" else None) or "toml"
     title = args.title if args.title is not None else (meta.title if meta else None)
     note = args.note if args.note is not None else (meta.note if meta else None)
-    rendered = render(fmt, plan, title=title or None, note=note or None)
+    path = out or default_file_name(plan, fmt)
+    plan_dir = None if out == "-" else Path(path).absolute().parent  # hf_config is written relative to it
+    rendered = render(fmt, plan, title=title or None, note=note or None, plan_dir=plan_dir)
     for line in rendered.warnings:
         warnings.warn(line, PlanNotice, stacklevel=1)
     if out == "-":
         sys.stdout.write(rendered.text)
         return 0
-    path = out or default_file_name(plan, fmt)
     try:
         written = write_atomic(path, rendered.text, overwrite=args.force)
     except OverwriteRefused as exc:

@@ -89,8 +89,10 @@ def render(
     note: str | None = None,
     created: str | None = None,
     extras: ReviewExtras | None = None,
+    plan_dir: Path | None = None,
 ) -> Rendered:
-    """The exported text of ``plan`` in format ``fmt`` (a key of `FORMATS`)."""
+    """The exported text of ``plan`` in format ``fmt`` (a key of `FORMATS`); ``plan_dir``: the directory a TOML
+    plan is written to (its ``hf_config`` is stored relative to it)."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown export format {fmt!r}; one of {', '.join(FORMATS)}")
     if fmt == "deepspeed":
@@ -103,7 +105,14 @@ def render(
         extras = review_extras(plan, est)
     if fmt == "toml":
         text = plan_toml(
-            plan, est, title=title, note=note, created=created, checklist=extras.checklist, time=extras.time
+            plan,
+            est,
+            title=title,
+            note=note,
+            created=created,
+            checklist=extras.checklist,
+            time=extras.time,
+            plan_dir=plan_dir,
         )
         return Rendered(fmt, text)
     return Rendered(fmt, markdown_report(est, title=title, note=note, created=created, extras=extras))
@@ -112,6 +121,6 @@ def render(
 def export_plan(path: str | Path, fmt: str, plan: Plan, *, overwrite: bool = False, **options: Any) -> Rendered:
     """Render ``plan`` and write it to ``path`` atomically. Nothing is written if rendering fails; an existing
     file is replaced only with ``overwrite=True`` (else `core.files.safewrite.OverwriteRefused`)."""
-    rendered = render(fmt, plan, **options)
+    rendered = render(fmt, plan, plan_dir=Path(path).absolute().parent, **options)
     write_atomic(path, rendered.text, overwrite=overwrite)
     return rendered

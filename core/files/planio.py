@@ -7,7 +7,7 @@ upgrade hint) and its ``[estimate]`` is set aside, recomputed, and compared; a d
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,9 +37,16 @@ def load_plan_file(path: str | Path) -> PlanFile:
     ``[model] hf_config`` is relative to the plan file's directory (the plan keeps it as an absolute path)."""
     raw = read_toml(path)
     model = raw.get("model")
+    missing = ""
     if isinstance(model, dict) and isinstance(model.get("hf_config"), str):
         model["hf_config"] = str((Path(path).parent / user_path(model["hf_config"])).resolve())
-    return plan_file_from_data(raw, str(path))
+        if not Path(model["hf_config"]).exists():
+            missing = model["hf_config"]
+    pf = plan_file_from_data(raw, str(path))
+    if missing:  # the plan loaded, so its model keys are all there: the config.json is only provenance
+        line = f"{path}: model.hf_config {missing} not found; the model keys in the file are used"
+        pf = replace(pf, notices=(line, *pf.notices))
+    return pf
 
 
 def plan_file_from_data(raw: dict[str, Any], where: str) -> PlanFile:

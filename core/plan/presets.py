@@ -193,12 +193,20 @@ def resolve_model(data: dict[str, Any], reg: Registry | None = None, seen: tuple
         data = {**base, **data}
     if isinstance(data.get("hf_config"), str):
         path = str(user_path(data["hf_config"]).absolute())  # relative: to the working directory
+        if not Path(path).exists() and states_every_key(data):
+            # a plan exported elsewhere: its model keys decide, hf_config is where they came from (provenance)
+            return {**data, "hf_config": path}
         try:
             base = read_hf_config(path).model
         except PlanError as exc:
             raise PlanError(exc.line(), "model.hf_config") from None
         data = {**base, **data, "hf_config": path}
     return data
+
+
+def states_every_key(data: Mapping[str, Any]) -> bool:
+    """Whether a ``[model]`` table gives every key `ModelConfig` requires (so it needs no preset or config.json)."""
+    return all(key in data for key, info in ModelConfig.model_fields.items() if info.is_required())
 
 
 def model_config(data: dict[str, Any]) -> ModelConfig:

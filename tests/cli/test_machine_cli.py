@@ -122,3 +122,30 @@ def test_presets_lists_user_presets_and_reports_broken_files(tmp_path: Path, mon
     assert line.startswith(f"vramplan: skipped user preset: {root / 'hardware/bad.toml'}: ") and "memory_mib" in line
     r = cli("estimate", "--gpu", "bad")
     assert r.returncode == 2 and "user preset file is broken" in r.stderr and len(r.stderr.splitlines()) == 1
+
+
+def test_an_exported_plan_opens_without_its_config_json(tmp_path: Path) -> None:
+    """Issue 16.2: an export from a config.json stores hf_config relative to the plan file (provenance) and every
+    model key; moved to a machine without the config.json it still opens, with a notice, not exit 2."""
+    d = checkpoint(tmp_path, "pythia-160m")
+    out_dir = tmp_path / "plans"
+    out_dir.mkdir()
+    made = cli("export", "--hf-config", str(d), "-o", str(out_dir / "p.toml"))
+    assert made.returncode == 0, made.stderr
+    text = (out_dir / "p.toml").read_text()
+    assert 'hf_config = "../pythia-160m"' in text
+    assert str(tmp_path) not in text  # nothing absolute from this machine
+    before = json.loads(cli("estimate", str(out_dir / "p.toml"), "--json").stdout)["memory"]["per_gpu"]
+
+    moved = tmp_path / "another" / "machine"
+    moved.mkdir(parents=True)
+    (out_dir / "p.toml").rename(moved / "p.toml")  # reviewed elsewhere: ../pythia-160m is not there
+    assert not (moved / ".." / "pythia-160m").exists()
+    got = cli("estimate", str(moved / "p.toml"), "--json")
+    assert got.returncode == 0, got.stderr
+    assert json.loads(got.stdout)["memory"]["per_gpu"] == before
+    assert "hf_config" in got.stderr and "not found; the model keys in the file are used" in got.stderr
+    # without the model keys a missing config.json is still an error, one line, exit 2
+    (moved / "bare.toml").write_text('[model]\nhf_config = "nowhere"\n')
+    bare = cli("estimate", str(moved / "bare.toml"))
+    assert bare.returncode == 2 and "no such file or directory" in bare.stderr
