@@ -17,7 +17,7 @@ from vramplan.core.plan.detect import DetectedGpus, detected_gpus
 from vramplan.core.plan.errors import PlanError, PlanNotice
 from vramplan.core.plan.keys import apply_overrides
 from vramplan.core.plan.paths import user_path
-from vramplan.core.plan.plan import Plan, default_plan, plan_from_dict
+from vramplan.core.plan.plan import Plan, default_only, default_plan, over_default_plan, plan_from_dict
 from vramplan.core.plan.tomlio import read_toml
 
 
@@ -58,11 +58,11 @@ def plan_file_from_data(raw: dict[str, Any], where: str) -> PlanFile:
         if stored is not None and not isinstance(stored, dict):
             raise PlanError("must be a table (it is written by vramplan export)", "estimate")
         try:
-            plan = plan_from_dict(raw)
+            plan = plan_from_dict(over_default_plan(raw))
         except PlanError as exc:
             hint = newer_hint(meta)
             if not hint:
-                raise
+                raise PlanError(exc.message + default_only(raw, exc.where or ""), exc.where) from None
             # A key this vramplan does not know is most likely new: say so rather than guess a misspelling.
             message = " ".join(exc.message.split()[:2]) if exc.message.startswith("unknown ") else exc.message
             raise PlanError(message.rstrip(",;") + hint, exc.where) from None

@@ -313,3 +313,26 @@ def default_plan() -> Plan:
     """The plan `vramplan` and `vramplan estimate` start from: full fine-tuning of LLaMA-7B on one 8 x A100-80GB
     node with ZeRO-3, full activation checkpointing and flash attention."""
     return plan_from_dict(DEFAULT_PLAN_DATA)
+
+
+def over_default_plan(raw: dict[str, Any]) -> dict[str, Any]:
+    """A plan file's tables laid over the default plan's (`DEFAULT_PLAN_DATA`): a file means "the default plan
+    plus what I wrote", as `vramplan estimate --set` does, not the bare field defaults. ``[model]`` is taken
+    whole (a model is not merged with LLaMA-7B's keys)."""
+    merged = dict(raw)
+    for table, defaults in DEFAULT_PLAN_DATA.items():
+        if table != "model" and isinstance(raw.get(table, {}), dict):
+            merged[table] = {**defaults, **raw.get(table, {})}
+    return merged
+
+
+def default_only(raw: dict[str, Any], where: str) -> str:
+    """A note for an error at ``where`` (``strategy.zero_stage``) when the file did not state that key and the
+    default plan filled it in (empty otherwise)."""
+    table, _, key = where.partition(".")
+    stated = raw.get(table)
+    default = DEFAULT_PLAN_DATA.get(table, {}).get(key)
+    if table == "model" or default is None or (isinstance(stated, dict) and key in stated):
+        return ""
+    shown = f'"{default}"' if isinstance(default, str) else str(default)
+    return f" ({key} = {shown} is the default plan's: set {where} in the file)"

@@ -216,3 +216,26 @@ def test_table_output_shows_step_time(capsys: pytest.CaptureFixture[str]) -> Non
     out = capsys.readouterr().out
     assert "step time" in out and "tokens/s" in out and "bottleneck: compute" in out
     assert "GPU-hours" in out
+
+
+def test_a_plan_file_is_the_default_plan_plus_what_it_says(tmp_path: Path) -> None:
+    """Issue 16.14: `[model] preset = "llama-7b"` alone is the default plan (ZeRO-3, full checkpointing, 8 GPUs,
+    17.8 GiB), not DDP without checkpointing (158 GiB); what the file states still wins."""
+    only = tmp_path / "only.toml"
+    only.write_text('[model]\npreset = "llama-7b"\n')
+    default = json.loads(cli("estimate", "--json").stdout)
+    got = cli("estimate", str(only), "--json")
+    assert got.returncode == 0, got.stderr
+    data = json.loads(got.stdout)
+    assert data["plan"] == default["plan"]
+    assert data["memory"]["per_gpu"]["total"] == default["memory"]["per_gpu"]["total"] < 20 * 2**30
+    stated = tmp_path / "stated.toml"
+    stated.write_text('[model]\npreset = "llama-7b"\n[strategy]\nzero_stage = 1\n[training]\nseq_len = 1024\n')
+    plan = json.loads(cli("estimate", str(stated), "--json").stdout)["plan"]
+    assert plan["strategy"]["zero_stage"] == 1 and plan["strategy"]["gradient_checkpointing"] == "full"
+    assert plan["training"]["seq_len"] == 1024 and plan["hardware"]["gpus_per_node"] == 8
+    # a default that clashes with what the file says is named as the default plan's
+    pp = tmp_path / "pp.toml"
+    pp.write_text('[model]\npreset = "llama-7b"\n[strategy]\npipeline_parallel = 2\n')
+    err = cli("estimate", str(pp))
+    assert err.returncode == 2 and "zero_stage = 3 is the default plan's" in err.stderr
