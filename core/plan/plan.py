@@ -40,6 +40,24 @@ MANUAL_CHECKS: tuple[str, ...] = ("oom.other_processes", "nan.learning_rate", "n
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
 
+BINARY_K_KEYS = frozenset({"training.seq_len"})  # where 4k is 4096 (context lengths), elsewhere K is 1000
+
+
+def parse_count(key: str, text: str) -> int | None:
+    """A whole number as typed for the plan key ``key`` (``4k``, ``32K``, ``1e3``, ``2_048``; empty: None), the
+    same in the planner's fields, plan files and ``--set``. ValueError says what a whole number looks like."""
+    value = parse_number(text, integer=True, binary=key in BINARY_K_KEYS)
+    assert value is None or isinstance(value, int)
+    return value
+
+
+def count_value(v: Any, key: str) -> Any:
+    """A pydantic before-validator's value: a string is parsed as `parse_count` does, anything else passed on."""
+    if isinstance(v, str):
+        return parse_count(key, v)
+    return v
+
+
 class HardwareConfig(BaseModel):
     model_config = _FROZEN
 
@@ -47,6 +65,11 @@ class HardwareConfig(BaseModel):
     gpus_per_node: int = Field(default=8, ge=1, le=1024)
     nodes: int = Field(default=1, ge=1, le=100_000)
     price_per_gpu_hour: float | None = Field(default=None, ge=0, description="overrides the preset's price")
+
+    @field_validator("gpus_per_node", "nodes", mode="before")
+    @classmethod
+    def _counts(cls, v: Any, info: Any) -> Any:
+        return count_value(v, f"hardware.{info.field_name}")
 
     @field_validator("gpu")
     @classmethod
@@ -113,6 +136,11 @@ class TrainingConfig(BaseModel):
         if not isinstance(v, str):
             return v
         return parse_number(v, integer=info.field_name == "tokens")
+
+    @field_validator("micro_batch_size", "seq_len", "grad_accum_steps", "lora_rank", mode="before")
+    @classmethod
+    def _counts(cls, v: Any, info: Any) -> Any:
+        return count_value(v, f"training.{info.field_name}")
 
     @field_validator("lora_targets", mode="before")
     @classmethod
@@ -181,6 +209,11 @@ class StrategyConfig(BaseModel):
     tensor_parallel: int = Field(default=1, ge=1, le=1024)
     pipeline_parallel: int = Field(default=1, ge=1, le=1024)
     sequence_parallel: bool = False
+
+    @field_validator("checkpoint_every", "loss_chunks", "tensor_parallel", "pipeline_parallel", mode="before")
+    @classmethod
+    def _counts(cls, v: Any, info: Any) -> Any:
+        return count_value(v, f"strategy.{info.field_name}")
 
 
 class OverheadConfig(BaseModel):
