@@ -130,7 +130,7 @@ def cmd_presets(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from vramplan.core.files.export import default_file_name, format_for_path, render
+    from vramplan.core.files.export import default_file_name, output_format, render
     from vramplan.core.files.planio import load_plan_file, starting_plan
     from vramplan.core.files.safewrite import OverwriteRefused, write_atomic
     from vramplan.core.plan.keys import apply_overrides
@@ -145,7 +145,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         plan = starting_plan()
     plan = apply_overrides(plan, args.model, args.gpu, args.sets, args.hf_config)
     out = args.output
-    fmt = args.format or (format_for_path(out) if out and out != "-" else None) or "toml"
+    fmt = args.format or (output_format(out) if out and out != "-" else "toml")
     title = args.title if args.title is not None else (meta.title if meta else None)
     note = args.note if args.note is not None else (meta.note if meta else None)
     path = out or default_file_name(plan, fmt)

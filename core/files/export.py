@@ -26,6 +26,7 @@ from vramplan.core.files.review import ReviewExtras, markdown_report, review_ext
 from vramplan.core.files.safewrite import write_atomic
 from vramplan.core.memory.peak import estimate
 from vramplan.core.memory.result import Estimate
+from vramplan.core.plan.errors import PlanError
 from vramplan.core.plan.plan import Plan
 
 
@@ -63,6 +64,22 @@ def format_for_path(path: str | Path) -> str | None:
     if name.endswith((".md", ".markdown")):
         return "markdown"
     return None
+
+
+def output_format(path: str | Path) -> str:
+    """The format ``-o PATH`` asks for: by its extension, TOML without one; an extension that names no format
+    (``ds_config.yaml``) is a `PlanError` naming the formats, never a TOML file under a misleading name."""
+    fmt = format_for_path(path)
+    if fmt is not None:
+        return fmt
+    suffix = Path(path).suffix
+    if suffix and not suffix[1:].isdigit():  # plan.v2 or run.3 are names, not formats
+        raise PlanError(
+            f"{suffix} is not an export format: .toml (plan), .json (DeepSpeed config), .md (Markdown report); "
+            "or give --format toml|deepspeed|markdown",
+            "-o",
+        )
+    return "toml"
 
 
 def default_file_name(plan: Plan, fmt: str = "toml") -> str:

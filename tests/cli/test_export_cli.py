@@ -208,3 +208,19 @@ def test_export_never_imports_textual() -> None:
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert r.returncode == 0, r.stderr
+
+
+def test_an_extension_that_names_no_format_is_an_error(tmp_path: Path) -> None:
+    """Issue 16.8: `-o ds_config.yaml` wrote TOML under that name; now one line naming the formats, exit 2,
+    nothing written. --format still decides when given; no extension is a TOML plan."""
+    got = cli("export", "-o", "ds_config.yaml", cwd=tmp_path)
+    assert got.returncode == 2
+    assert one_line(got.stderr).endswith(
+        ".yaml is not an export format: .toml (plan), .json (DeepSpeed config), .md (Markdown report); "
+        "or give --format toml|deepspeed|markdown"
+    )
+    assert list(tmp_path.iterdir()) == []
+    assert cli("export", "-o", "ds_config.yaml", "--format", "deepspeed", cwd=tmp_path).returncode == 0
+    assert json.loads((tmp_path / "ds_config.yaml").read_text())["zero_optimization"]["stage"] == 3
+    assert cli("export", "-o", "plan", cwd=tmp_path).returncode == 0
+    assert load_plan_file(tmp_path / "plan").plan == default_plan()
