@@ -40,7 +40,13 @@ def _plan_args(p: argparse.ArgumentParser, required: bool = False) -> None:
         metavar="PATH",
         help="the model of a local Hugging Face config.json, or of a checkpoint directory holding one",
     )
-    p.add_argument("--gpu", metavar="ID", help="hardware preset id (vramplan presets hardware)")
+    p.add_argument(
+        "--gpu",
+        metavar="ID",
+        help="hardware preset id (vramplan presets hardware), or its nvidia-smi name; h100: the SXM part",
+    )
+    p.add_argument("--gpus", metavar="N", help="GPUs per node (same as --set hardware.gpus_per_node=N)")
+    p.add_argument("--nodes", metavar="N", help="nodes (same as --set hardware.nodes=N)")
     p.add_argument(
         "--set",
         dest="sets",
@@ -113,11 +119,26 @@ def cmd_fit(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_keys(args: argparse.Namespace) -> int:
+    """Every settable key with its type, default and meaning."""
+    from vramplan.cli.listing import keys_json, keys_text
+    from vramplan.core.plan.keyref import settable_keys
+
+    keys = settable_keys()
+    sys.stdout.write(json.dumps(keys_json(keys)) + "\n" if args.json else keys_text(keys))
+    return 0
+
+
 def cmd_presets(args: argparse.Namespace) -> int:
     from vramplan.cli.report import hardware_listing, model_listing
     from vramplan.core.plan.presets import registry
 
     reg = registry()
+    if args.json:
+        from vramplan.cli.listing import presets_json
+
+        sys.stdout.write(json.dumps(presets_json(reg, args.kind)) + "\n")
+        return 0
     parts = []
     if args.kind in (None, "models"):
         parts.append(model_listing(reg))
@@ -203,11 +224,16 @@ def build_parser() -> OneLineParser:
 
     p = sub.add_parser("presets", help="list model and hardware presets")
     p.add_argument("kind", nargs="?", choices=("models", "hardware"))
+    p.add_argument("--json", action="store_true", help="one JSON object on stdout")
     p.set_defaults(handler=cmd_presets)
+
+    p = sub.add_parser("keys", help="every settable key (--set TABLE.KEY=VALUE) with its type, default and meaning")
+    p.add_argument("--json", action="store_true", help="one JSON array on stdout")
+    p.set_defaults(handler=cmd_keys)
     return parser
 
 
-COMMANDS = ("estimate", "export", "check", "fit", "presets")
+COMMANDS = ("estimate", "export", "check", "fit", "presets", "keys")
 
 
 def _print_notices(caught: list[warnings.WarningMessage]) -> None:
@@ -227,6 +253,13 @@ def run(argv: Sequence[str]) -> int:
     """Run a headless command; user errors become one line on stderr and exit code 2."""
     try:
         args = build_parser().parse_args(list(argv))
+        shortcuts = [
+            f"hardware.{key}={value}"
+            for key, value in (("gpus_per_node", getattr(args, "gpus", None)), ("nodes", getattr(args, "nodes", None)))
+            if value is not None
+        ]
+        if shortcuts:  # --gpus/--nodes first: an explicit --set of the same key wins
+            args.sets = [*shortcuts, *args.sets]
         handler: Handler = args.handler
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", PlanNotice)

@@ -8,7 +8,7 @@ troubleshooting checklist's by-hand items the user has ticked). Every change goe
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -56,6 +56,28 @@ def count_value(v: Any, key: str) -> Any:
     if isinstance(v, str):
         return parse_count(key, v)
     return v
+
+
+def literal_values(annotation: Any) -> tuple[str, ...]:
+    """The strings a ``Literal[...]`` (or ``Literal[...] | None``) field takes; () for any other type."""
+    if get_origin(annotation) is Literal:
+        return tuple(a for a in get_args(annotation) if isinstance(a, str))
+    return tuple(v for arg in get_args(annotation) for v in literal_values(arg))
+
+
+def caseless_choices(model: type[BaseModel], data: Any) -> Any:
+    """A table's data with each choice spelled as the plan spells it: ``LoRA`` -> ``lora``, ``Full`` -> ``full``
+    (the planner shows ``LoRA``/``QLoRA``; the CLI and plan files take either case)."""
+    if not isinstance(data, dict):
+        return data
+    out = dict(data)
+    for name, value in data.items():
+        field = model.model_fields.get(name)
+        if isinstance(value, str) and field is not None:
+            allowed = literal_values(field.annotation)
+            if value not in allowed:
+                out[name] = next((a for a in allowed if a.lower() == value.strip().lower()), value)
+    return out
 
 
 class HardwareConfig(BaseModel):
@@ -142,10 +164,19 @@ class TrainingConfig(BaseModel):
     def _counts(cls, v: Any, info: Any) -> Any:
         return count_value(v, f"training.{info.field_name}")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _caseless(cls, data: Any) -> Any:
+        return caseless_choices(cls, data)
+
     @field_validator("lora_targets", mode="before")
     @classmethod
     def _targets_tuple(cls, v: Any) -> Any:
-        return (v,) if isinstance(v, str) else v
+        """``"q,v"``, ``"q v"`` (as the planner's field and ``--set training.lora_targets=q,v`` take them) or a
+        list."""
+        if isinstance(v, str):
+            return tuple(w.lower() for w in v.replace(",", " ").split() if w) or (v,)
+        return v
 
     @field_validator("lora_targets")
     @classmethod
@@ -209,6 +240,11 @@ class StrategyConfig(BaseModel):
     tensor_parallel: int = Field(default=1, ge=1, le=1024)
     pipeline_parallel: int = Field(default=1, ge=1, le=1024)
     sequence_parallel: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _caseless(cls, data: Any) -> Any:
+        return caseless_choices(cls, data)
 
     @field_validator("checkpoint_every", "loss_chunks", "tensor_parallel", "pipeline_parallel", mode="before")
     @classmethod

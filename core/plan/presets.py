@@ -295,3 +295,30 @@ def gpu(gpu_id: str, where: str = "hardware.gpu") -> GpuSpec:
             raise PlanError(f"user preset file is broken: {reg.broken[f'hardware/{gpu_id}']}", where) from None
         hint = suggest(gpu_id, reg.gpus) or " (vramplan presets hardware lists them)"
         raise PlanError(f"unknown GPU preset {gpu_id!r}{hint}", where) from None
+
+
+_VARIANTS = ("pcie", "nvl")  # a card's other form factors: --gpu h100 means the SXM part nvidia-smi shows on HGX
+
+
+def resolve_gpu_id(text: str) -> tuple[str, str]:
+    """The GPU preset ``--gpu TEXT`` names, and a note when it was not the exact id: any case (``H100-80GB``),
+    an nvidia-smi name (``NVIDIA H100 80GB HBM3``), or a family when one part is the obvious one (``h100`` ->
+    ``h100-80gb``, the SXM part; ``h100-pcie`` stays the PCIe card). Anything else is returned as given (the
+    plan's validation then names close matches)."""
+    reg = registry()
+    gpus = reg.sorted_gpus()
+    want = text.strip().lower()
+    for g in gpus:
+        if g.id == text.strip():
+            return g.id, ""
+    for g in gpus:
+        if want in (g.id.lower(), g.name.lower(), *(m.lower() for m in g.match)):
+            return g.id, ""
+    family = [g for g in gpus if g.id.lower().startswith(want + "-")]
+    main = [g for g in family if not any(v in g.id.lower() for v in _VARIANTS)]
+    if len(main) == 1:
+        others = ", ".join(g.id for g in family if g is not main[0])
+        return main[0].id, f"--gpu {text}: taken as {main[0].id} ({main[0].name})" + (
+            f"; {others} for the other form factors" if others else ""
+        )
+    return text, ""
