@@ -215,6 +215,12 @@ def advice_text(a: Advice, title: str) -> str:
     lines.append(
         f"Largest micro-batch that fits as is: {mb}" if mb else "Largest micro-batch that fits as is: none, not even 1"
     )
+    seq = a.max_seq_len
+    lines.append(
+        f"Largest sequence length that fits as is: {seq:,}"
+        if seq
+        else "Largest sequence length that fits as is: none, not even 1 token"
+    )
     if a.min_gpus is None:
         lines.append("Fewest GPUs that fit with these strategies: none (more GPUs do not shrink what each holds)")
     else:

@@ -181,3 +181,20 @@ def test_fit_subprocess_and_no_textual() -> None:
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert r.returncode == 0, r.stderr
+
+
+def test_fit_gives_the_largest_sequence_length_that_fits() -> None:
+    """Issue 16.13: `fit` says the largest sequence length that fits as is (`max_seq_len` in the JSON): it fits,
+    one token more does not."""
+
+    def cli(*args: str) -> str:
+        cmd = [sys.executable, "-m", "vramplan", *args]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=True).stdout
+
+    data = json.loads(cli("fit", "--json"))
+    seq = data["max_seq_len"]
+    assert seq > 2048
+    assert f"Largest sequence length that fits as is: {seq:,}" in cli("fit")
+    fits = json.loads(cli("estimate", "--set", f"training.seq_len={seq}", "--json"))["memory"]["fits"]
+    over = json.loads(cli("estimate", "--set", f"training.seq_len={seq + 1}", "--json"))["memory"]["fits"]
+    assert fits and not over

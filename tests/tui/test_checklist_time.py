@@ -228,3 +228,21 @@ async def test_each_strategy_choice_shows_its_re_estimated_effect() -> None:
                     shown += 1
             assert shown >= 10
             await pilot.press("c")
+
+
+async def test_largest_sequence_length_is_shown_and_applies() -> None:
+    """Issue 16.13: beside the largest micro-batch, the largest sequence length that fits as is; enter takes it."""
+    plan = default_plan()
+    best = advise(plan).max_seq_len
+    assert estimate(plan.with_changes({"training.seq_len": best})).fits
+    assert not estimate(plan.with_changes({"training.seq_len": best + 1})).fits
+    app = VramplanApp(plan=plan)
+    async with app.run_test(size=(100, 40)) as pilot:
+        await pilot.press("5")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert f"largest sequence length that fits as is: {best:,}" in row_text(app, "advice.seq_len")
+        await highlight(app, pilot, "advice.seq_len")
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.planner.plan == plan.with_changes({"training.seq_len": best})
