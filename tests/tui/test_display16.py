@@ -28,3 +28,19 @@ async def test_legend_columns_stay_apart_from_100_gib_and_the_axis_reads_right_o
         assert re.search(r"Parameters\s+\d{3}\.\d\d\s+\d{3}\.\d\d$", params), params
         axis = str(app.planner.query_one("#gpu-bar", StackedBar).render()).splitlines()[-1]
         assert axis.startswith("0 ") and f"{est.gpu_capacity / GiB:.1f} GiB ┘" in axis, axis
+
+
+async def test_the_current_choice_reads_without_colour(monkeypatch) -> None:
+    """Issue 16.9: the ChoiceBar's current choice was only a background shade: under NO_COLOR or in copied text it
+    was invisible. It is bracketed; the others are not."""
+    monkeypatch.setenv("NO_COLOR", "1")
+    app = VramplanApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("4")
+        await pilot.pause()
+        ckpt = app.planner.query_one("#f-strategy-gradient_checkpointing ChoiceBar")
+        text = str(ckpt.render())
+        assert "[full]" in text and " none " in text and "[none]" not in text
+        await pilot.press("c")  # cycle checkpointing: the brackets follow
+        await pilot.pause()
+        assert "[full]" not in str(ckpt.render()) and str(ckpt.render()).count("[") == 1
