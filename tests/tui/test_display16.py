@@ -44,3 +44,30 @@ async def test_the_current_choice_reads_without_colour(monkeypatch) -> None:
         await pilot.press("c")  # cycle checkpointing: the brackets follow
         await pilot.pause()
         assert "[full]" not in str(ckpt.render()) and str(ckpt.render()).count("[") == 1
+
+
+def screen_rows(app: VramplanApp) -> list[str]:
+    """The screen's text, row by row, read from the app's own SVG screenshot (what a terminal shows)."""
+    import html
+
+    svg = app.export_screenshot()
+    rows: dict[float, list[tuple[float, str]]] = {}
+    for m in re.finditer(r'<text[^>]*x="([\d.]+)"[^>]*y="([\d.]+)"[^>]*>(.*?)</text>', svg):
+        rows.setdefault(float(m.group(2)), []).append((float(m.group(1)), html.unescape(m.group(3))))
+    out = []
+    for y in sorted(rows):
+        line = ""
+        for x, text in sorted(rows[y]):
+            line = line.ljust(round(x / 12.2)) + text
+        out.append(line.replace("\xa0", " "))
+    return out
+
+
+async def test_no_stray_character_after_the_cut_footer() -> None:
+    """Issue 16.6: at 80 columns the footer is cut and a letter of a hidden key showed after the palette key
+    (`^p paletteO`)."""
+    app = VramplanApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        last = screen_rows(app)[-1]
+        assert re.search(r"\^p palette\s*$", last), last
