@@ -71,3 +71,16 @@ async def test_no_stray_character_after_the_cut_footer() -> None:
         await pilot.pause()
         last = screen_rows(app)[-1]
         assert re.search(r"\^p palette\s*$", last), last
+
+
+async def test_the_headline_follows_the_headroom() -> None:
+    """Issue 16.11: green only with a comfortable margin; amber (and `! fits, tight`) below 10% free, the
+    checklist's fragmentation warning; red over capacity. The words say it without colour."""
+    for micro, state, words in ((20, "", "✔ fits"), (32, "-warn", "! fits, tight"), (36, "-over", "✘ does not fit")):
+        plan = default_plan().with_changes({"training.micro_batch_size": micro})
+        app = VramplanApp(plan=plan)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause()
+            head = app.planner.query_one("#headline")
+            assert str(head.visual).startswith(words), (micro, str(head.visual))
+            assert head.has_class("-warn") == (state == "-warn") and head.has_class("-over") == (state == "-over")
