@@ -84,3 +84,17 @@ async def test_the_headline_follows_the_headroom() -> None:
             head = app.planner.query_one("#headline")
             assert str(head.visual).startswith(words), (micro, str(head.visual))
             assert head.has_class("-warn") == (state == "-warn") and head.has_class("-over") == (state == "-over")
+
+
+async def test_the_step_time_table_is_filled_after_growing_the_terminal() -> None:
+    """Issue 16.5: after a resize from 80x24 to 160x48 the step-time table was empty until the next plan change."""
+    app = VramplanApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.resize_terminal(160, 48)
+        await pilot.pause()
+        await pilot.pause()
+        terms = app.planner.query_one("#time-terms")
+        lines = str(terms.visual).splitlines()
+        assert terms.display and len(lines) > 3 and "step" in lines[0]
+        assert terms.region.height >= len(lines)  # it was 1: the table cut to its header

@@ -130,6 +130,14 @@ class MemoryGauges(VerticalScroll):
 
     def on_resize(self) -> None:
         self._time_terms()  # the layout (and so whether the table is shown) changes with the terminal's size
+        # a layout request made while the resize is being laid out is lost (the table kept the one line it had
+        # while hidden, until the next plan change): ask again after this frame
+        self.call_after_refresh(self._relayout_time_terms)
+
+    def _relayout_time_terms(self) -> None:
+        terms = self.query_one("#time-terms", Static)
+        if terms.display:
+            terms.refresh(layout=True)
 
     def watch_estimate(self) -> None:
         est = self.estimate
