@@ -26,6 +26,7 @@ from vramplan.core.files.review import ReviewExtras, markdown_report, review_ext
 from vramplan.core.files.safewrite import write_atomic
 from vramplan.core.memory.peak import estimate
 from vramplan.core.memory.result import Estimate
+from vramplan.core.plan.describe import model_base, modified_keys
 from vramplan.core.plan.errors import PlanError
 from vramplan.core.plan.plan import Plan
 
@@ -85,7 +86,13 @@ def output_format(path: str | Path) -> str:
 def default_file_name(plan: Plan, fmt: str = "toml") -> str:
     """A file name that says what the plan is: ``llama-7b-8xa100-80gb-full-zero3.toml``."""
     m, hw, t, s = plan.model, plan.hardware, plan.training, plan.strategy
-    model = m.preset or f"{m.model_type}-{m.num_hidden_layers}l-{m.hidden_size}h"
+    base = None if m.preset else model_base(m)  # a config.json: its model's name (mistral-nemo-base-2407)
+    if m.preset:
+        model = m.preset
+    elif base is not None:
+        model = base[0].rstrip("/").rsplit("/", 1)[-1] + ("-modified" if modified_keys(m, base) else "")
+    else:
+        model = f"{m.model_type}-{m.num_hidden_layers}l-{m.hidden_size}h"
     parts = [model, f"{hw.total_gpus}x{hw.gpu}", t.method, f"zero{s.zero_stage}"]
     if s.tensor_parallel > 1:
         parts.append(f"tp{s.tensor_parallel}")

@@ -149,3 +149,29 @@ def test_an_exported_plan_opens_without_its_config_json(tmp_path: Path) -> None:
     (moved / "bare.toml").write_text('[model]\nhf_config = "nowhere"\n')
     bare = cli("estimate", str(moved / "bare.toml"))
     assert bare.returncode == 2 and "no such file or directory" in bare.stderr
+
+
+def test_export_file_names_follow_the_config_json_model_name(tmp_path: Path) -> None:
+    """Issue 16.18: a plan from a config.json is exported as `mistral-nemo-base-2407-...` (its model's name), not
+    `mistral-40l-5120h-...`."""
+    d = tmp_path / "ckpt"
+    d.mkdir()
+    config = {
+        "_name_or_path": "mistralai/Mistral-Nemo-Base-2407",
+        "model_type": "mistral",
+        "vocab_size": 131072,
+        "hidden_size": 5120,
+        "intermediate_size": 14336,
+        "num_hidden_layers": 40,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+    }
+    (d / "config.json").write_text(json.dumps(config))
+    r = subprocess.run(
+        [sys.executable, "-m", "vramplan", "export", "--hf-config", str(d), "--format", "markdown"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=60,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    (written,) = [p.name for p in tmp_path.iterdir() if p.suffix == ".md"]
+    assert written.startswith("mistral-nemo-base-2407-8xa100-80gb-full-zero3"), written
