@@ -98,3 +98,23 @@ async def test_the_step_time_table_is_filled_after_growing_the_terminal() -> Non
         lines = str(terms.visual).splitlines()
         assert terms.display and len(lines) > 3 and "step" in lines[0]
         assert terms.region.height >= len(lines)  # it was 1: the table cut to its header
+
+
+async def test_quit_with_an_unsaved_changed_plan_asks_once() -> None:
+    """Issue 16.18: ctrl+q with a changed plan not exported as TOML asks once; the second ctrl+q quits. An
+    unchanged plan quits at once."""
+    app = VramplanApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("z")
+        await pilot.pause()
+        await pilot.press("ctrl+q")
+        await pilot.pause()
+        assert app.is_running and "ctrl+q again quits" in str(app.planner.query_one("#notice").visual)
+        await pilot.press("ctrl+q")
+        await pilot.pause()
+        assert not app.is_running
+    fresh = VramplanApp()
+    async with fresh.run_test(size=(80, 24)) as pilot:
+        await pilot.press("ctrl+q")
+        await pilot.pause()
+        assert not fresh.is_running

@@ -71,6 +71,7 @@ class PlannerScreen(Screen[None]):
     def __init__(self, plan: Plan, notice: str = "", meta: Meta | None = None) -> None:
         super().__init__()
         self.export_format = "toml"
+        self.saved_plan = plan  # the plan as last opened or exported as TOML: quitting with another one asks first
         self.history = PlanHistory(plan, meta)
         self.set_reactive(PlannerScreen.plan, plan)
         self.set_reactive(PlannerScreen.estimate, estimate(plan))
@@ -216,6 +217,8 @@ class PlannerScreen(Screen[None]):
         if result is None:
             return
         self.export_format = result.format
+        if result.format == "toml":
+            self.saved_plan = self.plan
         lines = [f"✔ wrote {result.path}", *(f"⚠ {w}" for w in result.warnings)]
         self.notice = "\n".join(lines)
 
@@ -232,6 +235,7 @@ class PlannerScreen(Screen[None]):
         self.history.break_coalescing()
         self._commit(pf.plan)
         self.history.set_meta(pf.meta)  # undo goes back to the plan before and its [meta]
+        self.saved_plan = pf.plan
         self.app.sub_title = pf.path
         self.notice = "\n".join(pf.notices) or f"✔ opened {pf.path}"
 
@@ -243,6 +247,7 @@ class PlannerScreen(Screen[None]):
         self.history = PlanHistory(plan)
         self.errors = NO_ERRORS
         self.plan = plan
+        self.saved_plan = plan
         self.notice = detected_notice(det)
 
     def action_load_config(self) -> None:
