@@ -118,3 +118,44 @@ async def test_quit_with_an_unsaved_changed_plan_asks_once() -> None:
         await pilot.press("ctrl+q")
         await pilot.pause()
         assert not fresh.is_running
+
+
+async def test_pane_keys_focus_the_panes_first_control() -> None:
+    """Issue 16.10: `2` then arrows changes the GPU at once (the pane key focused the pane, not a control);
+    `4` focuses the first choice bar, whose right arrow changes it; digits stay commands."""
+    from vramplan.tui.widgets.choice_bar import ChoiceBar
+    from vramplan.tui.widgets.preset_list import PresetList
+
+    app = VramplanApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        before = app.planner.plan
+        await pilot.press("2")
+        await pilot.pause()
+        assert isinstance(app.planner.focused, PresetList)
+        await pilot.press("down", "enter")
+        await pilot.pause()
+        assert app.planner.plan.hardware.gpu != before.hardware.gpu
+        await pilot.press("4")
+        await pilot.pause()
+        bar = app.planner.focused
+        assert isinstance(bar, ChoiceBar) and bar.has_focus
+        await pilot.press("3")  # still a pane key, not typed anywhere
+        await pilot.pause()
+        assert app.planner.pane == "training"
+
+
+async def test_an_unknown_gpus_step_time_is_marked_assumed() -> None:
+    """Issue 16.7 in the planner: a detected GPU without a preset has placeholder figures; the step time says so."""
+    from vramplan.core.plan import presets
+    from vramplan.core.plan.detect import custom_spec
+
+    spec = custom_spec("NVIDIA L4", 23034)
+    presets.register_gpu(spec, origin="detected")
+    try:
+        app = VramplanApp(plan=default_plan().with_changes({"hardware.gpu": spec.id}))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause()
+            text = str(app.planner.query_one("#step-time").visual)
+            assert "(assumed GPU figures)" in text and "add a hardware preset" in text
+    finally:
+        presets.reload()

@@ -191,7 +191,8 @@ class PlannerScreen(Screen[None]):
     # Focus moves with `set_focus` (at once, not on the next idle like `Widget.focus`): keys typed right after
     # a pane key (or pasted) then go where the user expects.
     def action_show_pane(self, pane: str) -> None:
-        """Show a pane and focus it (not its first field: digits and letters stay commands; tab enters it)."""
+        """Show a pane and focus its first control that is not a text field (`PlanPane.focus_target`): arrows
+        work at once, digits and letters stay commands."""
         self.pane = pane
         self.set_focus(self.query_one(f"#pane-{pane}", PlanPane).focus_target())
 

@@ -97,7 +97,11 @@ class PlanPane(VerticalScroll):
         """Update what the pane derives from the plan (details, notes). Panes override it."""
 
     def focus_target(self) -> Widget:
-        """What a pane key focuses: the pane itself (tab enters its fields); a pane may name a widget inside."""
+        """What a pane key focuses: the pane's first control that keeps letters and digits as commands (a list,
+        a choice bar: ``2`` then arrows work at once), not a text field; the pane itself if it has none."""
+        for widget in self.query("*"):
+            if widget.focusable and not isinstance(widget, Input):
+                return widget
         return self
 
     def show_blocked(self, est: Estimate, keys: tuple[str, ...]) -> None:
