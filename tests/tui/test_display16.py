@@ -159,3 +159,20 @@ async def test_an_unknown_gpus_step_time_is_marked_assumed() -> None:
             assert "(assumed GPU figures)" in text and "add a hardware preset" in text
     finally:
         presets.reload()
+
+
+async def test_the_palette_reaches_numeric_settings() -> None:
+    """Issue 16.15: `micro`, `seq`, `rank`, `gpus per node` in the palette open the field; typing sets it."""
+    from textual.widgets import Input
+
+    for query, key in (("micro", "training.micro_batch_size"), ("seq", "training.seq_len"),
+                       ("rank", "training.lora_rank"), ("gpus per node", "hardware.gpus_per_node")):  # fmt: skip
+        app = VramplanApp(plan=default_plan().with_changes({"training.method": "lora"}))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.press("ctrl+p", *query)
+            await pilot.pause(0.3)
+            await pilot.press("enter")
+            await pilot.pause()
+            focused = app.planner.focused
+            assert isinstance(focused, Input) and focused.parent is not None, query
+            assert focused.parent.parent.id == "f-" + key.replace(".", "-"), (query, focused.parent.parent.id)

@@ -30,7 +30,7 @@ from vramplan.tui.detection import detected_notice
 from vramplan.tui.history import PlanHistory
 from vramplan.tui.widgets.bars import KindLegend
 from vramplan.tui.widgets.checklist_pane import ChecklistPane
-from vramplan.tui.widgets.fields import NO_ERRORS, PlanPane
+from vramplan.tui.widgets.fields import NO_ERRORS, PlanPane, field_id
 from vramplan.tui.widgets.gauges import MemoryGauges
 from vramplan.tui.widgets.hardware_pane import HardwarePane
 from vramplan.tui.widgets.model_pane import ModelPane
@@ -195,6 +195,16 @@ class PlannerScreen(Screen[None]):
         work at once, digits and letters stay commands."""
         self.pane = pane
         self.set_focus(self.query_one(f"#pane-{pane}", PlanPane).focus_target())
+
+    def action_edit_field(self, key: str) -> None:
+        """Show the pane holding the field of plan key ``key`` and put the cursor in it (the palette's numbers)."""
+        self.pane = key.split(".")[0]  # the panes are named after the plan's tables (model, hardware...)
+        row = self.query_one(f"#{field_id(key)}")
+        if not row.display:  # e.g. LoRA rank with full fine-tuning
+            hint = " (choose LoRA or QLoRA: m)" if key.startswith("training.lora") else ""
+            self.notice = f"! {key} does not apply to this plan{hint}"
+            return
+        self.set_focus(row.query_one(Input))
 
     def action_find_model(self) -> None:
         self.pane = "model"
