@@ -111,7 +111,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     from vramplan.core.plan.describe import plan_title
 
     plan = resolve_plan(args.plan, args.model, args.gpu, args.sets, args.hf_config)
-    advice = advise(plan, limit=args.limit)
+    advice = advise(plan, limit=args.limit, framework=args.framework)
     if args.json:
         sys.stdout.write(json.dumps(advice.to_json()) + "\n")
     else:
@@ -220,6 +220,12 @@ def build_parser() -> OneLineParser:
     _plan_args(p)
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
     p.add_argument("--limit", type=int, default=10, metavar="N", help="at most N suggestions (default 10)")
+    p.add_argument(
+        "--framework",
+        choices=("all", "hf-deepspeed", "fsdp", "megatron"),
+        default="all",
+        help="suggest only plans this framework runs (default: all)",
+    )
     p.set_defaults(handler=cmd_fit)
 
     p = sub.add_parser("presets", help="list model and hardware presets")

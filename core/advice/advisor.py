@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from itertools import combinations
 from typing import Any
 
+from vramplan.core.advice.frameworks import unsupported
 from vramplan.core.advice.moves import TIER_TEXT, Move, memory_moves
 from vramplan.core.advice.whatif import FRAGMENTATION_RISK, Effect, WhatIf, plain
 from vramplan.core.memory.result import Estimate
@@ -150,13 +151,14 @@ def _search(w: WhatIf, moves: Sequence[Move], ok: Callable[[Estimate], bool], ma
 
 
 def suggestions(
-    w: WhatIf, goal_headroom: float, limit: int = 10, max_moves: int = 3
+    w: WhatIf, goal_headroom: float, limit: int = 10, max_moves: int = 3, framework: str = "all"
 ) -> tuple[tuple[Suggestion, ...], int]:
+    """Minimal sets of moves that fit, ranked; only plans ``framework`` runs (`core.advice.frameworks`)."""
     moves = memory_moves(w.plan)
     cap = w.est.gpu_capacity
 
     def ok(est: Estimate) -> bool:
-        return est.total <= cap * (1 - goal_headroom)
+        return est.total <= cap * (1 - goal_headroom) and not unsupported(est.plan, framework)
 
     combos = _search(w, moves, ok, max_moves)
     sets = []
@@ -280,14 +282,16 @@ def min_gpus(w: WhatIf) -> tuple[int | None, dict[str, int]]:
     return answer(dps[hi])
 
 
-def advise(plan: Plan, *, limit: int = 10, max_moves: int = 3, est: Estimate | None = None) -> Advice:
+def advise(
+    plan: Plan, *, limit: int = 10, max_moves: int = 3, est: Estimate | None = None, framework: str = "all"
+) -> Advice:
     """The fit advice for ``plan`` (see the module docstring). Suggestions only when the plan needs them."""
     w = WhatIf(plan, est)
     base = w.est
     goal = FRAGMENTATION_RISK if base.fits else 0.0
     found: tuple[Suggestion, ...] = ()
     if not base.fits or base.headroom_fraction < FRAGMENTATION_RISK:
-        found, _ = suggestions(w, goal, limit, max_moves)
+        found, _ = suggestions(w, goal, limit, max_moves, framework)
     mb = max_micro_batch_size(w)
     seq = max_seq_len(w)
     gpus, layout = min_gpus(w)
