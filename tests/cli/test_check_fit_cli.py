@@ -221,5 +221,6 @@ def test_fit_framework_restricts_suggestions_to_what_it_runs() -> None:
     mega = sets("megatron")
     assert mega and not any(c.get("training.method", "full") != "full" for c in mega)
     assert not any(c.get("strategy.zero_stage", 0) >= 2 for c in mega)
-    bad = subprocess.run([sys.executable, "-m", "vramplan", "fit", "--framework", "jax"], capture_output=True, text=True)
+    cmd = [sys.executable, "-m", "vramplan", "fit", "--framework", "jax"]
+    bad = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "invalid choice" in bad.stderr
