@@ -176,3 +176,17 @@ async def test_the_palette_reaches_numeric_settings() -> None:
             focused = app.planner.focused
             assert isinstance(focused, Input) and focused.parent is not None, query
             assert focused.parent.parent.id == "f-" + key.replace(".", "-"), (query, focused.parent.parent.id)
+
+
+async def test_strategy_effects_and_notes_wrap_at_80x24() -> None:
+    """Issue 16.18: at 80x24 the strategy effects and notes ended in "…" (cut); they wrap instead."""
+    app = VramplanApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("4")
+        await pilot.pause()
+        shown = [w for w in app.planner.query("#pane-strategy .field-effect, #pane-strategy .field-note") if w.display]
+        assert shown
+        for w in shown:
+            lines = w.render_lines(w.region.reset_offset)  # what the widget draws, line by line
+            drawn = "".join(seg.text for line in lines for seg in line)
+            assert "…" not in drawn, str(w.visual)
