@@ -190,3 +190,17 @@ async def test_strategy_effects_and_notes_wrap_at_80x24() -> None:
             lines = w.render_lines(w.region.reset_offset)  # what the widget draws, line by line
             drawn = "".join(seg.text for line in lines for seg in line)
             assert "…" not in drawn, str(w.visual)
+
+
+async def test_the_verdict_stays_in_view_while_explaining() -> None:
+    """Issue 16.18: `e` at 80x24 scrolled the verdict off the gauges column; it stays at the top of it."""
+    app = VramplanApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("e")
+        await pilot.pause(0.3)
+        rows = screen_rows(app)
+        assert any("✔ fits" in row for row in rows), "\\n".join(rows)
+        assert any("Parameters: 3.14 GiB at the" in row for row in rows)  # the explanation is shown too
+        await pilot.press("1")  # focus leaves the legend: the column is as before
+        await pilot.pause(0.3)
+        assert not app.planner.query_one("#gauges").has_class("-explaining")

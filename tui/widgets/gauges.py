@@ -185,8 +185,10 @@ class MemoryGauges(VerticalScroll):
 
     def on_descendant_focus(self, event: events.DescendantFocus) -> None:
         if isinstance(event.widget, KindLegend):  # reading explanations: show the selected one
+            self.add_class("-explaining")  # the verdict stays in view (app.tcss docks it)
             self.call_after_refresh(self.query_one("#explain").scroll_visible, animate=False)
 
     def on_descendant_blur(self, event: events.DescendantBlur) -> None:
         if isinstance(event.widget, KindLegend):  # back to the headline
+            self.remove_class("-explaining")
             self.scroll_home(animate=False)
