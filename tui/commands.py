@@ -168,7 +168,8 @@ def palette_entries(planner: Planner) -> Iterator[Entry]:
     for key, label in NUMBER_FIELDS.items():  # numbers: the palette opens the field, typing does the rest
         table, _, name = key.partition(".")
         action = partial(planner.run_action, f"edit_field('{key}')")
-        yield Entry(f"{table}: {name} ({label})", f"edit {key}: the field takes what you type", action)
+        namespace = "gpu" if table == "hardware" else table  # the palette's namespaces (gpu: H100 80GB SXM5)
+        yield Entry(f"{namespace}: {name} ({label})", f"edit {key}: the field takes what you type", action)
     reg = presets.registry()
     for mp in reg.sorted_models():
         cfg = mp.config
