@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any, get_args, get_origin
 
-from vramplan.core.plan.plan import DEFAULT_PLAN_DATA, TABLES, Plan, literal_values
+from vramplan.core.plan.plan import DEFAULT_PLAN_DATA, TABLES, Plan
+from vramplan.core.plan.values import literal_values
 
 # What a key means, for the fields whose pydantic Field carries no description.
 MEANINGS: dict[str, str] = {

@@ -8,7 +8,7 @@ troubleshooting checklist's by-hand items the user has ticked). Every change goe
 
 from __future__ import annotations
 
-from typing import Any, Literal, get_args, get_origin
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -18,6 +18,7 @@ from vramplan.core.plan.combinations import check_combinations
 from vramplan.core.plan.errors import PlanError, pydantic_error, suggest
 from vramplan.core.plan.model import ModelConfig
 from vramplan.core.plan.units import parse_number
+from vramplan.core.plan.values import caseless_choices, count_value
 
 Precision = Literal["fp32", "bf16-autocast", "fp16-autocast", "bf16-master", "fp16-master", "bf16-pure", "bf16-fsdp"]
 Optimizer = Literal[
@@ -38,46 +39,6 @@ TABLES = ("model", "hardware", "training", "strategy", "overhead", "checklist")
 MANUAL_CHECKS: tuple[str, ...] = ("oom.other_processes", "nan.learning_rate", "nan.data", "slow.data_loading")
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
-
-
-BINARY_K_KEYS = frozenset({"training.seq_len"})  # where 4k is 4096 (context lengths), elsewhere K is 1000
-
-
-def parse_count(key: str, text: str) -> int | None:
-    """A whole number as typed for the plan key ``key`` (``4k``, ``32K``, ``1e3``, ``2_048``; empty: None), the
-    same in the planner's fields, plan files and ``--set``. ValueError says what a whole number looks like."""
-    value = parse_number(text, integer=True, binary=key in BINARY_K_KEYS)
-    assert value is None or isinstance(value, int)
-    return value
-
-
-def count_value(v: Any, key: str) -> Any:
-    """A pydantic before-validator's value: a string is parsed as `parse_count` does, anything else passed on."""
-    if isinstance(v, str):
-        return parse_count(key, v)
-    return v
-
-
-def literal_values(annotation: Any) -> tuple[str, ...]:
-    """The strings a ``Literal[...]`` (or ``Literal[...] | None``) field takes; () for any other type."""
-    if get_origin(annotation) is Literal:
-        return tuple(a for a in get_args(annotation) if isinstance(a, str))
-    return tuple(v for arg in get_args(annotation) for v in literal_values(arg))
-
-
-def caseless_choices(model: type[BaseModel], data: Any) -> Any:
-    """A table's data with each choice spelled as the plan spells it: ``LoRA`` -> ``lora``, ``Full`` -> ``full``
-    (the planner shows ``LoRA``/``QLoRA``; the CLI and plan files take either case)."""
-    if not isinstance(data, dict):
-        return data
-    out = dict(data)
-    for name, value in data.items():
-        field = model.model_fields.get(name)
-        if isinstance(value, str) and field is not None:
-            allowed = literal_values(field.annotation)
-            if value not in allowed:
-                out[name] = next((a for a in allowed if a.lower() == value.strip().lower()), value)
-    return out
 
 
 class HardwareConfig(BaseModel):

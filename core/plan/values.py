@@ -1,0 +1,49 @@
+"""What a user types for a plan value, read the same in the planner's fields, plan files and ``--set``: whole
+numbers with suffixes (``4k``, ``32K``, ``1e3``, ``2_048``) and choices in any case (``LoRA``)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal, get_args, get_origin
+
+from pydantic import BaseModel
+
+from vramplan.core.plan.units import parse_number
+
+BINARY_K_KEYS = frozenset({"training.seq_len"})  # where 4k is 4096 (context lengths), elsewhere K is 1000
+
+
+def parse_count(key: str, text: str) -> int | None:
+    """A whole number as typed for the plan key ``key`` (``4k``, ``32K``, ``1e3``, ``2_048``; empty: None), the
+    same in the planner's fields, plan files and ``--set``. ValueError says what a whole number looks like."""
+    value = parse_number(text, integer=True, binary=key in BINARY_K_KEYS)
+    assert value is None or isinstance(value, int)
+    return value
+
+
+def count_value(v: Any, key: str) -> Any:
+    """A pydantic before-validator's value: a string is parsed as `parse_count` does, anything else passed on."""
+    if isinstance(v, str):
+        return parse_count(key, v)
+    return v
+
+
+def literal_values(annotation: Any) -> tuple[str, ...]:
+    """The strings a ``Literal[...]`` (or ``Literal[...] | None``) field takes; () for any other type."""
+    if get_origin(annotation) is Literal:
+        return tuple(a for a in get_args(annotation) if isinstance(a, str))
+    return tuple(v for arg in get_args(annotation) for v in literal_values(arg))
+
+
+def caseless_choices(model: type[BaseModel], data: Any) -> Any:
+    """A table's data with each choice spelled as the plan spells it: ``LoRA`` -> ``lora``, ``Full`` -> ``full``
+    (the planner shows ``LoRA``/``QLoRA``; the CLI and plan files take either case)."""
+    if not isinstance(data, dict):
+        return data
+    out = dict(data)
+    for name, value in data.items():
+        field = model.model_fields.get(name)
+        if isinstance(value, str) and field is not None:
+            allowed = literal_values(field.annotation)
+            if value not in allowed:
+                out[name] = next((a for a in allowed if a.lower() == value.strip().lower()), value)
+    return out
