@@ -205,8 +205,10 @@ def advice_text(a: Advice, title: str) -> str:
                 lines += ["", f"  {TIER_TEXT[tier]}"]
             e = s.effect
             lines += _wrap(f"{n:>2}. {s.title}", 2, hang=4)
+            paged = e.memory_total - e.memory_on_gpu
+            beside = f" + {paged / GiB:.1f} GiB paged" if paged else ""
             lines.append(
-                f"      {e.memory_total / GiB:.1f} GiB per GPU ({e.headroom_fraction:.0%} free), "
+                f"      {e.memory_on_gpu / GiB:.1f} GiB per GPU{beside} ({e.headroom_fraction:.0%} free), "
                 f"step time x{e.relative_step_time:.2f} ({fmt_seconds(e.step_seconds)})"
             )
             lines += _set_line(e.set_args(), 6)
