@@ -354,9 +354,14 @@ def test_bf16_fsdp_is_16_bytes_per_parameter_sharded_with_bf16_activations() -> 
     assert fsdp.largest["activations"] == pure.largest["activations"] < auto.largest["activations"]
     with pytest.raises(PlanError, match="zero_stage = 3"):
         _big(**{"training.precision": "bf16-fsdp", "strategy.zero_stage": 2})
-    # on the measured block: the per-op saves are those of the bf16 block cast (sac_block's bf16 runs)
-    op = per_block(**{"strategy.gradient_checkpointing": "op"})
-    assert op == measured_per_block("op_2412", "bfloat16")
+    # On the measured block (one GPU, fully sharded over one rank): sac_block's bf16 runs are the block cast to
+    # bf16 as FSDP2's param_dtype computes, so bf16-fsdp must save exactly what they saved, per op and fully
+    # checkpointed, and what transformers' bf16 block saved without checkpointing (compile_block's `hf` run).
+    fsdp1 = {"training.precision": "bf16-fsdp", "strategy.zero_stage": 3}
+    for mode in ("op", "full"):
+        got = per_block(**fsdp1, **{"strategy.gradient_checkpointing": mode})
+        assert got == measured_per_block("op_2412" if mode == "op" else mode, "bfloat16")
+    assert abs(per_block(**fsdp1) - compiled_run("hf", "bf16")["eager_retained"]) <= 8
 
 
 # --- LoRA / QLoRA: lora_dtype, dropout, bitsandbytes generation, kbit_prepare, quantized_modules ------------------
