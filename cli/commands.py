@@ -10,6 +10,7 @@ import json
 import sys
 import warnings
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import NoReturn
 
 from vramplan.core.plan.errors import PlanError, PlanNotice
@@ -39,7 +40,13 @@ def _plan_args(p: argparse.ArgumentParser, required: bool = False) -> None:
         metavar="PATH",
         help="the model of a local Hugging Face config.json, or of a checkpoint directory holding one",
     )
-    p.add_argument("--gpu", metavar="ID", help="hardware preset id (vramplan presets hardware)")
+    p.add_argument(
+        "--gpu",
+        metavar="ID",
+        help="hardware preset id (vramplan presets hardware), or its nvidia-smi name; h100: the SXM part",
+    )
+    p.add_argument("--gpus", metavar="N", help="GPUs per node (same as --set hardware.gpus_per_node=N)")
+    p.add_argument("--nodes", metavar="N", help="nodes (same as --set hardware.nodes=N)")
     p.add_argument(
         "--set",
         dest="sets",
@@ -104,11 +111,21 @@ def cmd_fit(args: argparse.Namespace) -> int:
     from vramplan.core.plan.describe import plan_title
 
     plan = resolve_plan(args.plan, args.model, args.gpu, args.sets, args.hf_config)
-    advice = advise(plan, limit=args.limit)
+    advice = advise(plan, limit=args.limit, framework=args.framework)
     if args.json:
         sys.stdout.write(json.dumps(advice.to_json()) + "\n")
     else:
         sys.stdout.write(advice_text(advice, plan_title(plan)))
+    return 0
+
+
+def cmd_keys(args: argparse.Namespace) -> int:
+    """Every settable key with its type, default and meaning."""
+    from vramplan.cli.listing import keys_json, keys_text
+    from vramplan.core.plan.keyref import settable_keys
+
+    keys = settable_keys()
+    sys.stdout.write(json.dumps(keys_json(keys)) + "\n" if args.json else keys_text(keys))
     return 0
 
 
@@ -117,6 +134,11 @@ def cmd_presets(args: argparse.Namespace) -> int:
     from vramplan.core.plan.presets import registry
 
     reg = registry()
+    if args.json:
+        from vramplan.cli.listing import presets_json
+
+        sys.stdout.write(json.dumps(presets_json(reg, args.kind)) + "\n")
+        return 0
     parts = []
     if args.kind in (None, "models"):
         parts.append(model_listing(reg))
@@ -129,7 +151,7 @@ def cmd_presets(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from vramplan.core.files.export import default_file_name, format_for_path, render
+    from vramplan.core.files.export import default_file_name, output_format, render
     from vramplan.core.files.planio import load_plan_file, starting_plan
     from vramplan.core.files.safewrite import OverwriteRefused, write_atomic
     from vramplan.core.plan.keys import apply_overrides
@@ -144,16 +166,17 @@ def cmd_export(args: argparse.Namespace) -> int:
         plan = starting_plan()
     plan = apply_overrides(plan, args.model, args.gpu, args.sets, args.hf_config)
     out = args.output
-    fmt = args.format or (format_for_path(out) if out and out != "-" else None) or "toml"
+    fmt = args.format or (output_format(out) if out and out != "-" else "toml")
     title = args.title if args.title is not None else (meta.title if meta else None)
     note = args.note if args.note is not None else (meta.note if meta else None)
-    rendered = render(fmt, plan, title=title or None, note=note or None)
+    path = out or default_file_name(plan, fmt)
+    plan_dir = None if out == "-" else Path(path).absolute().parent  # hf_config is written relative to it
+    rendered = render(fmt, plan, title=title or None, note=note or None, plan_dir=plan_dir)
     for line in rendered.warnings:
         warnings.warn(line, PlanNotice, stacklevel=1)
     if out == "-":
         sys.stdout.write(rendered.text)
         return 0
-    path = out or default_file_name(plan, fmt)
     try:
         written = write_atomic(path, rendered.text, overwrite=args.force)
     except OverwriteRefused as exc:
@@ -197,15 +220,26 @@ def build_parser() -> OneLineParser:
     _plan_args(p)
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
     p.add_argument("--limit", type=int, default=10, metavar="N", help="at most N suggestions (default 10)")
+    p.add_argument(
+        "--framework",
+        choices=("all", "hf-deepspeed", "fsdp", "megatron"),
+        default="all",
+        help="suggest only plans this framework runs (default: all)",
+    )
     p.set_defaults(handler=cmd_fit)
 
     p = sub.add_parser("presets", help="list model and hardware presets")
     p.add_argument("kind", nargs="?", choices=("models", "hardware"))
+    p.add_argument("--json", action="store_true", help="one JSON object on stdout")
     p.set_defaults(handler=cmd_presets)
+
+    p = sub.add_parser("keys", help="every settable key (--set TABLE.KEY=VALUE) with its type, default and meaning")
+    p.add_argument("--json", action="store_true", help="one JSON array on stdout")
+    p.set_defaults(handler=cmd_keys)
     return parser
 
 
-COMMANDS = ("estimate", "export", "check", "fit", "presets")
+COMMANDS = ("estimate", "export", "check", "fit", "presets", "keys")
 
 
 def _print_notices(caught: list[warnings.WarningMessage]) -> None:
@@ -225,6 +259,13 @@ def run(argv: Sequence[str]) -> int:
     """Run a headless command; user errors become one line on stderr and exit code 2."""
     try:
         args = build_parser().parse_args(list(argv))
+        shortcuts = [
+            f"hardware.{key}={value}"
+            for key, value in (("gpus_per_node", getattr(args, "gpus", None)), ("nodes", getattr(args, "nodes", None)))
+            if value is not None
+        ]
+        if shortcuts:  # --gpus/--nodes first: an explicit --set of the same key wins
+            args.sets = [*shortcuts, *args.sets]
         handler: Handler = args.handler
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", PlanNotice)

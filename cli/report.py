@@ -79,10 +79,18 @@ def estimate_table(est: Estimate, hardware_note: str = "") -> str:
     return "\n".join(lines) + "\n"
 
 
+def _assumed_lines(assumed: str) -> list[str]:
+    """The placeholder-figures warning wrapped, its ``add PATH`` part on a line of its own (never split)."""
+    why, _, how = assumed.partition("; add ")
+    return _wrap(f"! {why}", 0, hang=2) + ([f"  add {how}"] if how else [])
+
+
 def time_table(st: StepTime) -> str:
     """The step-time section of ``vramplan estimate`` (80 columns): throughput, the terms of the step, time to
     train."""
+    assumed = st.assumed_figures
     lines = [
+        *(_assumed_lines(assumed) if assumed else []),
         f"step time {fmt_seconds(st.step_seconds)} per step of {st.tokens_per_step:,} tokens, "
         f"bottleneck: {st.bottleneck}",
         f"  {st.tokens_per_second:,.0f} tokens/s ({st.tokens_per_second_per_gpu:,.0f} per GPU), MFU {st.mfu:.1%} "
@@ -216,6 +224,12 @@ def advice_text(a: Advice, title: str) -> str:
     mb = a.max_micro_batch_size
     lines.append(
         f"Largest micro-batch that fits as is: {mb}" if mb else "Largest micro-batch that fits as is: none, not even 1"
+    )
+    seq = a.max_seq_len
+    lines.append(
+        f"Largest sequence length that fits as is: {seq:,}"
+        if seq
+        else "Largest sequence length that fits as is: none, not even 1 token"
     )
     if a.min_gpus is None:
         lines.append("Fewest GPUs that fit with these strategies: none (more GPUs do not shrink what each holds)")

@@ -26,6 +26,34 @@ def test_readme_and_ci_run_the_same_test_command() -> None:
     assert TEST_COMMAND in ci
 
 
+def test_the_readme_first_commands_install_into_a_venv(tmp_path: Path) -> None:
+    """Issue 16.19: `python3 -m pip install .` with Debian/Ubuntu's system Python stops with
+    "externally-managed-environment" (PEP 668). Each set-up command makes and activates a venv before any pip
+    install, and that prefix, run as written, does put pip inside a venv (where PEP 668 does not apply)."""
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("```sh\n", 1)[1].split("```", 1)[0]
+    commands = [line.split("#", 1)[0].strip() for line in block.splitlines() if line.strip()]
+    assert len(commands) == 2
+    for command in commands:
+        before, pip, _ = command.partition("python3 -m pip install")
+        assert pip, command
+        assert before == "python3 -m venv .venv && . .venv/bin/activate && ", command
+    probe = "python3 -c 'import sys; print(sys.prefix != sys.base_prefix, sys.prefix)'"
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONHOME")}
+    env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if "venv" not in p)
+    prefix = commands[0].partition("python3 -m pip install")[0]
+    r = subprocess.run(
+        ["bash", "-c", prefix.replace("python3 -m venv", "python3 -m venv --without-pip") + probe],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["True", str(tmp_path / ".venv")]
+
+
 FOLDERS = ("core", "cli", "tui", "presets")  # the repository's top-level folders, installed as vramplan.<folder>
 
 

@@ -61,6 +61,7 @@ class VramplanApp(App[int]):
         notices[:0] = [f"✘ skipped user preset: {problem}" for problem in presets.registry().problems]
         self._notice = "\n".join(notices)
         self._meta = meta
+        self._quit_asked = False
 
     def get_default_screen(self) -> Screen[None]:
         return PlannerScreen(self.start_plan, self._notice, meta=self._meta)
@@ -79,6 +80,16 @@ class VramplanApp(App[int]):
         det = self.detection.result
         if det is not None:
             self.planner.take_detected(plan_on(det), det)
+
+    async def action_quit(self) -> None:
+        """``ctrl+q``: with a changed plan not exported as a TOML plan file, ask once (the notice says so; a second
+        ``ctrl+q`` quits)."""
+        planner = self.planner
+        if planner.plan != planner.saved_plan and not self._quit_asked:
+            self._quit_asked = True
+            planner.notice = "! the plan has changes not saved as a plan file: ctrl+q again quits, ctrl+s exports"
+            return
+        await super().action_quit()
 
     @property
     def planner(self) -> PlannerScreen:

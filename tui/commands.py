@@ -126,6 +126,23 @@ def bindings(commands: tuple[Command, ...] = COMMANDS) -> list[Binding]:
     return [Binding(c.key, c.action, c.description, show=c.footer, id=c.id) for c in commands if c.key]
 
 
+# The numeric settings, named as the palette finds them (`micro`, `seq`, `rank`, `gpus per node`...).
+NUMBER_FIELDS: dict[str, str] = {
+    "training.micro_batch_size": "micro batch size",
+    "training.seq_len": "sequence length",
+    "training.grad_accum_steps": "gradient accumulation steps",
+    "training.lora_rank": "LoRA rank",
+    "training.mfu": "MFU setting",
+    "training.tokens": "token budget",
+    "hardware.gpus_per_node": "GPUs per node",
+    "hardware.nodes": "nodes",
+    "hardware.price_per_gpu_hour": "price per GPU-hour",
+    "strategy.tensor_parallel": "tensor parallel degree",
+    "strategy.pipeline_parallel": "pipeline parallel degree",
+    "strategy.loss_chunks": "loss chunks",
+}
+
+
 class Planner(Protocol):
     """What the palette needs from the planner screen."""
 
@@ -142,11 +159,16 @@ class Entry:
 
 
 def palette_entries(planner: Planner) -> Iterator[Entry]:
-    """Every palette entry: the table's commands, then model and GPU presets, then settings."""
+    """Every palette entry: the table's commands, the numeric fields (first among equal matches: `seq` opens the
+    sequence length), then model and GPU presets, then settings."""
     for c in COMMANDS:
         if c.palette:
             keys = f" ({' '.join(key_label(k) for k in c.key.split(','))})" if c.key else ""
             yield Entry(c.palette, c.description + keys, partial(planner.run_action, c.action))
+    for key, label in NUMBER_FIELDS.items():  # numbers: the palette opens the field, typing does the rest
+        table, _, name = key.partition(".")
+        action = partial(planner.run_action, f"edit_field('{key}')")
+        yield Entry(f"{table}: {name} ({label})", f"edit {key}: the field takes what you type", action)
     reg = presets.registry()
     for mp in reg.sorted_models():
         cfg = mp.config

@@ -29,6 +29,13 @@ def train_line(st: StepTime) -> Content:
 
 def time_summary(st: StepTime) -> Content:
     """Two or three short lines for the gauges column, readable at 80x24."""
+    if st.assumed_figures:  # a detected GPU without a preset: say the time is a guess, and how to fix it
+        return Content("\n").join(
+            [
+                Content.assemble("step ≈", (fmt_seconds(st.step_seconds), "bold"), " (assumed GPU figures)"),
+                Content.styled("unknown GPU: add a hardware preset to time it", "$text-warning"),
+            ]
+        )
     lines = [
         Content.assemble("step ", (fmt_seconds(st.step_seconds), "bold"), f", mostly {st.bottleneck}"),
         Content(f"{rate(st.tokens_per_second)} tok/s ({rate(st.tokens_per_second_per_gpu)}/GPU), MFU {st.mfu:.0%}"),

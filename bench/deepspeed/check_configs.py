@@ -54,8 +54,8 @@ def grid():
                 "precision": precision,
                 "optimizer": optimizer,
                 "loss_scaling": scaling,
-                "grad_clip": 1.0,
-                "learning_rate": 2e-5,
+                # half the grid leaves clipping and the learning rate to DeepSpeed's / the trainer's defaults
+                **({"grad_clip": 1.0, "learning_rate": 2e-5} if scaling != "none" else {}),
             },
             "strategy": {
                 "zero_stage": zero,
@@ -84,8 +84,8 @@ def main() -> int:
             assert parsed.train_micro_batch_size_per_gpu == t.micro_batch_size
             assert parsed.gradient_accumulation_steps == t.grad_accum_steps
             assert parsed.zero_optimization_stage == s.zero_stage
-            assert parsed.gradient_clipping == t.grad_clip
-            assert parsed.bfloat16_config.enabled == (t.precision in ("bf16-master", "bf16-pure"))
+            assert parsed.gradient_clipping == (t.grad_clip if t.grad_clip is not None else 1.0)  # 1.0: v0.19.3+
+            assert parsed.bfloat16_config.enabled == (t.precision in ("bf16-master", "bf16-pure", "bf16-fsdp"))
             assert parsed.float16_config.enabled == (t.precision == "fp16-master")
             assert parsed.torch_autocast_enabled == t.precision.endswith("-autocast")
             zc = parsed.zero_config
@@ -93,6 +93,10 @@ def main() -> int:
             assert (zc.offload_param.device if zc.offload_param else "none") == s.offload_parameters
             if s.tensor_parallel > 1:
                 assert parsed.tensor_parallel_config.autotp_size == s.tensor_parallel
+            if s.zero_stage == 3:  # a consolidated 16-bit model on save_model
+                assert zc.gather_16bit_weights_on_model_save is True
+            if t.learning_rate is None and "optimizer" in cfg:  # "auto" for HF Trainer: DeepSpeed passes it through
+                assert parsed.optimizer_params["lr"] == "auto"
         except Exception as exc:  # report every failure, keep going
             failures.append(f"{plan.training.precision} zero{plan.strategy.zero_stage} {exc!r}"[:300])
         checked += 1

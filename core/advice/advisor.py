@@ -26,12 +26,14 @@ from dataclasses import dataclass
 from itertools import combinations
 from typing import Any
 
+from vramplan.core.advice.frameworks import unsupported
 from vramplan.core.advice.moves import TIER_TEXT, Move, memory_moves
 from vramplan.core.advice.whatif import FRAGMENTATION_RISK, Effect, WhatIf, plain
 from vramplan.core.memory.result import Estimate
 from vramplan.core.plan.plan import Plan
 
 MAX_MICRO_BATCH = 1_000_000  # the plan's own limit (training.micro_batch_size)
+MAX_SEQ_LEN = 1 << 24  # 16M tokens: the search's ceiling (the plan's own limit is 1e8)
 MAX_NODES = 100_000  # the plan's own limit (hardware.nodes)
 
 
@@ -81,6 +83,7 @@ class Advice:
     min_gpus: int | None  # None: no number of GPUs fits with these strategies
     min_gpus_changes: dict[str, int]
     searched: int  # candidate plans estimated
+    max_seq_len: int = 0  # the largest sequence length that fits as is (0: not even 1 token)
 
     @property
     def fits(self) -> bool:
@@ -103,6 +106,7 @@ class Advice:
             "(new step time / current, same global batch)",
             "suggestions": [s.to_json() for s in self.suggestions],
             "max_micro_batch_size": self.max_micro_batch_size,
+            "max_seq_len": self.max_seq_len,
             "min_gpus": self.min_gpus,
             "min_gpus_changes": self.min_gpus_changes,
             "searched": self.searched,
@@ -172,13 +176,14 @@ def _search(
 
 
 def suggestions(
-    w: WhatIf, goal_headroom: float, limit: int = 10, max_moves: int = 3
+    w: WhatIf, goal_headroom: float, limit: int = 10, max_moves: int = 3, framework: str = "all"
 ) -> tuple[tuple[Suggestion, ...], int]:
+    """Minimal sets of moves that fit, ranked; only plans ``framework`` runs (`core.advice.frameworks`)."""
     moves = memory_moves(w.plan)
     cap = w.est.gpu_capacity
 
     def ok(est: Estimate) -> bool:
-        return est.on_gpu <= cap * (1 - goal_headroom)
+        return est.on_gpu <= cap * (1 - goal_headroom) and not unsupported(est.plan, framework)
 
     combos = _search(w, moves, ok, max_moves)
     sets = []
@@ -222,16 +227,33 @@ def max_micro_batch_size(w: WhatIf) -> int:
         est = w.memory({"training.micro_batch_size": b})
         return est is not None and est.fits
 
+    return largest_fitting(fits, MAX_MICRO_BATCH)
+
+
+def largest_fitting(fits: Callable[[int], bool], ceiling: int) -> int:
+    """The largest n in 1..ceiling with ``fits(n)`` (0 if not even 1), for ``fits`` true up to some n and false
+    above: double, then bisect."""
     if not fits(1):
         return 0
     lo, hi = 1, 2
-    while hi <= MAX_MICRO_BATCH and fits(hi):
+    while hi <= ceiling and fits(hi):
         lo, hi = hi, hi * 2
-    hi = min(hi, MAX_MICRO_BATCH + 1)
+    hi = min(hi, ceiling + 1)
     while hi - lo > 1:
         mid = (lo + hi) // 2
         lo, hi = (mid, hi) if fits(mid) else (lo, mid)
     return lo
+
+
+def max_seq_len(w: WhatIf) -> int:
+    """The largest sequence length that fits with everything else as is (0 if not even 1 token): activations and
+    logits grow with it (a model with learned positions stops at max_position_embeddings: beyond is invalid)."""
+
+    def fits(s: int) -> bool:
+        est = w.memory({"training.seq_len": s})
+        return est is not None and est.fits
+
+    return largest_fitting(fits, MAX_SEQ_LEN)
 
 
 def gpu_layout(plan: Plan, dp: int) -> dict[str, int] | None:
@@ -285,14 +307,17 @@ def min_gpus(w: WhatIf) -> tuple[int | None, dict[str, int]]:
     return answer(dps[hi])
 
 
-def advise(plan: Plan, *, limit: int = 10, max_moves: int = 3, est: Estimate | None = None) -> Advice:
+def advise(
+    plan: Plan, *, limit: int = 10, max_moves: int = 3, est: Estimate | None = None, framework: str = "all"
+) -> Advice:
     """The fit advice for ``plan`` (see the module docstring). Suggestions only when the plan needs them."""
     w = WhatIf(plan, est)
     base = w.est
     goal = FRAGMENTATION_RISK if base.fits else 0.0
     found: tuple[Suggestion, ...] = ()
     if not base.fits or base.headroom_fraction < FRAGMENTATION_RISK:
-        found, _ = suggestions(w, goal, limit, max_moves)
+        found, _ = suggestions(w, goal, limit, max_moves, framework)
     mb = max_micro_batch_size(w)
+    seq = max_seq_len(w)
     gpus, layout = min_gpus(w)
-    return Advice(plan, base, w.st.step_seconds, goal, found, mb, gpus, layout, w.estimated)
+    return Advice(plan, base, w.st.step_seconds, goal, found, mb, gpus, layout, w.estimated, seq)

@@ -6,7 +6,8 @@ Keys and value types follow DeepSpeed's own definitions, checked against deepspe
 - ``deepspeed/runtime/config.py`` (`DeepSpeedConfig._initialize_params`, `_batch_assertion`: ``train_batch_size ==
   train_micro_batch_size_per_gpu * gradient_accumulation_steps * data-parallel world size``; unknown top-level
   keys are ignored, so ``"_vramplan"`` below is safe);
-- ``deepspeed/runtime/constants.py`` (``gradient_clipping`` float, default 1.0 since v0.19.3: written explicitly;
+- ``deepspeed/runtime/constants.py`` (``gradient_clipping`` float, default 1.0 since v0.19.3: written only when the
+  plan sets one;
   ``torch_autocast`` {enabled, dtype});
 - ``deepspeed/runtime/precision_config.py`` (``bf16``: enabled, bf16_master_weights_and_grads,
   bf16_optimizer_states; ``fp16``: enabled, loss_scale (float, 0 = dynamic), initial_scale_power,
@@ -80,11 +81,15 @@ def deepspeed_config(plan: Plan) -> DeepSpeedExport:
             "train_batch_size": t.micro_batch_size * t.grad_accum_steps * plan.data_parallel,
             "train_micro_batch_size_per_gpu": t.micro_batch_size,
             "gradient_accumulation_steps": t.grad_accum_steps,
-            "gradient_clipping": float(t.grad_clip) if t.grad_clip is not None else 0.0,
         }
     )
-    if t.grad_clip is None:
-        b.note("gradient_clipping = 0.0 disables clipping, as the plan sets no training.grad_clip")
+    if t.grad_clip is not None:
+        b.config["gradient_clipping"] = float(t.grad_clip)
+    else:  # not 0.0 (clipping off): the plan says nothing, so DeepSpeed's or the trainer's default applies
+        b.note(
+            "no gradient_clipping: the plan sets no training.grad_clip, so DeepSpeed's default applies (1.0 since "
+            "v0.19.3, 0 = off before; HF Trainer passes its max_grad_norm)"
+        )
     _precision(b)
     _optimizer(b)
     _zero(b)
@@ -166,11 +171,12 @@ def _loss_scaling(b: _Builder) -> dict[str, Any]:
 
 def _optimizer(b: _Builder) -> None:
     t, s = b.plan.training, b.plan.strategy
-    params: dict[str, Any] = {}
-    if t.learning_rate is not None:
-        params["lr"] = t.learning_rate
-    else:
-        b.note("optimizer.params has no lr: the plan sets no training.learning_rate")
+    # "auto": HF Trainer / Accelerate fill it from TrainingArguments (learning_rate, weight_decay)
+    params: dict[str, Any] = {"lr": t.learning_rate if t.learning_rate is not None else "auto", "weight_decay": "auto"}
+    b.note(
+        'optimizer.params "auto" values are filled by HF Trainer / Accelerate from TrainingArguments; with '
+        "deepspeed.initialize directly, replace them with numbers"
+    )
     offloaded = s.offload_optimizer != "none"
     impl = resolve_impl(t.optimizer_impl, REGIMES[t.regime])
     untested = False  # ZeRO accepts only its tested optimizers without zero_allow_untested_optimizer
@@ -232,6 +238,8 @@ def _zero(b: _Builder) -> None:
                     "stage3_param_persistence_threshold": 10 * h,
                     "stage3_max_live_parameters": 1_000_000_000,
                     "stage3_max_reuse_distance": 1_000_000_000,
+                    # save a consolidated 16-bit model (HF save_model), not only the sharded ZeRO checkpoint
+                    "stage3_gather_16bit_weights_on_model_save": True,
                 }
             )
         grad_bytes = REGIMES[plan.training.regime].grad_bytes
@@ -305,6 +313,12 @@ def _parallelism(b: _Builder) -> None:
             f"tensor_parallel.autotp_size = {s.tensor_parallel}: DeepSpeed AutoTP training (>= 0.16.4) splits "
             "each Linear like Megatron's tensor parallelism, which the estimate models"
         )
+        if s.zero_stage == 3:
+            b.lacks(
+                f"strategy.zero_stage = 3 with tensor_parallel = {s.tensor_parallel}: DeepSpeed's AutoTP training "
+                "combines with ZeRO stages 0-2 only (v0.16.4 to at least v0.19.6, tutorials/autotp-training); "
+                "use zero_stage = 1 or 2 with AutoTP, or Megatron/FSDP for TP with sharded parameters"
+            )
     if s.sequence_parallel:
         b.lacks(
             "strategy.sequence_parallel = true: Megatron sequence parallelism has no DeepSpeed config key "
@@ -335,6 +349,11 @@ def _model_side(b: _Builder) -> None:
         quant = t.base_quantization
         base = f" on a {quant} base (bitsandbytes)" if quant != "none" else ""
         b.note(f"{t.method} adapters (r={t.lora_rank}, {', '.join(t.lora_targets)}){base} come from peft, not here")
+        if quant in ("nf4", "fp4") and s.zero_stage == 3:
+            b.note(
+                "QLoRA with ZeRO-3: set BitsAndBytesConfig(bnb_4bit_quant_storage=torch.bfloat16) (the dtype of "
+                "the other weights) so ZeRO-3 can shard the 4-bit weights (PEFT's DeepSpeed guide)"
+            )
     attn = "flash_attention_2 or sdpa" if s.attention == "flash" else "eager"
     b.note(f"attention: load the model with attn_implementation = {attn}")
     if s.fused_cross_entropy:

@@ -26,6 +26,8 @@ from vramplan.core.files.review import ReviewExtras, markdown_report, review_ext
 from vramplan.core.files.safewrite import write_atomic
 from vramplan.core.memory.peak import estimate
 from vramplan.core.memory.result import Estimate
+from vramplan.core.plan.describe import model_base, modified_keys
+from vramplan.core.plan.errors import PlanError
 from vramplan.core.plan.plan import Plan
 
 
@@ -65,10 +67,32 @@ def format_for_path(path: str | Path) -> str | None:
     return None
 
 
+def output_format(path: str | Path) -> str:
+    """The format ``-o PATH`` asks for: by its extension, TOML without one; an extension that names no format
+    (``ds_config.yaml``) is a `PlanError` naming the formats, never a TOML file under a misleading name."""
+    fmt = format_for_path(path)
+    if fmt is not None:
+        return fmt
+    suffix = Path(path).suffix
+    if suffix and not suffix[1:].isdigit():  # plan.v2 or run.3 are names, not formats
+        raise PlanError(
+            f"{suffix} is not an export format: .toml (plan), .json (DeepSpeed config), .md (Markdown report); "
+            "or give --format toml|deepspeed|markdown",
+            "-o",
+        )
+    return "toml"
+
+
 def default_file_name(plan: Plan, fmt: str = "toml") -> str:
     """A file name that says what the plan is: ``llama-7b-8xa100-80gb-full-zero3.toml``."""
     m, hw, t, s = plan.model, plan.hardware, plan.training, plan.strategy
-    model = m.preset or f"{m.model_type}-{m.num_hidden_layers}l-{m.hidden_size}h"
+    base = None if m.preset else model_base(m)  # a config.json: its model's name (mistral-nemo-base-2407)
+    if m.preset:
+        model = m.preset
+    elif base is not None:
+        model = base[0].rstrip("/").rsplit("/", 1)[-1] + ("-modified" if modified_keys(m, base) else "")
+    else:
+        model = f"{m.model_type}-{m.num_hidden_layers}l-{m.hidden_size}h"
     parts = [model, f"{hw.total_gpus}x{hw.gpu}", t.method, f"zero{s.zero_stage}"]
     if s.tensor_parallel > 1:
         parts.append(f"tp{s.tensor_parallel}")
@@ -89,8 +113,10 @@ def render(
     note: str | None = None,
     created: str | None = None,
     extras: ReviewExtras | None = None,
+    plan_dir: Path | None = None,
 ) -> Rendered:
-    """The exported text of ``plan`` in format ``fmt`` (a key of `FORMATS`)."""
+    """The exported text of ``plan`` in format ``fmt`` (a key of `FORMATS`); ``plan_dir``: the directory a TOML
+    plan is written to (its ``hf_config`` is stored relative to it)."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown export format {fmt!r}; one of {', '.join(FORMATS)}")
     if fmt == "deepspeed":
@@ -103,7 +129,14 @@ def render(
         extras = review_extras(plan, est)
     if fmt == "toml":
         text = plan_toml(
-            plan, est, title=title, note=note, created=created, checklist=extras.checklist, time=extras.time
+            plan,
+            est,
+            title=title,
+            note=note,
+            created=created,
+            checklist=extras.checklist,
+            time=extras.time,
+            plan_dir=plan_dir,
         )
         return Rendered(fmt, text)
     return Rendered(fmt, markdown_report(est, title=title, note=note, created=created, extras=extras))
@@ -112,6 +145,6 @@ def render(
 def export_plan(path: str | Path, fmt: str, plan: Plan, *, overwrite: bool = False, **options: Any) -> Rendered:
     """Render ``plan`` and write it to ``path`` atomically. Nothing is written if rendering fails; an existing
     file is replaced only with ``overwrite=True`` (else `core.files.safewrite.OverwriteRefused`)."""
-    rendered = render(fmt, plan, **options)
+    rendered = render(fmt, plan, plan_dir=Path(path).absolute().parent, **options)
     write_atomic(path, rendered.text, overwrite=overwrite)
     return rendered

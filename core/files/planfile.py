@@ -15,9 +15,11 @@ never used as input: the plan is re-estimated, and if the stored figures differ 
 from __future__ import annotations
 
 import datetime as _dt
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import tomli_w
@@ -209,6 +211,15 @@ def estimate_changes(stored: Mapping[str, Any], est: Estimate) -> str | None:
 # -- writing ------------------------------------------------------------------------------------------------
 
 
+def relative_path(path: Path, start: Path) -> str:
+    """``path`` relative to the directory ``start`` (``../models/config.json``), or as given where no relative
+    path leads there (another drive)."""
+    try:
+        return Path(os.path.relpath(path, start)).as_posix()
+    except ValueError:
+        return str(path)
+
+
 def plan_toml(
     plan: Plan,
     est: Estimate | None = None,
@@ -218,8 +229,11 @@ def plan_toml(
     created: str | None = None,
     checklist: tuple[Mapping[str, Any], ...] | None = None,
     time: Mapping[str, Any] | None = None,
+    plan_dir: Path | None = None,
 ) -> str:
-    """The exported TOML text of a plan. Same plan and ``created`` -> same bytes.
+    """The exported TOML text of a plan. Same plan and ``created`` -> same bytes. ``plan_dir``: the directory
+    the file goes to; ``[model] hf_config`` is written relative to it where possible (it is provenance: the
+    model keys are all written, so the file opens without the config.json).
 
     The plan tables come from `Plan.dump` in the model's field order, so a table added to `Plan` is exported
     (and reloaded) without touching this function.
@@ -229,6 +243,9 @@ def plan_toml(
 
         est = estimate(plan)
     data = plan.dump()
+    hf_config = data.get("model", {}).get("hf_config")
+    if plan_dir is not None and isinstance(hf_config, str):
+        data["model"]["hf_config"] = relative_path(Path(hf_config), plan_dir)
     clash = [t for t in RESERVED_TABLES if t in data]
     if clash:  # pragma: no cover - a guard for whoever adds a table to Plan
         raise ValueError(f"plan table {clash[0]!r} collides with an export table")

@@ -7,7 +7,7 @@ upgrade hint) and its ``[estimate]`` is set aside, recomputed, and compared; a d
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,7 @@ from vramplan.core.plan.detect import DetectedGpus, detected_gpus
 from vramplan.core.plan.errors import PlanError, PlanNotice
 from vramplan.core.plan.keys import apply_overrides
 from vramplan.core.plan.paths import user_path
-from vramplan.core.plan.plan import Plan, default_plan, plan_from_dict
+from vramplan.core.plan.plan import Plan, default_only, default_plan, over_default_plan, plan_from_dict
 from vramplan.core.plan.tomlio import read_toml
 
 
@@ -37,9 +37,16 @@ def load_plan_file(path: str | Path) -> PlanFile:
     ``[model] hf_config`` is relative to the plan file's directory (the plan keeps it as an absolute path)."""
     raw = read_toml(path)
     model = raw.get("model")
+    missing = ""
     if isinstance(model, dict) and isinstance(model.get("hf_config"), str):
         model["hf_config"] = str((Path(path).parent / user_path(model["hf_config"])).resolve())
-    return plan_file_from_data(raw, str(path))
+        if not Path(model["hf_config"]).exists():
+            missing = model["hf_config"]
+    pf = plan_file_from_data(raw, str(path))
+    if missing:  # the plan loaded, so its model keys are all there: the config.json is only provenance
+        line = f"{path}: model.hf_config {missing} not found; the model keys in the file are used"
+        pf = replace(pf, notices=(line, *pf.notices))
+    return pf
 
 
 def plan_file_from_data(raw: dict[str, Any], where: str) -> PlanFile:
@@ -51,11 +58,11 @@ def plan_file_from_data(raw: dict[str, Any], where: str) -> PlanFile:
         if stored is not None and not isinstance(stored, dict):
             raise PlanError("must be a table (it is written by vramplan export)", "estimate")
         try:
-            plan = plan_from_dict(raw)
+            plan = plan_from_dict(over_default_plan(raw))
         except PlanError as exc:
             hint = newer_hint(meta)
             if not hint:
-                raise
+                raise PlanError(exc.message + default_only(raw, exc.where or ""), exc.where) from None
             # A key this vramplan does not know is most likely new: say so rather than guess a misspelling.
             message = " ".join(exc.message.split()[:2]) if exc.message.startswith("unknown ") else exc.message
             raise PlanError(message.rstrip(",;") + hint, exc.where) from None

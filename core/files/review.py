@@ -3,7 +3,7 @@ and (where vramplan has them) the checklist and step-time figures."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -203,10 +203,38 @@ def _checklist(items: tuple[Mapping[str, Any], ...]) -> list[str]:
     return lines
 
 
+def _flop(n: float) -> str:
+    """``702.3 TFLOP``: a FLOP count with its unit."""
+    for unit, size in (("PFLOP", 1e15), ("TFLOP", 1e12), ("GFLOP", 1e9)):
+        if n >= size:
+            return f"{n / size:,.1f} {unit}"
+    return f"{n:,.0f} FLOP"
+
+
+# Figures written for people: labels, percentages, units (the JSON keys stay as they are).
+TIME_TEXT: dict[str, tuple[str, Callable[[Any], str]]] = {
+    "assumed_figures": ("Assumed GPU figures", str),
+    "flops_per_step": ("Model FLOPs per step", _flop),
+    "hardware_flops_per_step": ("Hardware FLOPs per step (with recomputation)", _flop),
+    "tokens_per_step": ("Tokens per step", lambda v: f"{v:,}"),
+    "tokens_per_second": ("Tokens per second", lambda v: f"{v:,.0f}"),
+    "tokens_per_second_per_gpu": ("Tokens per second per GPU", lambda v: f"{v:,.0f}"),
+    "mfu": ("Model FLOPs utilization (MFU)", lambda v: f"{v:.1%}"),
+    "mfu_setting": ("MFU the time model assumes", lambda v: f"{v:.1%}"),
+    "mfu_default": ("MFU assumed from", lambda v: "the published default for this GPU" if v else "training.mfu"),
+    "hfu": ("Hardware FLOPs utilization (HFU)", lambda v: f"{v:.1%}"),
+    "peak_tflops": ("GPU peak (dense)", lambda v: f"{v:g} TFLOP/s"),
+}
+
+
 def _time(time: Mapping[str, Any]) -> list[str]:
     lines = ["| Figure | Value |", "|---|---:|"]
     for key, value in time.items():
-        if isinstance(value, Mapping | list | tuple):
+        if isinstance(value, Mapping | list | tuple) or value is None:
+            continue
+        if key in TIME_TEXT:
+            label, show = TIME_TEXT[key]
+            lines.append(f"| {_cell(label)} | {_cell(show(value))} |")
             continue
         label, unit = TIME_LABELS.get(key, (key.replace("_", " ").capitalize(), ""))
         if isinstance(value, bool):

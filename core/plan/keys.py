@@ -4,10 +4,12 @@ word for a string), ``--model``/``--hf-config``/``--gpu``, and the way back from
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
-from vramplan.core.plan.errors import PlanError
+from vramplan.core.plan import presets
+from vramplan.core.plan.errors import PlanError, PlanNotice
 from vramplan.core.plan.paths import user_path
 from vramplan.core.plan.plan import Plan
 from vramplan.core.plan.tomlio import loads
@@ -66,7 +68,10 @@ def apply_overrides(
     if hf_config:
         changes["model.hf_config"] = str(user_path(hf_config).resolve())
     if gpu:
-        changes["hardware.gpu"] = gpu
+        gpu_id, note = presets.resolve_gpu_id(gpu)
+        if note:
+            warnings.warn(note, PlanNotice, stacklevel=2)
+        changes["hardware.gpu"] = gpu_id
     for item in sets:
         key, value = parse_set(item)
         changes[key] = value

@@ -8,7 +8,7 @@ troubleshooting checklist's by-hand items the user has ticked). Every change goe
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -40,6 +40,46 @@ MANUAL_CHECKS: tuple[str, ...] = ("oom.other_processes", "nan.learning_rate", "n
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
 
+BINARY_K_KEYS = frozenset({"training.seq_len"})  # where 4k is 4096 (context lengths), elsewhere K is 1000
+
+
+def parse_count(key: str, text: str) -> int | None:
+    """A whole number as typed for the plan key ``key`` (``4k``, ``32K``, ``1e3``, ``2_048``; empty: None), the
+    same in the planner's fields, plan files and ``--set``. ValueError says what a whole number looks like."""
+    value = parse_number(text, integer=True, binary=key in BINARY_K_KEYS)
+    assert value is None or isinstance(value, int)
+    return value
+
+
+def count_value(v: Any, key: str) -> Any:
+    """A pydantic before-validator's value: a string is parsed as `parse_count` does, anything else passed on."""
+    if isinstance(v, str):
+        return parse_count(key, v)
+    return v
+
+
+def literal_values(annotation: Any) -> tuple[str, ...]:
+    """The strings a ``Literal[...]`` (or ``Literal[...] | None``) field takes; () for any other type."""
+    if get_origin(annotation) is Literal:
+        return tuple(a for a in get_args(annotation) if isinstance(a, str))
+    return tuple(v for arg in get_args(annotation) for v in literal_values(arg))
+
+
+def caseless_choices(model: type[BaseModel], data: Any) -> Any:
+    """A table's data with each choice spelled as the plan spells it: ``LoRA`` -> ``lora``, ``Full`` -> ``full``
+    (the planner shows ``LoRA``/``QLoRA``; the CLI and plan files take either case)."""
+    if not isinstance(data, dict):
+        return data
+    out = dict(data)
+    for name, value in data.items():
+        field = model.model_fields.get(name)
+        if isinstance(value, str) and field is not None:
+            allowed = literal_values(field.annotation)
+            if value not in allowed:
+                out[name] = next((a for a in allowed if a.lower() == value.strip().lower()), value)
+    return out
+
+
 class HardwareConfig(BaseModel):
     model_config = _FROZEN
 
@@ -47,6 +87,11 @@ class HardwareConfig(BaseModel):
     gpus_per_node: int = Field(default=8, ge=1, le=1024)
     nodes: int = Field(default=1, ge=1, le=100_000)
     price_per_gpu_hour: float | None = Field(default=None, ge=0, description="overrides the preset's price")
+
+    @field_validator("gpus_per_node", "nodes", mode="before")
+    @classmethod
+    def _counts(cls, v: Any, info: Any) -> Any:
+        return count_value(v, f"hardware.{info.field_name}")
 
     @field_validator("gpu")
     @classmethod
@@ -114,10 +159,24 @@ class TrainingConfig(BaseModel):
             return v
         return parse_number(v, integer=info.field_name == "tokens")
 
+    @field_validator("micro_batch_size", "seq_len", "grad_accum_steps", "lora_rank", mode="before")
+    @classmethod
+    def _counts(cls, v: Any, info: Any) -> Any:
+        return count_value(v, f"training.{info.field_name}")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _caseless(cls, data: Any) -> Any:
+        return caseless_choices(cls, data)
+
     @field_validator("lora_targets", mode="before")
     @classmethod
     def _targets_tuple(cls, v: Any) -> Any:
-        return (v,) if isinstance(v, str) else v
+        """``"q,v"``, ``"q v"`` (as the planner's field and ``--set training.lora_targets=q,v`` take them) or a
+        list."""
+        if isinstance(v, str):
+            return tuple(w.lower() for w in v.replace(",", " ").split() if w) or (v,)
+        return v
 
     @field_validator("lora_targets")
     @classmethod
@@ -181,6 +240,16 @@ class StrategyConfig(BaseModel):
     tensor_parallel: int = Field(default=1, ge=1, le=1024)
     pipeline_parallel: int = Field(default=1, ge=1, le=1024)
     sequence_parallel: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _caseless(cls, data: Any) -> Any:
+        return caseless_choices(cls, data)
+
+    @field_validator("checkpoint_every", "loss_chunks", "tensor_parallel", "pipeline_parallel", mode="before")
+    @classmethod
+    def _counts(cls, v: Any, info: Any) -> Any:
+        return count_value(v, f"strategy.{info.field_name}")
 
 
 class OverheadConfig(BaseModel):
@@ -313,3 +382,26 @@ def default_plan() -> Plan:
     """The plan `vramplan` and `vramplan estimate` start from: full fine-tuning of LLaMA-7B on one 8 x A100-80GB
     node with ZeRO-3, full activation checkpointing and flash attention."""
     return plan_from_dict(DEFAULT_PLAN_DATA)
+
+
+def over_default_plan(raw: dict[str, Any]) -> dict[str, Any]:
+    """A plan file's tables laid over the default plan's (`DEFAULT_PLAN_DATA`): a file means "the default plan
+    plus what I wrote", as `vramplan estimate --set` does, not the bare field defaults. ``[model]`` is taken
+    whole (a model is not merged with LLaMA-7B's keys)."""
+    merged = dict(raw)
+    for table, defaults in DEFAULT_PLAN_DATA.items():
+        if table != "model" and isinstance(raw.get(table, {}), dict):
+            merged[table] = {**defaults, **raw.get(table, {})}
+    return merged
+
+
+def default_only(raw: dict[str, Any], where: str) -> str:
+    """A note for an error at ``where`` (``strategy.zero_stage``) when the file did not state that key and the
+    default plan filled it in (empty otherwise)."""
+    table, _, key = where.partition(".")
+    stated = raw.get(table)
+    default = DEFAULT_PLAN_DATA.get(table, {}).get(key)
+    if table == "model" or default is None or (isinstance(stated, dict) and key in stated):
+        return ""
+    shown = f'"{default}"' if isinstance(default, str) else str(default)
+    return f" ({key} = {shown} is the default plan's: set {where} in the file)"

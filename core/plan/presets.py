@@ -193,12 +193,20 @@ def resolve_model(data: dict[str, Any], reg: Registry | None = None, seen: tuple
         data = {**base, **data}
     if isinstance(data.get("hf_config"), str):
         path = str(user_path(data["hf_config"]).absolute())  # relative: to the working directory
+        if not Path(path).exists() and states_every_key(data):
+            # a plan exported elsewhere: its model keys decide, hf_config is where they came from (provenance)
+            return {**data, "hf_config": path}
         try:
             base = read_hf_config(path).model
         except PlanError as exc:
             raise PlanError(exc.line(), "model.hf_config") from None
         data = {**base, **data, "hf_config": path}
     return data
+
+
+def states_every_key(data: Mapping[str, Any]) -> bool:
+    """Whether a ``[model]`` table gives every key `ModelConfig` requires (so it needs no preset or config.json)."""
+    return all(key in data for key, info in ModelConfig.model_fields.items() if info.is_required())
 
 
 def model_config(data: dict[str, Any]) -> ModelConfig:
@@ -287,3 +295,30 @@ def gpu(gpu_id: str, where: str = "hardware.gpu") -> GpuSpec:
             raise PlanError(f"user preset file is broken: {reg.broken[f'hardware/{gpu_id}']}", where) from None
         hint = suggest(gpu_id, reg.gpus) or " (vramplan presets hardware lists them)"
         raise PlanError(f"unknown GPU preset {gpu_id!r}{hint}", where) from None
+
+
+_VARIANTS = ("pcie", "nvl")  # a card's other form factors: --gpu h100 means the SXM part nvidia-smi shows on HGX
+
+
+def resolve_gpu_id(text: str) -> tuple[str, str]:
+    """The GPU preset ``--gpu TEXT`` names, and a note when it was not the exact id: any case (``H100-80GB``),
+    an nvidia-smi name (``NVIDIA H100 80GB HBM3``), or a family when one part is the obvious one (``h100`` ->
+    ``h100-80gb``, the SXM part; ``h100-pcie`` stays the PCIe card). Anything else is returned as given (the
+    plan's validation then names close matches)."""
+    reg = registry()
+    gpus = reg.sorted_gpus()
+    want = text.strip().lower()
+    for g in gpus:
+        if g.id == text.strip():
+            return g.id, ""
+    for g in gpus:
+        if want in (g.id.lower(), g.name.lower(), *(m.lower() for m in g.match)):
+            return g.id, ""
+    family = [g for g in gpus if g.id.lower().startswith(want + "-")]
+    main = [g for g in family if not any(v in g.id.lower() for v in _VARIANTS)]
+    if len(main) == 1:
+        others = ", ".join(g.id for g in family if g is not main[0])
+        return main[0].id, f"--gpu {text}: taken as {main[0].id} ({main[0].name})" + (
+            f"; {others} for the other form factors" if others else ""
+        )
+    return text, ""

@@ -69,27 +69,32 @@ def fmt_seconds(seconds: float) -> str:
 
 # Suffixes a number may carry: 2T tokens, 300B, 45% (of one).
 _SCALE = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12, "%": 0.01}
+_BINARY = {"k": 1024.0, "m": 1024.0**2}
 _NAMES = (("T", 10**12), ("B", 10**9), ("M", 10**6), ("K", 10**3))
 
 
-def parse_number(text: str, integer: bool = False) -> float | int | None:
-    """``2T`` -> 2e12, ``45%`` -> 0.45, ``1e9``, ``2,000``, ``$2.5``; empty -> None (unset). ValueError says what
-    a number looks like."""
+def parse_number(text: str, integer: bool = False, binary: bool = False) -> float | int | None:
+    """``2T`` -> 2e12, ``45%`` -> 0.45, ``1e9``, ``2,000``, ``2_048``, ``$2.5``; empty -> None (unset). ValueError
+    says what a number looks like. ``binary``: K and M are 1024 and 1024**2 (a sequence length: ``4k`` = 4096,
+    ``32K`` = 32768, as context lengths are named)."""
     t = text.strip().replace("_", "").replace(",", "").removeprefix("$").strip()
     if not t:
         return None
     scale = _SCALE.get(t[-1].lower(), 1.0)
+    if binary and t[-1].lower() in _BINARY:
+        scale = _BINARY[t[-1].lower()]
     if scale != 1.0:
         t = t[:-1].strip()
     try:
         value = float(t) * scale
     except ValueError:
-        raise ValueError("enter a number: 0.4, 45%, 1e12, 2T (empty: unset)") from None
+        examples = "2048, 4k, 2_048, 1e3, 300B" if integer else "0.4, 45%, 1e12, 2T (empty: unset)"
+        raise ValueError(f"enter a number: {examples}") from None
     if not math.isfinite(value):
         raise ValueError("enter a finite number")
     if integer:
         if value != round(value):
-            raise ValueError("enter a whole number (2T, 300B, 1e9)")
+            raise ValueError("enter a whole number (4k, 300B, 1e9)")
         return round(value)
     return value
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from vramplan.core.plan import presets
+
 # MFU in PaLM's sense (Chowdhery et al. 2022, App. B): model FLOPs (6N + 12·L·s·h_q per token, recomputation not
 # counted) per second over the GPU's dense 16-bit peak. The default when `training.mfu` is unset:
 #     m0[generation][checkpointing] / (1 + k[generation] · a),   a = 12·L·s·h_q / (6N + 12·L·s·h_q)
@@ -83,3 +85,17 @@ HOST_MEMORY_SRC = (
 )
 NVME_GBS_PER_NODE = 25.0
 NVME_SRC = "assumed 25 GB/s of NVMe bandwidth per node (a RAID-0 of a few PCIe Gen4 drives), shared by its ranks"
+
+
+def assumed_gpu_figures(gpu_id: str) -> str:
+    """A line saying the step time rests on placeholder GPU figures, when the GPU is one nvidia-smi reported and
+    no preset knows (its TFLOP/s and bandwidths are unknown: `core.plan.detect.custom_spec`); "" otherwise."""
+    reg = presets.registry()
+    if reg.origin.get(f"hardware/{gpu_id}") != "detected":
+        return ""
+    g = presets.gpu(gpu_id)
+    return (
+        f"assumed: {g.name} has no preset, so its {g.bf16_tflops:g} TFLOP/s and {g.memory_bandwidth_gbs:g} GB/s are "
+        f"placeholders and the step time is a guess; add {presets.user_config_dir()}/hardware/{gpu_id}.toml "
+        "(the schema of presets/hardware/*.toml) to time it"
+    )

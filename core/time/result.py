@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from vramplan.core.time.assumptions import DefaultMfu
+from vramplan.core.time.assumptions import DefaultMfu, assumed_gpu_figures
 from vramplan.core.time.comm import Link, Links
 from vramplan.core.time.flops import TokenFlops
 
@@ -160,8 +160,14 @@ class StepTime:
         explained: dict[str, tuple[str, str]] = self._cache["explain"]
         return explained
 
+    @property
+    def assumed_figures(self) -> str:
+        """Why the step time is a guess (a detected GPU without a preset: placeholder figures), or ""."""
+        return assumed_gpu_figures(self.plan.hardware.gpu)
+
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
+            "assumed_figures": self.assumed_figures or None,
             "flops_per_step": self.flops_per_step,
             "hardware_flops_per_step": self.hardware_flops_per_step,
             "tokens_per_step": self.tokens_per_step,

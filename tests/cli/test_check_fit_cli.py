@@ -204,3 +204,46 @@ def test_fit_subprocess_and_no_textual() -> None:
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert r.returncode == 0, r.stderr
+
+
+def test_fit_gives_the_largest_sequence_length_that_fits() -> None:
+    """Issue 16.13: `fit` says the largest sequence length that fits as is (`max_seq_len` in the JSON): it fits,
+    one token more does not."""
+
+    def cli(*args: str) -> str:
+        cmd = [sys.executable, "-m", "vramplan", *args]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=True).stdout
+
+    data = json.loads(cli("fit", "--json"))
+    seq = data["max_seq_len"]
+    assert seq > 2048
+    assert f"Largest sequence length that fits as is: {seq:,}" in cli("fit")
+    fits = json.loads(cli("estimate", "--set", f"training.seq_len={seq}", "--json"))["memory"]["fits"]
+    over = json.loads(cli("estimate", "--set", f"training.seq_len={seq + 1}", "--json"))["memory"]["fits"]
+    assert fits and not over
+
+
+def test_fit_framework_restricts_suggestions_to_what_it_runs() -> None:
+    """Issue 16.12: `fit --framework` keeps only plans the framework runs: BLOOM-7B1 full fine-tuning on 4 x
+    A100-40GB (DDP, no checkpointing) suggests TP + sequence parallelism with any framework, never for HF Trainer +
+    DeepSpeed or FSDP; Megatron gets no LoRA, no offload, no ZeRO-2/3."""
+    base = ["fit", "--model", "bloom-7b1", "--gpu", "a100-40gb", "--gpus", "4", "--set", "strategy.zero_stage=0",
+            "--set", "strategy.gradient_checkpointing=none", "--json", "--limit", "20"]  # fmt: skip
+
+    def sets(framework: str) -> list[dict]:
+        r = subprocess.run([sys.executable, "-m", "vramplan", *base, "--framework", framework],
+                           capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        return [s["changes"] for s in json.loads(r.stdout)["suggestions"]]
+
+    anything = sets("all")
+    assert any(c.get("strategy.sequence_parallel") for c in anything)
+    for framework in ("hf-deepspeed", "fsdp"):
+        got = sets(framework)
+        assert got and not any(c.get("strategy.sequence_parallel") or c.get("strategy.pipeline_parallel") for c in got)
+    mega = sets("megatron")
+    assert mega and not any(c.get("training.method", "full") != "full" for c in mega)
+    assert not any(c.get("strategy.zero_stage", 0) >= 2 for c in mega)
+    cmd = [sys.executable, "-m", "vramplan", "fit", "--framework", "jax"]
+    bad = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "invalid choice" in bad.stderr

@@ -216,3 +216,39 @@ def test_table_output_shows_step_time(capsys: pytest.CaptureFixture[str]) -> Non
     out = capsys.readouterr().out
     assert "step time" in out and "tokens/s" in out and "bottleneck: compute" in out
     assert "GPU-hours" in out
+
+
+def test_a_plan_file_is_the_default_plan_plus_what_it_says(tmp_path: Path) -> None:
+    """Issue 16.14: `[model] preset = "llama-7b"` alone is the default plan (ZeRO-3, full checkpointing, 8 GPUs,
+    17.8 GiB), not DDP without checkpointing (158 GiB); what the file states still wins."""
+    only = tmp_path / "only.toml"
+    only.write_text('[model]\npreset = "llama-7b"\n')
+    default = json.loads(cli("estimate", "--json").stdout)
+    got = cli("estimate", str(only), "--json")
+    assert got.returncode == 0, got.stderr
+    data = json.loads(got.stdout)
+    assert data["plan"] == default["plan"]
+    assert data["memory"]["per_gpu"]["total"] == default["memory"]["per_gpu"]["total"] < 20 * 2**30
+    stated = tmp_path / "stated.toml"
+    stated.write_text('[model]\npreset = "llama-7b"\n[strategy]\nzero_stage = 1\n[training]\nseq_len = 1024\n')
+    plan = json.loads(cli("estimate", str(stated), "--json").stdout)["plan"]
+    assert plan["strategy"]["zero_stage"] == 1 and plan["strategy"]["gradient_checkpointing"] == "full"
+    assert plan["training"]["seq_len"] == 1024 and plan["hardware"]["gpus_per_node"] == 8
+    # a default that clashes with what the file says is named as the default plan's
+    pp = tmp_path / "pp.toml"
+    pp.write_text('[model]\npreset = "llama-7b"\n[strategy]\npipeline_parallel = 2\n')
+    err = cli("estimate", str(pp))
+    assert err.returncode == 2 and "zero_stage = 3 is the default plan's" in err.stderr
+
+
+def test_counts_take_suffixes_exponents_and_underscores() -> None:
+    """Issue 16.3: `--set training.seq_len=4k` is 4096 (context lengths are binary), `32K` 32768, `1e3` 1000,
+    `2_048` 2048; a count elsewhere is decimal (`gpus_per_node=1e0`); a non-number is one line, exit 2."""
+    for typed, seq_len in (("4k", 4096), ("32K", 32768), ("1e3", 1000), ("2_048", 2048)):
+        got = cli("estimate", "--set", f"training.seq_len={typed}", "--json")
+        assert got.returncode == 0, got.stderr
+        assert json.loads(got.stdout)["plan"]["training"]["seq_len"] == seq_len
+    got = cli("estimate", "--set", "hardware.gpus_per_node=4e0", "--set", "training.micro_batch_size=2", "--json")
+    assert json.loads(got.stdout)["plan"]["hardware"]["gpus_per_node"] == 4
+    bad = cli("estimate", "--set", "training.seq_len=4x")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "enter a number: 2048, 4k" in bad.stderr

@@ -208,3 +208,31 @@ def test_export_never_imports_textual() -> None:
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert r.returncode == 0, r.stderr
+
+
+def test_an_extension_that_names_no_format_is_an_error(tmp_path: Path) -> None:
+    """Issue 16.8: `-o ds_config.yaml` wrote TOML under that name; now one line naming the formats, exit 2,
+    nothing written. --format still decides when given; no extension is a TOML plan."""
+    got = cli("export", "-o", "ds_config.yaml", cwd=tmp_path)
+    assert got.returncode == 2
+    assert one_line(got.stderr).endswith(
+        ".yaml is not an export format: .toml (plan), .json (DeepSpeed config), .md (Markdown report); "
+        "or give --format toml|deepspeed|markdown"
+    )
+    assert list(tmp_path.iterdir()) == []
+    assert cli("export", "-o", "ds_config.yaml", "--format", "deepspeed", cwd=tmp_path).returncode == 0
+    assert json.loads((tmp_path / "ds_config.yaml").read_text())["zero_optimization"]["stage"] == 3
+    assert cli("export", "-o", "plan", cwd=tmp_path).returncode == 0
+    assert load_plan_file(tmp_path / "plan").plan == default_plan()
+
+
+def test_the_markdown_report_is_written_for_people(tmp_path: Path) -> None:
+    """Issue 16.18: the step-time table says MFU as 50.3%, FLOPs and FLOP/s with units, no "Mfu setting" or raw
+    keys, and no empty figure (`None`)."""
+    got = cli("export", "-o", "-", "--format", "markdown", cwd=tmp_path)
+    assert got.returncode == 0, got.stderr
+    section = got.stdout.split("## Step time", 1)[1].split("\n## ", 1)[0]
+    assert "Mfu" not in section and "Hfu" not in section and "tflops" not in section and "None" not in section
+    assert re.search(r"\| Model FLOPs utilization \(MFU\) \| \d+\.\d% \|", section), section
+    assert re.search(r"\| Model FLOPs per step \| [\d.,]+ TFLOP \|", section)
+    assert "| GPU peak (dense) | 312 TFLOP/s |" in section

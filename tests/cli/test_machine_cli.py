@@ -122,3 +122,73 @@ def test_presets_lists_user_presets_and_reports_broken_files(tmp_path: Path, mon
     assert line.startswith(f"vramplan: skipped user preset: {root / 'hardware/bad.toml'}: ") and "memory_mib" in line
     r = cli("estimate", "--gpu", "bad")
     assert r.returncode == 2 and "user preset file is broken" in r.stderr and len(r.stderr.splitlines()) == 1
+
+
+def test_an_exported_plan_opens_without_its_config_json(tmp_path: Path) -> None:
+    """Issue 16.2: an export from a config.json stores hf_config relative to the plan file (provenance) and every
+    model key; moved to a machine without the config.json it still opens, with a notice, not exit 2."""
+    d = checkpoint(tmp_path, "pythia-160m")
+    out_dir = tmp_path / "plans"
+    out_dir.mkdir()
+    made = cli("export", "--hf-config", str(d), "-o", str(out_dir / "p.toml"))
+    assert made.returncode == 0, made.stderr
+    text = (out_dir / "p.toml").read_text()
+    assert 'hf_config = "../pythia-160m"' in text
+    assert str(tmp_path) not in text  # nothing absolute from this machine
+    before = json.loads(cli("estimate", str(out_dir / "p.toml"), "--json").stdout)["memory"]["per_gpu"]
+
+    moved = tmp_path / "another" / "machine"
+    moved.mkdir(parents=True)
+    (out_dir / "p.toml").rename(moved / "p.toml")  # reviewed elsewhere: ../pythia-160m is not there
+    assert not (moved / ".." / "pythia-160m").exists()
+    got = cli("estimate", str(moved / "p.toml"), "--json")
+    assert got.returncode == 0, got.stderr
+    assert json.loads(got.stdout)["memory"]["per_gpu"] == before
+    assert "hf_config" in got.stderr and "not found; the model keys in the file are used" in got.stderr
+    # without the model keys a missing config.json is still an error, one line, exit 2
+    (moved / "bare.toml").write_text('[model]\nhf_config = "nowhere"\n')
+    bare = cli("estimate", str(moved / "bare.toml"))
+    assert bare.returncode == 2 and "no such file or directory" in bare.stderr
+
+
+def test_export_file_names_follow_the_config_json_model_name(tmp_path: Path) -> None:
+    """Issue 16.18: a plan from a config.json is exported as `mistral-nemo-base-2407-...` (its model's name), not
+    `mistral-40l-5120h-...`."""
+    d = tmp_path / "ckpt"
+    d.mkdir()
+    config = {
+        "_name_or_path": "mistralai/Mistral-Nemo-Base-2407",
+        "model_type": "mistral",
+        "vocab_size": 131072,
+        "hidden_size": 5120,
+        "intermediate_size": 14336,
+        "num_hidden_layers": 40,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+    }
+    (d / "config.json").write_text(json.dumps(config))
+    r = subprocess.run(
+        [sys.executable, "-m", "vramplan", "export", "--hf-config", str(d), "--format", "markdown"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=60,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    (written,) = [p.name for p in tmp_path.iterdir() if p.suffix == ".md"]
+    assert written.startswith("mistral-nemo-base-2407-8xa100-80gb-full-zero3"), written
+
+
+def test_an_unknown_detected_gpu_is_timed_as_assumed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 16.7: a detected GPU without a preset (an L4) was timed with placeholder TFLOP/s and bandwidth and
+    nothing said so. The step time is marked as assumed, with how to add a user preset (text and JSON); a known
+    GPU's is not."""
+    monkeypatch.setenv("VRAMPLAN_CONFIG_DIR", str(tmp_path / "cfg"))
+    install_smi(tmp_path, monkeypatch, "NVIDIA L4, 23034\n" * 4)
+    r = cli("estimate")
+    assert r.returncode == 0, r.stderr
+    text = " ".join(r.stdout.split())
+    assert "! assumed: NVIDIA L4 has no preset, so its 100 TFLOP/s and 1000 GB/s are placeholders" in text
+    assert f"add {tmp_path / 'cfg'}/hardware/detected-l4.toml" in text
+    data = json.loads(cli("estimate", "--json").stdout)
+    assert data["time"]["assumed_figures"].startswith("assumed: NVIDIA L4 has no preset")
+    known = json.loads(cli("estimate", "--gpu", "a100-80gb", "--json").stdout)
+    assert known["time"]["assumed_figures"] is None

@@ -50,6 +50,7 @@ DS_TYPES: dict[str, type | tuple[type, ...]] = {
     "zero_optimization.stage3_param_persistence_threshold": int,
     "zero_optimization.stage3_max_live_parameters": int,
     "zero_optimization.stage3_max_reuse_distance": int,
+    "zero_optimization.stage3_gather_16bit_weights_on_model_save": bool,
     "zero_optimization.offload_optimizer.device": str,
     "zero_optimization.offload_optimizer.pin_memory": bool,
     "zero_optimization.offload_optimizer.nvme_path": str,
@@ -224,14 +225,15 @@ def test_a_plain_plan_is_fully_expressed() -> None:
         {
             "model": {"preset": "llama-7b"},
             "training": {"precision": "bf16-master", "grad_clip": 1.0, "learning_rate": 2e-5},
-            "strategy": {"zero_stage": 3, "gradient_checkpointing": "full", "tensor_parallel": 2},
+            "strategy": {"zero_stage": 2, "gradient_checkpointing": "full", "tensor_parallel": 2},
         }
     )
     ds = deepspeed_config(plan)
     assert ds.not_expressed == () and ds.warning() is None
     assert ds.config["tensor_parallel"] == {"autotp_size": 2}
     assert ds.config["gradient_clipping"] == 1.0
-    assert ds.config["optimizer"] == {"type": "AdamW", "params": {"lr": 2e-5}}  # fused: DeepSpeed's FusedAdam
+    # fused: DeepSpeed's FusedAdam; weight decay from the trainer (the plan has none)
+    assert ds.config["optimizer"] == {"type": "AdamW", "params": {"lr": 2e-5, "weight_decay": "auto"}}
     assert ds.config["activation_checkpointing"]["partition_activations"] is False
 
 
@@ -244,9 +246,10 @@ def test_optimizers() -> None:
         }
         return deepspeed_config(plan_from_dict(raw)).config
 
-    assert opt("adamw")["optimizer"]["params"] == {"torch_adam": True}  # autocast + auto: torch's foreach AdamW
-    assert opt("adamw", "for-loop")["optimizer"]["params"] == {"torch_adam": True, "foreach": False}
-    assert opt("adamw", offload="cpu")["optimizer"]["params"] == {}  # DeepSpeedCPUAdam
+    auto = {"lr": "auto", "weight_decay": "auto"}  # HF Trainer fills them
+    assert opt("adamw")["optimizer"]["params"] == {**auto, "torch_adam": True}  # autocast: torch's foreach AdamW
+    assert opt("adamw", "for-loop")["optimizer"]["params"] == {**auto, "torch_adam": True, "foreach": False}
+    assert opt("adamw", offload="cpu")["optimizer"]["params"] == auto  # DeepSpeedCPUAdam
     assert opt("lion")["optimizer"]["type"] == "Lion"
     sgd = opt("sgd-momentum")
     assert sgd["optimizer"]["type"] == "SGD" and sgd["optimizer"]["params"]["momentum"] == 0.9
@@ -254,3 +257,27 @@ def test_optimizers() -> None:
     assert "zero_allow_untested_optimizer" not in opt("sgd", zero=0)
     assert opt("adafactor", offload="cpu")["zero_force_ds_cpu_optimizer"] is False
     assert "optimizer" not in opt("adamw-8bit")
+
+
+def test_handed_over_as_one_would_write_it() -> None:
+    """Issue 16.17: no gradient_clipping 0.0 (clipping off) when the plan sets none; lr/weight_decay "auto" for
+    HF; ZeRO-3 saves a 16-bit model; QLoRA + ZeRO-3 names bnb_4bit_quant_storage; ZeRO-3 + AutoTP is said to be
+    unsupported (AutoTP training takes ZeRO 0-2)."""
+    qlora = plan_from_dict(
+        {"model": {"preset": "llama-7b"}, "training": {"method": "qlora"}, "strategy": {"zero_stage": 3}}
+    )
+    ds = deepspeed_config(qlora)
+    assert "gradient_clipping" not in ds.config
+    assert any("no gradient_clipping" in n and "1.0 since v0.19.3" in n for n in ds.notes)
+    assert (
+        ds.config["optimizer"]["params"]["lr"] == "auto" and ds.config["optimizer"]["params"]["weight_decay"] == "auto"
+    )
+    assert ds.config["zero_optimization"]["stage3_gather_16bit_weights_on_model_save"] is True
+    assert any("bnb_4bit_quant_storage=torch.bfloat16" in n for n in ds.notes)
+    zero2 = deepspeed_config(qlora.with_changes({"strategy.zero_stage": 2}))
+    assert "stage3_gather_16bit_weights_on_model_save" not in zero2.config["zero_optimization"]
+    assert not any("bnb_4bit_quant_storage" in n for n in zero2.notes)
+    tp = plan_from_dict({"model": {"preset": "llama-7b"}, "strategy": {"zero_stage": 3, "tensor_parallel": 2}})
+    ds_tp = deepspeed_config(tp)
+    assert [x for x in ds_tp.not_expressed if x.startswith("strategy.zero_stage = 3 with tensor_parallel")]
+    assert "ZeRO stages 0-2 only (v0.16.4 to at least v0.19.6" in ds_tp.not_expressed[0]

@@ -228,3 +228,47 @@ async def test_each_strategy_choice_shows_its_re_estimated_effect() -> None:
                     shown += 1
             assert shown >= 10
             await pilot.press("c")
+
+
+async def test_largest_sequence_length_is_shown_and_applies() -> None:
+    """Issue 16.13: beside the largest micro-batch, the largest sequence length that fits as is; enter takes it."""
+    plan = default_plan()
+    best = advise(plan).max_seq_len
+    assert estimate(plan.with_changes({"training.seq_len": best})).fits
+    assert not estimate(plan.with_changes({"training.seq_len": best + 1})).fits
+    app = VramplanApp(plan=plan)
+    async with app.run_test(size=(100, 40)) as pilot:
+        await pilot.press("5")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert f"largest sequence length that fits as is: {best:,}" in row_text(app, "advice.seq_len")
+        await highlight(app, pilot, "advice.seq_len")
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.planner.plan == plan.with_changes({"training.seq_len": best})
+
+
+async def test_f_restricts_the_advice_to_a_framework() -> None:
+    """Issue 16.12 in the Checks pane: `f` cycles the advisor's framework (all, HF + DeepSpeed, FSDP, Megatron);
+    the suggestions shown are then only plans that framework runs."""
+    from vramplan.core.advice.frameworks import unsupported
+
+    plan = default_plan().with_changes(
+        {"model.preset": "bloom-7b1", "hardware.gpu": "a100-40gb", "hardware.gpus_per_node": 4, **OVER}
+    )
+    app = VramplanApp(plan=plan)
+    async with app.run_test(size=(100, 40)) as pilot:
+        await pilot.press("5")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        pane = app.planner.query_one(ChecklistPane)
+        assert pane.framework == "all" and "f: any framework" in str(pane.border_subtitle)
+        await pilot.press("f")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert pane.framework == "hf-deepspeed" and "HF Trainer + DeepSpeed" in str(pane.border_subtitle)
+        assert pane.advice is not None and pane.advice.suggestions
+        for s in pane.advice.suggestions:
+            assert not unsupported(plan.with_changes(s.changes), "hf-deepspeed"), s.title
+        assert pane.advice.suggestions != advise(plan).suggestions  # TP + sequence parallel is gone
+        assert pane.advice.suggestions[0].title in row_text(app, "advice.s0")

@@ -69,6 +69,22 @@ async def test_export_each_format(tmp_path: Path, monkeypatch) -> None:
         assert app.planner.plan == PP_PLAN
 
 
+async def test_enter_exports_from_anywhere_in_the_dialog(tmp_path: Path, monkeypatch) -> None:
+    """The documented keys: ctrl+s, shift+tab, right (DeepSpeed), enter writes the DeepSpeed file (enter on the
+    format bar used to step the format to Markdown and write nothing)."""
+    monkeypatch.chdir(tmp_path)
+    app = VramplanApp(plan=default_plan())
+    async with app.run_test() as pilot:
+        await pilot.press("ctrl+s", "shift+tab", "right")
+        await pilot.pause()
+        assert app.screen.focused is app.screen.query_one("#export-format")
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.screen is app.planner
+        written = sorted(p.name for p in tmp_path.iterdir())
+        assert written == [default_file_name(default_plan(), "deepspeed")]
+
+
 async def test_an_existing_file_is_replaced_only_after_confirmation(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     target = tmp_path / default_file_name(default_plan(), "toml")

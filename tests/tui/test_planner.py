@@ -44,7 +44,7 @@ async def test_pick_a_preset_by_typing_then_enter() -> None:
 async def test_pick_a_gpu_with_arrows_and_the_mouse() -> None:
     app = VramplanApp()
     async with app.run_test(size=(100, 30)) as pilot:
-        await pilot.press("2", "tab", "home", "enter")  # tab: into the GPU list; its first row is the smallest GPU
+        await pilot.press("2", "home", "enter")  # 2 focuses the GPU list; its first row is the smallest GPU
         await pilot.pause()
         plan = app.planner.plan
         assert plan.hardware.gpu == "rtx-3070-8gb"
@@ -131,6 +131,35 @@ async def test_non_numbers_and_out_of_range_values_are_inline_errors() -> None:
         await pilot.pause()
         assert "enter a whole number" in text_of(app, "#f-training-seq_len .field-error")
         assert app.planner.plan == before
+
+
+async def test_numeric_fields_take_what_the_cli_takes() -> None:
+    """Issue 16.3: `4k` in sequence length is 4096 (it became 4: the integer input dropped the suffix), `32K`,
+    `1e3`, `2_048` are read as the CLI reads them; anything else is an inline error and the plan is kept."""
+    app = VramplanApp()
+    async with app.run_test() as pilot:
+        await pilot.press("3")
+        field = app.planner.query_one("#f-training-seq_len Input", Input)
+        field.focus()
+        for typed, seq_len in (("4k", 4096), ("32K", 32768), ("1e3", 1000), ("2_048", 2048)):
+            field.value = ""
+            await pilot.press(*typed)
+            await pilot.pause()
+            assert field.value == typed and app.planner.plan.training.seq_len == seq_len, typed
+        field.value = ""
+        await pilot.press("4")
+        await pilot.pause()
+        before = app.planner.plan  # seq_len 4: the last valid value
+        await pilot.press("x")
+        await pilot.pause()
+        assert field.value == "4x" and app.planner.plan == before
+        assert "enter a number: 2048, 4k" in text_of(app, "#f-training-seq_len .field-error")
+        micro = app.planner.query_one("#f-training-micro_batch_size Input", Input)
+        micro.focus()
+        micro.value = ""
+        await pilot.press(*"2e0")
+        await pilot.pause()
+        assert app.planner.plan.training.micro_batch_size == 2
 
 
 async def test_impossible_toggle_is_shown_next_to_its_control() -> None:

@@ -58,6 +58,9 @@ class ExportScreen(ModalScreen[Exported | None]):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "Cancel", id="export_cancel"),
+        # enter exports from anywhere (the format bar would otherwise take it as "next choice"), except on the
+        # Replace/Keep buttons of the confirmation, which keep their own meaning
+        Binding("enter", "export", "Export", show=False, priority=True, id="export_enter"),
         Binding("y", "replace", "Replace", show=False, id="export_replace"),
         Binding("n", "keep", "Keep", show=False, id="export_keep"),
     ]
@@ -191,7 +194,13 @@ class ExportScreen(ModalScreen[Exported | None]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in ("replace", "keep"):
             return self.confirming
+        if action == "export":
+            # the path field submits itself (after its pending edits); buttons keep enter for themselves
+            return not self.confirming and not isinstance(self.focused, (Button, Input))
         return True
+
+    def action_export(self) -> None:
+        self.export()
 
     def action_replace(self) -> None:
         if self.confirming:

@@ -30,7 +30,7 @@ from vramplan.tui.detection import detected_notice
 from vramplan.tui.history import PlanHistory
 from vramplan.tui.widgets.bars import KindLegend
 from vramplan.tui.widgets.checklist_pane import ChecklistPane
-from vramplan.tui.widgets.fields import NO_ERRORS, PlanPane
+from vramplan.tui.widgets.fields import NO_ERRORS, PlanPane, field_id
 from vramplan.tui.widgets.gauges import MemoryGauges
 from vramplan.tui.widgets.hardware_pane import HardwarePane
 from vramplan.tui.widgets.model_pane import ModelPane
@@ -71,6 +71,7 @@ class PlannerScreen(Screen[None]):
     def __init__(self, plan: Plan, notice: str = "", meta: Meta | None = None) -> None:
         super().__init__()
         self.export_format = "toml"
+        self.saved_plan = plan  # the plan as last opened or exported as TOML: quitting with another one asks first
         self.history = PlanHistory(plan, meta)
         self.set_reactive(PlannerScreen.plan, plan)
         self.set_reactive(PlannerScreen.estimate, estimate(plan))
@@ -190,9 +191,20 @@ class PlannerScreen(Screen[None]):
     # Focus moves with `set_focus` (at once, not on the next idle like `Widget.focus`): keys typed right after
     # a pane key (or pasted) then go where the user expects.
     def action_show_pane(self, pane: str) -> None:
-        """Show a pane and focus it (not its first field: digits and letters stay commands; tab enters it)."""
+        """Show a pane and focus its first control that is not a text field (`PlanPane.focus_target`): arrows
+        work at once, digits and letters stay commands."""
         self.pane = pane
         self.set_focus(self.query_one(f"#pane-{pane}", PlanPane).focus_target())
+
+    def action_edit_field(self, key: str) -> None:
+        """Show the pane holding the field of plan key ``key`` and put the cursor in it (the palette's numbers)."""
+        self.pane = key.split(".")[0]  # the panes are named after the plan's tables (model, hardware...)
+        row = self.query_one(f"#{field_id(key)}")
+        if not row.display:  # e.g. LoRA rank with full fine-tuning
+            hint = " (choose LoRA or QLoRA: m)" if key.startswith("training.lora") else ""
+            self.notice = f"! {key} does not apply to this plan{hint}"
+            return
+        self.set_focus(row.query_one(Input))
 
     def action_find_model(self) -> None:
         self.pane = "model"
@@ -216,6 +228,8 @@ class PlannerScreen(Screen[None]):
         if result is None:
             return
         self.export_format = result.format
+        if result.format == "toml":
+            self.saved_plan = self.plan
         lines = [f"✔ wrote {result.path}", *(f"⚠ {w}" for w in result.warnings)]
         self.notice = "\n".join(lines)
 
@@ -232,6 +246,7 @@ class PlannerScreen(Screen[None]):
         self.history.break_coalescing()
         self._commit(pf.plan)
         self.history.set_meta(pf.meta)  # undo goes back to the plan before and its [meta]
+        self.saved_plan = pf.plan
         self.app.sub_title = pf.path
         self.notice = "\n".join(pf.notices) or f"✔ opened {pf.path}"
 
@@ -243,6 +258,7 @@ class PlannerScreen(Screen[None]):
         self.history = PlanHistory(plan)
         self.errors = NO_ERRORS
         self.plan = plan
+        self.saved_plan = plan
         self.notice = detected_notice(det)
 
     def action_load_config(self) -> None:

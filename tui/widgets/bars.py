@@ -112,7 +112,7 @@ class StackedBar(Widget):
         else:
             cap_pos = min(width - 1, round(self.capacity * width / scale))
             mark = f"{right} ┘"
-            start = max(1, cap_pos - len(mark) + 1)
+            start = max(2, cap_pos - len(mark) + 1)  # a space after the "0": never "079.6 GiB"
             text = ("0" + " " * (start - 1) + mark).ljust(width)[:width]
         return Content.assemble((text, style))
 
@@ -186,15 +186,17 @@ class KindLegend(Widget, can_focus=True):
 
     def render(self) -> Content:
         width = self.size.width
-        label_w = max(4, width - 14)
-        header = f"{'GiB per GPU':<{label_w + 2}}{'peak':>6}{'max':>6}"
+        # each number column is one wider than its widest figure (262.83 and up never run together)
+        num_w = max([6, *(len(gib(n, 2)) + 1 for _, a, b in self.rows for n in (a, b))])
+        label_w = max(4, width - 2 - 2 * num_w)
+        header = f"{'GiB per GPU':<{label_w + 2}}{'peak':>{num_w}}{'max':>{num_w}}"
         lines = [Content.assemble((header, self.get_visual_style("kind-legend--header")))]
         glyphs = GLYPHS_NO_COLOR if self.app.no_color else {}
         for i, (kind, at_peak, largest) in enumerate(self.rows):
             label = KIND_LABELS.get(kind, kind)[:label_w]
             line = Content.assemble(
                 (glyphs.get(kind, "█"), self.get_visual_style(f"kind-legend--{kind}")),
-                f" {label:<{label_w}}{gib(at_peak, 2):>6}{gib(largest, 2):>6}",
+                f" {label:<{label_w}}{gib(at_peak, 2):>{num_w}}{gib(largest, 2):>{num_w}}",
             )
             if i == self.cursor:
                 line = line.stylize(self.get_visual_style("kind-legend--cursor"), 1)

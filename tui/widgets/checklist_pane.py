@@ -82,11 +82,16 @@ class ChecklistPane(PlanPane):
     TITLE = "Checklist"
     SOLO = True
 
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("f", "cycle_framework", "Advice for a framework", show=False, id="advice_framework"),
+    ]
+
     class AdviceReady(Message):
-        def __init__(self, advice: Advice | None, error: str = "") -> None:
+        def __init__(self, advice: Advice | None, error: str = "", framework: str = "all") -> None:
             super().__init__()
             self.advice = advice
             self.error = error
+            self.framework = framework
 
     class Rewrap(Message):
         """The list's width changed: wrap the rows again."""
@@ -97,6 +102,8 @@ class ChecklistPane(PlanPane):
         self.advice: Advice | None = None  # the newest advice, possibly for an older plan
         self._advice_error = ""
         self._advising = False
+        self.framework = "all"  # the advisor's framework filter (`f` cycles it; core.advice.frameworks)
+        self._advised_for = "all"  # the framework self.advice was made for
         self.judge = Settled(self, self._judge)
 
     def compose(self) -> ComposeResult:
@@ -104,7 +111,23 @@ class ChecklistPane(PlanPane):
         yield ChecklistList(id="checklist-list", compact=True)
 
     def on_mount(self) -> None:  # PlanPane.on_mount runs too (Textual calls each class's handler)
-        self.border_subtitle = "⏎ apply  space tick  1-4 back"
+        self._subtitle()
+
+    def _subtitle(self) -> None:
+        from vramplan.core.advice.frameworks import FRAMEWORKS
+
+        self.border_subtitle = f"⏎ apply  space tick  f: {FRAMEWORKS[self.framework]}  1-4 back"
+
+    def action_cycle_framework(self) -> None:
+        """Restrict the advisor's suggestions to what a framework runs (all, HF + DeepSpeed, FSDP, Megatron)."""
+        from vramplan.core.advice.frameworks import FRAMEWORKS
+
+        names = list(FRAMEWORKS)
+        self.framework = names[(names.index(self.framework) + 1) % len(names)]
+        self._subtitle()
+        est = self.estimate
+        if est is not None and self.display:
+            self._request_advice(est)
 
     def focus_target(self) -> Widget:
         return self.query_one(ChecklistList)
@@ -125,17 +148,19 @@ class ChecklistPane(PlanPane):
         self._show()
 
     def _request_advice(self, est: Estimate) -> None:
-        if self._advising or (self.advice is not None and self.advice.plan == est.plan):
+        if self._advising or (
+            self.advice is not None and self.advice.plan == est.plan and self._advised_for == self.framework
+        ):
             return
         self._advising = True
-        self._advise(est)
+        self._advise(est, self.framework)
 
     @work(thread=True, exclusive=True, group="advice", exit_on_error=False)
-    def _advise(self, est: Estimate) -> None:
+    def _advise(self, est: Estimate, framework: str = "all") -> None:
         from vramplan.core.advice.advisor import advise
 
         try:
-            self.post_message(self.AdviceReady(advise(est.plan, est=est)))
+            self.post_message(self.AdviceReady(advise(est.plan, est=est, framework=framework), framework=framework))
         except Exception as exc:  # shown in the pane; the planner keeps working
             self.post_message(self.AdviceReady(None, f"{type(exc).__name__}: {exc}"))
 
@@ -145,13 +170,15 @@ class ChecklistPane(PlanPane):
         self._advice_error = event.error
         if event.advice is not None:
             self.advice = event.advice
+            self._advised_for = event.framework
         est = self.estimate
         if est is None:
             return
         if not self.display:  # hidden: judged and advised again when shown (the plan may have changed)
             self._stale = True
             return
-        if self.advice is not None and self.advice.plan != est.plan and not event.error:
+        stale = self.advice is not None and (self.advice.plan != est.plan or self._advised_for != self.framework)
+        if stale and not event.error:
             self._request_advice(est)  # the plan changed while it ran: advise the newest one
         self._show()
 
@@ -212,6 +239,8 @@ class ChecklistPane(PlanPane):
                 return {}
             if row == "advice.micro_batch":
                 return {"training.micro_batch_size": advice.max_micro_batch_size}
+            if row == "advice.seq_len":
+                return {"training.seq_len": advice.max_seq_len}
             if row == "advice.min_gpus":
                 return dict(advice.min_gpus_changes)
             index = int(row.removeprefix("advice.s"))

@@ -125,6 +125,13 @@ def _limits(advice: Advice, width: int, current: bool) -> list[Row]:
         can = mb != now
         text = f"largest micro-batch that fits as is: {mb}" + (" (this plan's)" if not can else "")
     rows = [Row("advice.micro_batch", _action(text, can, width), current and can)]
+    seq, now_seq = advice.max_seq_len, plan.training.seq_len
+    if seq == 0:
+        text, can = "no sequence length fits as is, not even 1 token", False
+    else:
+        can = seq != now_seq
+        text = f"largest sequence length that fits as is: {seq:,}" + (" (this plan's)" if not can else "")
+    rows.append(Row("advice.seq_len", _action(text, can, width), current and can))
     gpus, layout = advice.min_gpus, advice.min_gpus_changes
     if gpus is None:
         text, can = "no number of GPUs fits with these strategies", False

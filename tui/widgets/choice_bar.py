@@ -1,5 +1,6 @@
-"""`ChoiceBar`: every choice of a setting in a row (wrapping when narrow), the current one highlighted and the
-impossible ones struck through. One leaf widget (`render()`): left/right or a click picks."""
+"""`ChoiceBar`: every choice of a setting in a row (wrapping when narrow), the current one highlighted and in
+brackets (``[full]``: readable without colour) and the impossible ones struck through. One leaf widget
+(`render()`): left/right or a click picks."""
 
 from __future__ import annotations
 
@@ -77,7 +78,9 @@ class ChoiceBar(Widget, can_focus=True):
             for i, x in line:
                 kind = "selected" if i == self.index else "blocked" if i in self.blocked else "option"
                 parts.append(" " * (x - end))
-                parts.append((f" {self.labels[i]} ", styles[kind]))
+                # the current choice is bracketed, so it reads without colour (NO_COLOR, copied text)
+                text = f"[{self.labels[i]}]" if i == self.index else f" {self.labels[i]} "
+                parts.append((text, styles[kind]))
                 end = x + len(self.labels[i]) + 2
             rows.append(Content.assemble(*parts))  # type: ignore[arg-type]
         return Content("\n").join(rows)

@@ -18,7 +18,7 @@ from textual.widget import Widget
 from textual.widgets import Input, Label, Static
 
 from vramplan.core.memory.result import Estimate
-from vramplan.core.plan.plan import Plan
+from vramplan.core.plan.plan import Plan, parse_count
 from vramplan.core.plan.units import number_text, parse_number
 from vramplan.tui.choices import CHOICES, Choice, blocked, plan_value
 from vramplan.tui.widgets.choice_bar import ChoiceBar
@@ -97,7 +97,11 @@ class PlanPane(VerticalScroll):
         """Update what the pane derives from the plan (details, notes). Panes override it."""
 
     def focus_target(self) -> Widget:
-        """What a pane key focuses: the pane itself (tab enters its fields); a pane may name a widget inside."""
+        """What a pane key focuses: the pane's first control that keeps letters and digits as commands (a list,
+        a choice bar: ``2`` then arrows work at once), not a text field; the pane itself if it has none."""
+        for widget in self.query("*"):
+            if widget.focusable and not isinstance(widget, Input):
+                return widget
         return self
 
     def show_blocked(self, est: Estimate, keys: tuple[str, ...]) -> None:
@@ -186,35 +190,45 @@ class FieldRow(Widget):
 
 
 class IntField(FieldRow):
+    """A whole number, typed as the CLI takes it (``4k``, ``32K``, ``1e3``, ``2_048``: `parse_count`); anything
+    else is an inline error, never silently cut. A plain `Input` parsed here, not Textual's integer input type
+    (which drops a suffix as it is typed, and whose validating regex can hang on a long run of digits)."""
+
     keeps_text = True
 
     def make_control(self) -> Widget:
-        return Input(type="integer", compact=True, select_on_focus=True)
+        return Input(compact=True, select_on_focus=True)
 
     def set_control(self, value: Any) -> None:
         field = self.control
         assert isinstance(field, Input)
-        if _parse_int(field.value) != value:
+        if self._parse(field.value) != value:
             with self.prevent(Input.Changed):
                 field.value = str(value)
+
+    def _parse(self, text: str) -> int | None:
+        try:
+            return parse_count(self.key, text)
+        except ValueError:
+            return None
 
     @on(Input.Changed)
     def _typed(self, event: Input.Changed) -> None:
         event.stop()
         if event.value != event.input.value:
             return  # stale: the plan has set the field since
-        value = _parse_int(event.value)
+        if len(event.value) > 40:  # no plan count is this long: say so before parsing a pasted blob
+            self.post_invalid("too long for a whole number")
+            return
+        try:
+            value = parse_count(self.key, event.value)
+        except ValueError as exc:
+            self.post_invalid(str(exc))
+            return
         if value is None:
             self.post_invalid("enter a whole number")
         else:
             self.post_change(value, coalesce=True)
-
-
-def _parse_int(text: str) -> int | None:
-    try:
-        return int(text.strip().replace("_", "").replace(",", ""))
-    except ValueError:
-        return None
 
 
 class ListField(FieldRow):

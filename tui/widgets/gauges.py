@@ -11,6 +11,7 @@ from textual.content import Content
 from textual.reactive import Reactive, var
 from textual.widgets import Static
 
+from vramplan.core.advice.whatif import FRAGMENTATION_RISK
 from vramplan.core.memory.result import KINDS, Estimate
 from vramplan.core.plan.describe import gpu_name, method_label, model_name, short_gpu_name
 from vramplan.core.plan.units import gib_text as gib
@@ -21,11 +22,22 @@ from vramplan.tui.widgets.settle import Settled
 from vramplan.tui.widgets.text import show_text
 
 
+def headroom_state(est: Estimate) -> str:
+    """``over`` (does not fit), ``tight`` (fits with less than the checklist's fragmentation margin free,
+    `FRAGMENTATION_RISK`: 10%) or ``ok``: the headline's colour and words follow it."""
+    if not est.fits:
+        return "over"
+    return "tight" if est.headroom_fraction < FRAGMENTATION_RISK else "ok"
+
+
 def headline(est: Estimate) -> str:
     """Three lines: the verdict with the per-GPU total (one decimal, as ``vramplan estimate``), the margin, and
     what ``torch.cuda.max_memory_allocated()`` / ``max_memory_reserved()`` would show."""
     total, cap = gib(est.total), gib(est.gpu_capacity)
-    if est.fits:
+    if headroom_state(est) == "tight":  # the words say it without colour
+        verdict = f"[b]! fits, tight[/b]  {total} / {cap} GiB per GPU"
+        margin = f"{gib(est.headroom)} GiB free ({est.headroom_fraction:.0%} < {FRAGMENTATION_RISK:.0%} headroom)"
+    elif est.fits:
         verdict = f"[b]✔ fits[/b]  {total} / {cap} GiB per GPU"
         margin = f"{gib(est.headroom)} GiB free ({est.headroom_fraction:.0%} headroom)"
     else:
@@ -118,6 +130,14 @@ class MemoryGauges(VerticalScroll):
 
     def on_resize(self) -> None:
         self._time_terms()  # the layout (and so whether the table is shown) changes with the terminal's size
+        # a layout request made while the resize is being laid out is lost (the table kept the one line it had
+        # while hidden, until the next plan change): ask again after this frame
+        self.call_after_refresh(self._relayout_time_terms)
+
+    def _relayout_time_terms(self) -> None:
+        terms = self.query_one("#time-terms", Static)
+        if terms.display:
+            terms.refresh(layout=True)
 
     def watch_estimate(self) -> None:
         est = self.estimate
@@ -125,7 +145,8 @@ class MemoryGauges(VerticalScroll):
             return
         show_text(self.query_one("#plan-summary", Static), Content(plan_summary(est)))
         show_text(self.query_one("#headline", Static), headline(est))
-        self.query_one("#headline").set_class(not est.fits, "-over")
+        state = headroom_state(est)
+        self.query_one("#headline").set_class(state == "over", "-over").set_class(state == "tight", "-warn")
         live = est.live_at_peak
         self.query_one("#gpu-bar", StackedBar).show([(k, live.get(k, 0)) for k in KINDS], est.gpu_capacity)
         stage = "" if est.stage == "all" else f" (busiest: {est.stage} pipeline stage)"
@@ -164,8 +185,10 @@ class MemoryGauges(VerticalScroll):
 
     def on_descendant_focus(self, event: events.DescendantFocus) -> None:
         if isinstance(event.widget, KindLegend):  # reading explanations: show the selected one
+            self.add_class("-explaining")  # the verdict stays in view (app.tcss docks it)
             self.call_after_refresh(self.query_one("#explain").scroll_visible, animate=False)
 
     def on_descendant_blur(self, event: events.DescendantBlur) -> None:
         if isinstance(event.widget, KindLegend):  # back to the headline
+            self.remove_class("-explaining")
             self.scroll_home(animate=False)
