@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from vramplan.core.plan.memo import memoised
+from vramplan.core.plan.moe import Mla, Moe, mtp_params
 
 Role = Literal["q", "k", "v", "o", "gate", "up", "down", "qkv", "gate_up"]
 ALL_ROLES: tuple[str, ...] = ("q", "k", "v", "o", "gate", "up", "down", "qkv", "gate_up")
@@ -80,6 +81,13 @@ class Family:
     rotary_factor: float = 1.0  # fraction of head_dim that RoPE rotates (GPT-NeoX rotary_pct)
     max_positions: int = 0  # learned position embeddings: rows by default (GPT-2 n_positions)
     options: frozenset[str] = frozenset()  # OPTION_KEYS this family's config may set
+    block_norms: int = 2  # norms per sequential block (Gemma 2/3: input, post-attention, pre- and post-MLP)
+    qk_norm: Literal["", "head", "full", "head_layer"] = ""  # RMSNorm of q and k: per head (Qwen3, Gemma 3),
+    # over the whole projection (OLMo 2), per-head LayerNorm with bias (Phi's qk_layernorm)
+    lm_head_bias: bool = False  # Phi-1.5/2
+    sinks: bool = False  # gpt-oss: one learned attention-sink logit per head and layer
+    moe: bool = False  # routed experts (see core.plan.moe)
+    mla: bool = False  # DeepSeek multi-head latent attention
 
     @property
     def gated(self) -> bool:
@@ -147,6 +155,65 @@ FAMILIES: dict[str, Family] = {
                 }
             ),
         ),
+        Family(
+            "qwen3", "Qwen3", "rms", "gated", False, False, False, False, "rope", "silu", False,
+            "transformers models/qwen3/modeling_qwen3.py (llama block, per-head q_norm/k_norm, head_dim 128)",
+            qk_norm="head", options=frozenset({"attention_bias"}),
+        ),
+        Family(
+            "qwen3_moe", "Qwen3-MoE", "rms", "gated", False, False, False, False, "rope", "silu", False,
+            "transformers models/qwen3_moe/modeling_qwen3_moe.py (Qwen3 attention, routed SwiGLU experts)",
+            qk_norm="head", moe=True, options=frozenset({"attention_bias"}),
+        ),
+        Family(
+            "qwen2_moe", "Qwen2-MoE", "rms", "gated", False, True, False, False, "rope", "silu", False,
+            "transformers models/qwen2_moe/modeling_qwen2_moe.py (Qwen2 attention, routed experts, gated shared "
+            "expert)",
+            moe=True,
+        ),
+        Family(
+            "mixtral", "Mixtral", "rms", "gated", False, False, False, False, "rope", "silu", False,
+            "transformers models/mixtral/modeling_mixtral.py (Mistral attention, 8 SwiGLU experts, top-2)",
+            moe=True,
+        ),
+        Family(
+            "gemma2", "Gemma 2", "rms_offset", "gated", False, False, False, False, "rope", "gelu_pytorch_tanh", True,
+            "transformers models/gemma2/modeling_gemma2.py (four RMSNorms per block, local/global attention, "
+            "attention and final logit soft-capping)",
+            block_norms=4, options=frozenset({"attention_bias", "hidden_act"}),
+        ),
+        Family(
+            "gemma3_text", "Gemma 3", "rms_offset", "gated", False, False, False, False, "rope", "gelu_pytorch_tanh",
+            True,
+            "transformers models/gemma3/modeling_gemma3.py Gemma3ForCausalLM (Gemma 2 block, per-head q/k norms, "
+            "five local layers per global one)",
+            block_norms=4, qk_norm="head", options=frozenset({"attention_bias", "hidden_act"}),
+        ),
+        Family(
+            "olmo2", "OLMo 2", "rms", "gated", False, False, False, False, "rope", "silu", False,
+            "transformers models/olmo2/modeling_olmo2.py (post-norms after attention and MLP, q/k RMSNorm over the "
+            "whole projection)",
+            qk_norm="full", options=frozenset({"attention_bias"}),
+        ),
+        Family(
+            "phi", "Phi", "layer", "plain", False, True, True, True, "rope", "gelu_new", False,
+            "transformers models/phi/modeling_phi.py (parallel attention and MLP under one LayerNorm, partial "
+            "RoPE 0.5, biased linears and lm_head)",
+            parallel=True, norms_in_parallel=1, rotary_factor=0.5, lm_head_bias=True, qk_norm="head_layer",
+            options=frozenset({"hidden_act", "partial_rotary_factor"}),
+        ),
+        Family(
+            "deepseek_v3", "DeepSeek-V3", "rms", "gated", False, False, False, False, "rope", "silu", False,
+            "transformers models/deepseek_v3/modeling_deepseek_v3.py (multi-head latent attention, 256 routed "
+            "experts top-8 + a shared expert, first 3 layers dense)",
+            moe=True, mla=True,
+        ),
+        Family(
+            "gpt_oss", "gpt-oss", "rms", "gated", False, True, True, False, "rope", "silu", False,
+            "transformers models/gpt_oss/modeling_gpt_oss.py (biased attention with sinks, alternating "
+            "sliding-window layers, routed experts with biases and clamped SwiGLU)",
+            sinks=True, moe=True,
+        ),
     )
 }  # fmt: skip
 
@@ -197,6 +264,11 @@ class Arch:
     attn_math: bool = False  # Falcon multi-query: k/v with one head, SDPA falls back to its math kernel
     mask_per_layer: bool = False  # Falcon + RoPE + SDPA: the materialised bool mask is converted in every layer
     index_bytes: int = 0  # Falcon's k/v list indexing saves two int64 indices per block
+    moe: Moe | None = None  # routed experts; `linears` then hold the path of one token (core.plan.moe)
+    mla: Mla | None = None  # DeepSeek's latent attention; `linears` hold an equivalent q/k/v/o for the FLOPs
+    extra_params: int = 0  # signed, whole model: what the linears and norms do not show (q/k norms, sinks,
+    # MLA's low-rank projections, the dense layers of an MoE model, Phi's lm_head bias)
+    mtp_params: int = 0  # DeepSeek's multi-token-prediction module(s): not built by transformers, not in the total
     # derived (set in __post_init__)
     h_q: int = field(init=False)
     h_kv: int = field(init=False)
@@ -209,6 +281,8 @@ class Arch:
     embed_params: int = field(init=False)  # token embedding + embed_extra_params
     head_params: int = field(init=False)  # final norm + an untied lm_head (a tied head reuses the embedding)
     total_params: int = field(init=False)
+    active_params: int = field(init=False)  # what one token passes through (embedding and lm_head included)
+    expert_params: int = field(init=False)  # routed experts, all layers (0: dense)
     max_linear_weight: int = field(init=False)
     by_role: dict[str, Linear] = field(init=False, repr=False, compare=False)
 
@@ -221,6 +295,11 @@ class Arch:
         extra = (norm if self.fam.embed_norm else 0) + self.positions * self.h
         embed = self.V * self.h + extra
         head = norm + (0 if self.tied else self.V * self.h)
+        moe = self.moe
+        n_moe = moe.moe_layers if moe else 0
+        active = embed + self.L * layer + head + self.extra_params
+        active += n_moe * moe.active_extra_per_layer(self.h) if moe else 0
+        inactive = n_moe * moe.inactive_per_layer(self.h) if moe else 0
         for name, value in (
             ("h_q", self.a * self.d),
             ("h_kv", self.kv * self.d),
@@ -232,7 +311,9 @@ class Arch:
             ("embed_extra_params", extra),
             ("embed_params", embed),
             ("head_params", head),
-            ("total_params", embed + self.L * layer + head),
+            ("total_params", active + inactive),
+            ("active_params", active),
+            ("expert_params", moe.expert_params(self.h) if moe else 0),
             ("max_linear_weight", max(lin.weight_params for lin in self.linears)),
             ("by_role", {lin.role: lin for lin in self.linears}),
         ):
@@ -301,18 +382,57 @@ def build_arch(
     max_position_embeddings: int | None = None,
     alibi: bool | None = None,
     new_decoder_architecture: bool | None = None,
+    num_experts: int | None = None,
+    num_experts_per_tok: int | None = None,
+    moe_intermediate_size: int | None = None,
+    shared_expert_intermediate_size: int | None = None,
+    dense_layers: int | None = None,
+    q_lora_rank: int | None = None,
+    kv_lora_rank: int | None = None,
+    qk_nope_head_dim: int | None = None,
+    qk_rope_head_dim: int | None = None,
+    v_head_dim: int | None = None,
+    qk_layernorm: bool | None = None,
+    mtp_layers: int | None = None,
 ) -> Arch:
     """An `Arch` from model-table keys (HF config.json names; None: the family's default)."""
     fam = FAMILIES[model_type]
     h, a, kv = hidden_size, num_attention_heads, num_key_value_heads
     d = head_dim or h // a
-    linears = block_linears(fam, h, intermediate_size, a, kv, d, attention_bias, attention_bias, mlp_bias)
+    moe = _moe(fam, intermediate_size, num_hidden_layers, num_experts, num_experts_per_tok, moe_intermediate_size,
+               shared_expert_intermediate_size, dense_layers)  # fmt: skip
+    f = moe.active_f if moe else intermediate_size
+    mla = (
+        Mla(q_lora_rank or 0, kv_lora_rank or 512, qk_nope_head_dim or 128, qk_rope_head_dim or 64, v_head_dim or 128)
+        if fam.mla
+        else None
+    )
+    if mla:
+        d = mla.qk_head
+    linears = block_linears(fam, h, f, a, kv, d, attention_bias, attention_bias, mlp_bias)
+    if mla:  # the q/k/v/o a token's FLOPs see: heads of qk_head for q and k, v_head for v and o
+        linears = (Linear("q", h, a * d, False), Linear("k", h, a * d, False), Linear("v", h, a * mla.v, False),
+                   Linear("o", a * mla.v, h, False), *linears[4:])  # fmt: skip
+    attn = sum(lin.params for lin in linears if lin.role in ("q", "k", "v", "o", "qkv"))
+    qk_norm = "" if fam.qk_norm == "head_layer" and not qk_layernorm else fam.qk_norm
+    per_layer = {"": 0, "head": 2 * d, "full": (a + kv) * d, "head_layer": 4 * d}[qk_norm]
+    per_layer += a if fam.sinks else 0
+    per_layer += mla.params(h, a) - attn if mla else 0
+    dense = moe and num_hidden_layers - moe.moe_layers
+    extra = num_hidden_layers * per_layer + (vocab_size if fam.lm_head_bias else 0)
+    extra += dense * 3 * h * (intermediate_size - f) if moe and dense else 0
+    norm = 2 * h if fam.norm == "layer" else h
+    mtp = 0
+    if moe and mtp_layers:  # one MoE block of the model, plus the MTP module's own norms and projection
+        block = sum(lin.params for lin in linears) + per_layer + 2 * norm
+        mtp = mtp_params(block + moe.active_extra_per_layer(h) + moe.inactive_per_layer(h), h, mtp_layers)
     parallel = fam.parallel if use_parallel_residual is None else use_parallel_residual
     n_ln = fam.norms_in_parallel if num_ln_in_parallel_attn is None else num_ln_in_parallel_attn
     if new_decoder_architecture and num_ln_in_parallel_attn is None:
         n_ln = 2  # FalconDecoderLayer: the new architecture's default
     use_alibi = fam.positional == "alibi" or bool(alibi)
     rotary = 0 if (use_alibi or fam.positional != "rope") else int(d * (partial_rotary_factor or fam.rotary_factor))
+    rotary = mla.rope if mla else rotary
     falcon = model_type == "falcon"
     new_arch = falcon and bool(new_decoder_architecture)
     multi_query = falcon and not new_arch and kv < a
@@ -320,7 +440,7 @@ def build_arch(
         fam,
         vocab_size,
         h,
-        intermediate_size,
+        f,
         num_hidden_layers,
         a,
         kv,
@@ -328,7 +448,7 @@ def build_arch(
         tie_word_embeddings,
         linears,
         parallel=parallel,
-        n_norms=n_ln if parallel else 2,
+        n_norms=n_ln if parallel else fam.block_norms,
         act=hidden_act or fam.act,
         rotary_dim=rotary,
         alibi=use_alibi,
@@ -337,6 +457,37 @@ def build_arch(
         attn_math=multi_query,
         mask_per_layer=falcon and not use_alibi and not multi_query,
         index_bytes=16 if (new_arch or multi_query) else 0,
+        moe=moe,
+        mla=mla,
+        extra_params=extra,
+        mtp_params=mtp,
+    )
+
+
+def _moe(
+    fam: Family,
+    f: int,
+    n_layers: int,
+    experts: int | None,
+    top_k: int | None,
+    expert_f: int | None,
+    shared_f: int | None,
+    dense_layers: int | None,
+) -> Moe | None:
+    """The family's routed experts, with transformers' config defaults where a key is not given."""
+    if not fam.moe or not experts:
+        return None
+    if top_k is None or top_k > experts:
+        top_k = min(experts, top_k or 2)
+    return Moe(
+        n_experts=experts,
+        top_k=top_k,
+        expert_f=expert_f or f,
+        shared_f=shared_f or 0,
+        moe_layers=n_layers - min(dense_layers or 0, n_layers),
+        expert_bias=fam.model_type == "gpt_oss",
+        router_bias=fam.model_type == "gpt_oss",
+        shared_gate=fam.model_type == "qwen2_moe" and bool(shared_f),
     )
 
 
