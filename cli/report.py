@@ -107,14 +107,16 @@ def time_table(st: StepTime) -> str:
 
 
 def model_listing(reg: Registry) -> str:
-    rows = ["models", f"  {'id':<16} {'name':<18} {'type':<8} {'params':>9} {'layers':>6} {'hidden':>6} {'vocab':>7}"]
+    """One line per model preset within 80 columns: total parameters and, for mixture-of-experts models, the
+    parameters one token passes through (active; equal to the total for a dense model)."""
+    rows = ["models", f"  {'id':<17} {'name':<18} {'type':<11} {'params':>9} {'active':>9} {'layers':>6}"]
     for mp in reg.sorted_models():
         c = presets.model_config({"preset": mp.id})  # fills what a user preset leaves to defaults
-        n = c.arch().total_params
+        arch = c.arch()
         user = "  (user)" if reg.is_user("models", mp.id) else ""
         rows.append(
-            f"  {mp.id:<16} {mp.name:<18} {c.model_type:<8} {fmt_count(n):>9} {c.num_hidden_layers:>6} "
-            f"{c.hidden_size:>6} {c.vocab_size:>7}{user}"
+            f"  {mp.id:<17} {mp.name:<18} {c.model_type:<11} {fmt_count(arch.total_params):>9} "
+            f"{fmt_count(arch.active_params):>9} {c.num_hidden_layers:>6}{user}"
         )
     return "\n".join(rows) + "\n"
 

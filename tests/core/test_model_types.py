@@ -92,3 +92,50 @@ def test_structure_keys_only_where_the_family_has_them(model: dict[str, Any], ke
     with pytest.raises(PlanError) as exc:
         plan_from_dict({"model": map_config({"model_type": model["model_type"]}) | model})
     assert exc.value.line().startswith(key)
+
+
+ISSUE_PRESETS = [
+    "llama-3.1-8b",
+    "llama-3.1-70b",
+    "llama-3.1-405b",
+    "llama-3.2-1b",
+    "llama-3.2-3b",
+    "llama-3.3-70b",
+    "qwen3-0.6b",
+    "qwen3-4b",
+    "qwen3-8b",
+    "qwen3-14b",
+    "qwen3-32b",
+    "qwen3-30b-a3b",
+    "qwen3-235b-a22b",
+    "mixtral-8x7b",
+    "mixtral-8x22b",
+    "deepseek-v3",
+    "gpt-oss-20b",
+    "gpt-oss-120b",
+    "gemma-2-9b",
+    "gemma-2-27b",
+    "gemma-3-1b",
+    "gemma-3-4b",
+    "gemma-3-12b",
+    "gemma-3-27b",
+    "olmo-2-7b",
+    "olmo-2-13b",
+    "phi-3.5-mini",
+    "phi-4",
+]
+
+
+def test_presets_of_the_issue_exact_and_listed_after_the_first_three() -> None:
+    """Each preset's count is the transformers count of its config.json; LLaMA-7B, BLOOM-7B1 and the 72B stay
+    first in the list."""
+    from vramplan.core.plan import presets
+
+    reg = presets.registry()
+    assert [m.id for m in reg.sorted_models()[:3]] == ["llama-7b", "bloom-7b1", "qwen2.5-72b"]
+    for pid in ISSUE_PRESETS:
+        mp = presets.model_preset(pid)
+        arch = presets.model_config({"preset": pid}).arch()
+        assert arch.total_params == mp.params == COUNTS[pid]["total"], pid
+        assert arch.active_params == COUNTS[pid]["active"], pid
+        assert "huggingface.co" in mp.source
