@@ -33,8 +33,21 @@ def plan_summary(est: Estimate) -> list[str]:
         + (", fused cross-entropy" if s.fused_cross_entropy else "")
         + (", int8 activations" if s.activation_compression == "int8" else "")
         + stack_summary(p),
-        f"parameters {fmt_count(est.params_total)} (trainable {fmt_count(est.params_trainable)})",
+        f"parameters {fmt_count(est.params_total)}"
+        + _moe_summary(est)
+        + f" (trainable {fmt_count(est.params_trainable)})",
     ]
+
+
+def _moe_summary(est: Estimate) -> str:
+    """Mixture of experts: the parameters a token passes through, and the experts' layout."""
+    moe = est.plan.model.arch().moe
+    if moe is None:
+        return ""
+    ep = est.plan.strategy.expert_parallel
+    active = est.parameters_json()["active"]
+    where = f", EP {ep}: {moe.n_experts // ep} experts per GPU" if ep > 1 else ""
+    return f", {fmt_count(active)} active (top-{moe.top_k} of {moe.n_experts} experts{where})"
 
 
 def stack_summary(p: Plan) -> str:

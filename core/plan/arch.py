@@ -324,6 +324,15 @@ class Arch:
         """Weights that feed a matmul (decoder linears and the lm_head; not the embedding lookup or norms)."""
         return self.L * self.layer_weight_params + self.V * self.h
 
+    def layer_extra_params(self, ep: int = 1) -> int:
+        """Parameters per block (averaged over the blocks) beyond the block's linears and norms: the experts a
+        token does not pass through, routers, q/k norms, sinks, MLA's low-rank projections. With expert
+        parallelism ``ep`` a rank holds 1/ep of the routed experts (the top-k ones in the linears included)."""
+        beyond = (self.total_params - self.embed_params - self.head_params) // self.L - self.layer_params
+        if ep > 1 and self.expert_params:
+            beyond -= self.expert_params // self.L - self.expert_params // (self.L * ep)
+        return beyond
+
     def linear(self, role: str) -> Linear:
         return self.by_role[role]
 
