@@ -86,6 +86,7 @@ class Family:
     # over the whole projection (OLMo 2), per-head LayerNorm with bias (Phi's qk_layernorm)
     lm_head_bias: bool = False  # Phi-1.5/2
     sinks: bool = False  # gpt-oss: one learned attention-sink logit per head and layer
+    softcap: bool = False  # Gemma 2: attention logits soft-capped, cap * tanh(scores / cap)
     moe: bool = False  # routed experts (see core.plan.moe)
     mla: bool = False  # DeepSeek multi-head latent attention
 
@@ -180,7 +181,7 @@ FAMILIES: dict[str, Family] = {
             "gemma2", "Gemma 2", "rms_offset", "gated", False, False, False, False, "rope", "gelu_pytorch_tanh", True,
             "transformers models/gemma2/modeling_gemma2.py (four RMSNorms per block, local/global attention, "
             "attention and final logit soft-capping)",
-            block_norms=4, options=frozenset({"attention_bias", "hidden_act"}),
+            block_norms=4, softcap=True, options=frozenset({"attention_bias", "hidden_act"}),
         ),
         Family(
             "gemma3_text", "Gemma 3", "rms_offset", "gated", False, False, False, False, "rope", "gelu_pytorch_tanh",
@@ -269,6 +270,8 @@ class Arch:
     extra_params: int = 0  # signed, whole model: what the linears and norms do not show (q/k norms, sinks,
     # MLA's low-rank projections, the dense layers of an MoE model, Phi's lm_head bias)
     mtp_params: int = 0  # DeepSeek's multi-token-prediction module(s): not built by transformers, not in the total
+    window: int = 0  # sliding-window attention: the window (0: none)
+    window_layers: int = 0  # layers with a window (Gemma 2 every other one, Gemma 3 five in six)
     # derived (set in __post_init__)
     h_q: int = field(init=False)
     h_kv: int = field(init=False)
@@ -403,6 +406,8 @@ def build_arch(
     v_head_dim: int | None = None,
     qk_layernorm: bool | None = None,
     mtp_layers: int | None = None,
+    sliding_window: int | None = None,
+    sliding_layers: int | None = None,
 ) -> Arch:
     """An `Arch` from model-table keys (HF config.json names; None: the family's default)."""
     fam = FAMILIES[model_type]
@@ -470,6 +475,10 @@ def build_arch(
         mla=mla,
         extra_params=extra,
         mtp_params=mtp,
+        window=sliding_window or 0,
+        window_layers=min(sliding_layers if sliding_layers is not None else num_hidden_layers, num_hidden_layers)
+        if sliding_window
+        else 0,
     )
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from vramplan.core.plan.arch import FAMILIES
 from vramplan.core.plan.errors import PlanError
-from vramplan.core.plan.hffamilies import NEW_MAPPERS
+from vramplan.core.plan.hffamilies import NEW_MAPPERS, window_keys
 from vramplan.core.plan.hfkeys import MISSING, ConfigKeys, ignored_keys
 from vramplan.core.plan.paths import user_path
 
@@ -244,9 +244,15 @@ def _falcon(k: ConfigKeys) -> dict[str, Any]:
     return out
 
 
+def _mistral(k: ConfigKeys) -> dict[str, Any]:
+    """MistralConfig: ``sliding_window`` (4096 by default, null in v0.2+) on every layer."""
+    out = _mistral_like(k)
+    return out | window_keys(k, out["num_hidden_layers"], 4096, 0)
+
+
 _MAPPERS: dict[str, Callable[[ConfigKeys], dict[str, Any]]] = {
     "llama": _llama,
-    "mistral": _mistral_like,
+    "mistral": _mistral,
     "qwen2": _mistral_like,
     "gemma": _gemma,
     "phi3": _phi3,

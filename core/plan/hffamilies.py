@@ -23,6 +23,26 @@ def _sizes(k: ConfigKeys, *, kv_default: int | None = None) -> dict[str, Any]:
     }
 
 
+def window_keys(k: ConfigKeys, n_layers: int, default: int | None, every: int) -> dict[str, Any]:
+    """``sliding_window`` and how many layers use it: from ``layer_types`` when given, else the family's pattern
+    (Gemma 2: every other layer from the first, ``(i + 1) % 2``; Gemma 3: all but every ``every``-th; Mistral and
+    gpt-oss: ``every`` = 0, all layers)."""
+    k.read.update(("sliding_window", "layer_types", "sliding_window_pattern"))
+    w = k.raw.get("sliding_window", default)
+    if w is None or w == 0:
+        return {}
+    if not isinstance(w, int) or isinstance(w, bool) or w < 1:
+        raise PlanError(f"must be a positive integer or null (got {w!r})", "sliding_window")
+    types = k.raw.get("layer_types")
+    if isinstance(types, list) and types:
+        n = sum(1 for t in types[:n_layers] if t == "sliding_attention")
+    else:
+        pattern = k.raw.get("sliding_window_pattern", every)
+        every = pattern if isinstance(pattern, int) and not isinstance(pattern, bool) and pattern > 0 else every
+        n = n_layers - (n_layers // every if every else 0)
+    return {"sliding_window": w, "sliding_layers": n}
+
+
 def _qwen3(k: ConfigKeys) -> dict[str, Any]:
     """Qwen3Config: head_dim 128 (not h / a), untied unless the file ties (the small ones do)."""
     return {
@@ -84,7 +104,8 @@ def _gemma2(k: ConfigKeys) -> dict[str, Any]:
     out["tie_word_embeddings"] = k.flag("tie_word_embeddings", default=True)
     out["attention_bias"] = k.flag("attention_bias", default=False)
     out["hidden_act"] = k.act("hidden_activation", "hidden_act", default="gelu_pytorch_tanh")
-    return out
+    every = 2 if k.mt == "gemma2" else 6
+    return out | window_keys(k, out["num_hidden_layers"], 4096, every)
 
 
 def _olmo2(k: ConfigKeys) -> dict[str, Any]:
@@ -144,7 +165,7 @@ def _gpt_oss(k: ConfigKeys) -> dict[str, Any]:
     out["attention_bias"] = k.flag("attention_bias", default=True)
     out["num_experts"] = k.count("num_local_experts")
     out["num_experts_per_tok"] = k.count("num_experts_per_tok", "experts_per_token")
-    return out
+    return out | window_keys(k, out["num_hidden_layers"], 128, 2)
 
 
 NEW_MAPPERS: dict[str, Callable[[ConfigKeys], dict[str, Any]]] = {

@@ -24,6 +24,7 @@ MOE_PLAN_KEYS: tuple[str, ...] = (
     "shared_expert_intermediate_size",
     "dense_layers",
 )
+OTHER_PLAN_KEYS: tuple[str, ...] = ("qk_layernorm", "sliding_window", "sliding_layers")
 MLA_PLAN_KEYS: tuple[str, ...] = (
     "q_lora_rank",
     "kv_lora_rank",
@@ -76,6 +77,9 @@ class ModelConfig(BaseModel):
     v_head_dim: PositiveInt | None = None
     mtp_layers: int | None = Field(default=None, ge=0)
     qk_layernorm: bool | None = None
+    # sliding-window attention (Mistral, Gemma 2/3, gpt-oss): the window and how many layers use it
+    sliding_window: PositiveInt | None = None
+    sliding_layers: int | None = Field(default=None, ge=0)
 
     @model_validator(mode="before")
     @classmethod
@@ -176,7 +180,17 @@ class ModelConfig(BaseModel):
             self.num_key_value_heads,
             self.tie_word_embeddings,
             self.head_dim,
-            **{key: getattr(self, key) for key in (*OPTION_KEYS, *MOE_PLAN_KEYS, *MLA_PLAN_KEYS, "qk_layernorm")},
+            **{
+                key: getattr(self, key)
+                for key in (
+                    *OPTION_KEYS,
+                    *MOE_PLAN_KEYS,
+                    *MLA_PLAN_KEYS,
+                    "qk_layernorm",
+                    "sliding_window",
+                    "sliding_layers",
+                )
+            },
         )
 
 

@@ -139,3 +139,21 @@ def test_presets_of_the_issue_exact_and_listed_after_the_first_three() -> None:
         assert arch.total_params == mp.params == COUNTS[pid]["total"], pid
         assert arch.active_params == COUNTS[pid]["active"], pid
         assert "huggingface.co" in mp.source
+
+
+def test_sliding_window_layers_from_the_config() -> None:
+    """Gemma 2 windows every other layer, Gemma 3 five in six (or its layer_types), gpt-oss its layer_types,
+    Mistral v0.1 every layer; Qwen3 none (use_sliding_window false)."""
+
+    def window(name: str) -> tuple[int | None, int | None]:
+        m = map_config(_raw(name))
+        return m.get("sliding_window"), m.get("sliding_layers")
+
+    assert window("gemma-2-9b") == (4096, 21)
+    assert window("gpt-oss-20b") == (128, 12)
+    assert window("qwen3-8b") == (None, None)
+    g3 = map_config(_raw("gemma-3-27b"))
+    assert g3["sliding_layers"] == 62 - 62 // 6
+    mistral = map_config({"model_type": "mistral", "sliding_window": 4096, "num_hidden_layers": 32})
+    assert (mistral["sliding_window"], mistral["sliding_layers"]) == (4096, 32)
+    assert "sliding_window" not in map_config({"model_type": "mistral", "sliding_window": None})

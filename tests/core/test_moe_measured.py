@@ -6,10 +6,11 @@ tests/core/test_families_measured.py). Bounds of the issue: parameters exact, ac
 between -5% and +15%, and in the same phase.
 
 Modelled: transformers' default experts path (``grouped_mm``, core/memory/activations/block.py ``_moe``), the
-routers, shared experts, Qwen3/Gemma 3/OLMo 2 q/k norms. Not yet within the bounds (listed in README "Mixture of
+routers, shared experts, Qwen3/Gemma 3/OLMo 2 q/k norms, Gemma 2's soft-capped eager scores and the sliding-window
+mask under SDPA (core/memory/activations/attention.py). Not yet within the bounds (listed in README "Mixture of
 experts", not asserted here): the per-expert Python loop (``experts_implementation="eager"``, a fallback) and
 ``batched_mm`` (inference only), DeepSeek-V3's latent attention under SDPA, gpt-oss (sinks, clamped SwiGLU),
-Gemma 2/3 soft-capping and sliding-window masks, Mistral's window under SDPA, LoRA on an MoE model.
+Gemma 2's final logit soft-capping (fp32 peak 5.1% low), Gemma 3 (12-14% low), LoRA on an MoE model.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ WITHIN = (
     "phi_base",
     "phi_bf16mixed",
     "mistral_swa_eager",
+    "mistral_swa_sdpa",
+    "gemma2_eager_bf16mixed",
     "gemma2_eager_gc",
 )
 
@@ -57,3 +60,13 @@ def test_grouped_mm_experts_to_the_byte() -> None:
         f = rec["figures"]
         g = estimate(plan_from_dict(case_plan_data(rec["resolved_case"])), cpu=True).per_gpu()
         assert g["activations"] == f["activation_bytes"] - f["logits_like_bytes"] + f["saved_weight_copy_bytes"], cid
+
+
+def test_window_and_soft_capping_change_what_is_saved() -> None:
+    """Mistral's window under SDPA (s = 128 >= window): exact; Gemma 2's soft-capped eager scores: within 0.2%."""
+    for cid, bound in (("mistral_swa_sdpa", 0.0), ("gemma2_eager", 0.002), ("gemma2_eager_bf16mixed", 0.002)):
+        rec = TRUTH[cid]
+        f = rec["figures"]
+        g = estimate(plan_from_dict(case_plan_data(rec["resolved_case"])), cpu=True).per_gpu()
+        act = f["activation_bytes"] - f["logits_like_bytes"] + f["saved_weight_copy_bytes"]
+        assert abs(g["activations"] - act) <= bound * act, cid
