@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING
 from vramplan.core.memory.result import KIND_LABELS, Estimate
 from vramplan.core.plan import presets
 from vramplan.core.plan.describe import gpu_name, method_label, model_name, parallel_summary
+from vramplan.core.plan.errors import PlanError
+from vramplan.core.plan.hfconfig import read_hf_config
 from vramplan.core.plan.presets import Registry
 from vramplan.core.plan.units import GiB, fmt_count, fmt_seconds, fmt_steps, gib_text
 from vramplan.core.time.result import LABELS, StepTime
@@ -36,7 +38,19 @@ def plan_summary(est: Estimate) -> list[str]:
         f"parameters {fmt_count(est.params_total)}"
         + _moe_summary(est)
         + f" (trainable {fmt_count(est.params_trainable)})",
+        *_ignored_keys(m.hf_config),
     ]
+
+
+def _ignored_keys(path: str | None) -> list[str]:
+    """The config.json keys the model ignores (neither read nor known to leave the estimate unchanged)."""
+    if not path:
+        return []
+    try:
+        ignored = read_hf_config(path).ignored
+    except PlanError:  # the plan was validated from it; a file changed since is the next estimate's error
+        return []
+    return [f"note: config.json keys not modelled, ignored: {', '.join(ignored)}"] if ignored else []
 
 
 def _moe_summary(est: Estimate) -> str:

@@ -157,3 +157,16 @@ def test_sliding_window_layers_from_the_config() -> None:
     mistral = map_config({"model_type": "mistral", "sliding_window": 4096, "num_hidden_layers": 32})
     assert (mistral["sliding_window"], mistral["sliding_layers"]) == (4096, 32)
     assert "sliding_window" not in map_config({"model_type": "mistral", "sliding_window": None})
+
+
+def test_the_cli_notes_ignored_keys(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps({**_raw("qwen3-8b"), "fancy_new_thing": 3}))
+    r = subprocess.run(
+        [sys.executable, "-m", "vramplan", "estimate", "--hf-config", str(p)], capture_output=True, text=True
+    )
+    assert r.returncode == 0
+    assert "note: config.json keys not modelled, ignored: fancy_new_thing" in r.stdout
