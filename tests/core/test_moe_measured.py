@@ -10,7 +10,7 @@ routers, shared experts, Qwen3/Gemma 3/OLMo 2 q/k norms, Gemma 2's soft-capped e
 mask under SDPA (core/memory/activations/attention.py). Not yet within the bounds (listed in README "Mixture of
 experts", not asserted here): the per-expert Python loop (``experts_implementation="eager"``, a fallback) and
 ``batched_mm`` (inference only), DeepSeek-V3's latent attention under SDPA, gpt-oss (sinks, clamped SwiGLU),
-Gemma 2's final logit soft-capping (fp32 peak 5.1% low), Gemma 3 (12-14% low), LoRA on an MoE model.
+Gemma 2's final logit soft-capping (fp32 peak 5.1% low), Gemma 3 (12-14% low).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ WITHIN = (
     "qwen3moe_bf16mixed",
     "qwen3moe_gc",
     "qwen3moe_s256_b1_sgd",
+    "qwen3moe_lora_qv",
     "mixtral_base",
     "qwen2moe_base",
     "qwen2moe_gc_bf16mixed",

@@ -74,13 +74,17 @@ def _moe(c: ActCtx, out: Saved) -> bool:
     assert moe is not None
     E, k, h, i = moe.n_experts, moe.top_k, arch.h, moe.expert_f
     S, C, W = T * k, c.reg.act_bytes, c.reg.weight_bytes
-    out.add("router: input copy", C * T * h, T * h, False)
+    full = c.full  # frozen experts and router (LoRA): no weight gradients, so no inputs kept for them
+    if full:
+        out.add("router: input copy", C * T * h, T * h, False)
     out.add("router: fp32 softmax, top-k indices, sum and values", 4 * T * E + 8 * S + 4 * T + 4 * S, T * E, False)
     if c.reg.compute == "autocast":
         out.copies += E * h
         out.cache += 2 * E * h
     out.add("experts: perm, perm // k, inv_perm (int64) and offsets", 3 * 8 * S + 4 * E, 0, True)
-    out.add("experts: gathered input and down output", 2 * W * S * h, 2 * S * h, True)
+    # frozen experts (LoRA on attention) keep one [S, h] of the two (measured: qwen3moe_lora_qv)
+    n_sh = 2 if full else 1
+    out.add("experts: gathered input and down output", n_sh * W * S * h, n_sh * S * h, True)
     out.add("experts: gate/up output, act(gate), product", W * S * 4 * i, S * 4 * i, True)
     out.add("experts: routing weights", C * S, S, True)
     if c.reg.compute == "autocast":
@@ -99,7 +103,7 @@ def _mlp(c: ActCtx, out: Saved, m_rg: bool, m_bytes: int, input_saved: bool) -> 
     and x / 2 are saved by their consumers; under CUDA autocast ``pow`` runs in fp32 (autocast's fp32 op list), so
     the input's fp32 copy, tanh and 1 + tanh are fp32 and the product reaching the down projection is too."""
     arch, T, f = c.arch, c.T, c.arch.f
-    if arch.moe is not None and c.full:
+    if arch.moe is not None:
         return _moe(c, out)
     C = c.reg.act_bytes
     down_in = C
