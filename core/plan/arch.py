@@ -511,10 +511,15 @@ def _moe(
 
 def lora_roles(arch: Arch, targets: tuple[str, ...]) -> tuple[str, ...]:
     """The block's linear roles that LoRA adapts. ``all-linear`` is peft's: every linear in the blocks, not the
-    output layer (peft ``tuners_utils._maybe_include_all_linear_layers`` excludes the lm_head)."""
+    output layer (peft ``tuners_utils._maybe_include_all_linear_layers`` excludes the lm_head). A mixture-of-experts
+    block's experts are fused 3-D parameters in transformers 5 (``*Experts.gate_up_proj``), which peft's LoRA does
+    not wrap: only the attention projections are adapted (the router and shared-expert linears are not counted)."""
+    roles = arch.roles()
+    if arch.moe is not None:  # routed experts are 3-D parameters (transformers 5), not nn.Linear: peft skips them
+        roles = tuple(r for r in roles if r not in ("gate", "up", "down", "gate_up"))
     if "all-linear" in targets:
-        return arch.roles()
-    return tuple(role for role in arch.roles() if role in targets)
+        return roles
+    return tuple(role for role in roles if role in targets)
 
 
 def lora_params_per_layer(arch: Arch, roles: tuple[str, ...], rank: int) -> int:

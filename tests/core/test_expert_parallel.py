@@ -87,3 +87,17 @@ def test_expert_parallel_must_fit_the_model_and_the_ranks(model: str, strategy: 
     with pytest.raises(PlanError) as exc:
         _plan(model, **strategy)
     assert exc.value.where == "strategy.expert_parallel" and needle in exc.value.message
+
+
+def test_lora_on_an_moe_model_adapts_the_attention_only() -> None:
+    """transformers 5 keeps the routed experts as 3-D parameters, which peft's LoRA does not wrap: all-linear
+    adapts q, k, v and o (r x (d_in + d_out) each) in every layer."""
+    plan = plan_from_dict(
+        {
+            "model": {"preset": "qwen3-30b-a3b"},
+            "training": {"method": "lora", "lora_rank": 16, "lora_targets": ["all-linear"]},
+        }
+    )
+    arch = plan.model.arch()
+    per_layer = sum(16 * (arch.linear(r).d_in + arch.linear(r).d_out) for r in ("q", "k", "v", "o"))
+    assert estimate(plan).params_trainable == arch.L * per_layer
