@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from vramplan.core.plan import presets
-from vramplan.core.plan.arch import FAMILIES
 from vramplan.core.plan.errors import PlanError
+from vramplan.core.plan.families import FAMILIES
 
 if TYPE_CHECKING:
     from vramplan.core.plan.plan import Plan

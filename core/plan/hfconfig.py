@@ -18,8 +18,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from vramplan.core.plan.arch import FAMILIES
 from vramplan.core.plan.errors import PlanError
+from vramplan.core.plan.families import FAMILIES
 from vramplan.core.plan.hffamilies import NEW_MAPPERS, window_keys
 from vramplan.core.plan.hfkeys import MISSING, ConfigKeys, ignored_keys
 from vramplan.core.plan.paths import user_path

@@ -13,8 +13,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
 
-from vramplan.core.plan.arch import ACTIVATIONS, FAMILIES, OPTION_KEYS, Arch, Family, build_arch
+from vramplan.core.plan.arch import ACTIVATIONS, OPTION_KEYS, Arch, build_arch
 from vramplan.core.plan.errors import PlanError
+from vramplan.core.plan.families import FAMILIES, Family
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 MOE_PLAN_KEYS: tuple[str, ...] = (

@@ -16,8 +16,8 @@ from textual.widgets import Input, Label, OptionList, Static
 
 from vramplan.core.memory.result import Estimate
 from vramplan.core.plan import presets
-from vramplan.core.plan.arch import FAMILIES
 from vramplan.core.plan.describe import model_name, modified_keys
+from vramplan.core.plan.families import FAMILIES
 from vramplan.core.plan.model import ModelConfig
 from vramplan.core.plan.units import fmt_count
 from vramplan.tui.choices import Choice
