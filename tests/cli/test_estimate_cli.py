@@ -27,7 +27,7 @@ def test_estimate_json_is_one_object_with_the_contract(capsys: pytest.CaptureFix
     data = json.loads(out)  # exactly one JSON object: json.loads fails on trailing data
     assert set(data) >= {"version", "plan", "parameters", "memory"}
     assert set(data["plan"]) >= {"model", "hardware", "training", "strategy"}
-    assert set(data["parameters"]) == {"total", "trainable"}
+    assert set(data["parameters"]) == {"total", "active", "trainable", "experts"}
     mem = data["memory"]
     per_gpu = mem["per_gpu"]
     for key in ("parameters", "gradients", "optimizer_states", "activations", "logits", "overhead", "total"):

@@ -53,9 +53,9 @@ def test_hf_config_in_a_plan_file(tmp_path: Path, capsys: pytest.CaptureFixture[
     ("config", "expected"),
     [
         (None, "no such file or directory"),
-        ({"model_type": "mixtral", "num_local_experts": 8}, "mixture-of-experts"),
+        ({"model_type": "jamba", "num_experts": 16}, "mixture-of-experts"),
         ({"model_type": "t5"}, "unsupported model_type 't5'; supported: llama, mistral, qwen2, gemma, phi3"),
-        ({"model_type": "gpt2", "n_embd": 768, "n_layer": 12, "vocab_size": 50257}, "missing key 'n_head'"),
+        ({"model_type": "gpt2", "n_embd": 768, "n_head": -1}, "n_head: must be a positive integer"),
     ],
 )
 def test_hf_config_errors_are_one_line(tmp_path: Path, config: dict | None, expected: str) -> None:
