@@ -178,17 +178,17 @@ def test_export_file_names_follow_the_config_json_model_name(tmp_path: Path) -> 
 
 
 def test_an_unknown_detected_gpu_is_timed_as_assumed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 16.7: a detected GPU without a preset (an L4) was timed with placeholder TFLOP/s and bandwidth and
+    """Issue 16.7: a detected GPU without a preset (an L4 before it had a preset; an H800 PCIe now) was timed with placeholder TFLOP/s and bandwidth and
     nothing said so. The step time is marked as assumed, with how to add a user preset (text and JSON); a known
     GPU's is not."""
     monkeypatch.setenv("VRAMPLAN_CONFIG_DIR", str(tmp_path / "cfg"))
-    install_smi(tmp_path, monkeypatch, "NVIDIA L4, 23034\n" * 4)
+    install_smi(tmp_path, monkeypatch, "NVIDIA H800 PCIe, 81559\n" * 4)
     r = cli("estimate")
     assert r.returncode == 0, r.stderr
     text = " ".join(r.stdout.split())
-    assert "! assumed: NVIDIA L4 has no preset, so its 100 TFLOP/s and 1000 GB/s are placeholders" in text
-    assert f"add {tmp_path / 'cfg'}/hardware/detected-l4.toml" in text
+    assert "! assumed: NVIDIA H800 PCIe has no preset, so its 100 TFLOP/s and 1000 GB/s are placeholders" in text
+    assert f"add {tmp_path / 'cfg'}/hardware/detected-h800-pcie.toml" in text
     data = json.loads(cli("estimate", "--json").stdout)
-    assert data["time"]["assumed_figures"].startswith("assumed: NVIDIA L4 has no preset")
+    assert data["time"]["assumed_figures"].startswith("assumed: NVIDIA H800 PCIe has no preset")
     known = json.loads(cli("estimate", "--gpu", "a100-80gb", "--json").stdout)
     assert known["time"]["assumed_figures"] is None
