@@ -178,9 +178,9 @@ def test_export_file_names_follow_the_config_json_model_name(tmp_path: Path) -> 
 
 
 def test_an_unknown_detected_gpu_is_timed_as_assumed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 16.7: a detected GPU without a preset (an L4 before it had a preset; an H800 PCIe now) was timed with placeholder TFLOP/s and bandwidth and
-    nothing said so. The step time is marked as assumed, with how to add a user preset (text and JSON); a known
-    GPU's is not."""
+    """Issue 16.7: a detected GPU without a preset (an L4 then; an H800 PCIe now that L4 has one) was timed with
+    placeholder TFLOP/s and bandwidth and nothing said so. The step time is marked as assumed, with how to add a
+    user preset (text and JSON); a known GPU's is not."""
     monkeypatch.setenv("VRAMPLAN_CONFIG_DIR", str(tmp_path / "cfg"))
     install_smi(tmp_path, monkeypatch, "NVIDIA H800 PCIe, 81559\n" * 4)
     r = cli("estimate")
