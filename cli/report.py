@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING
 from vramplan.core.memory.result import KIND_LABELS, Estimate
 from vramplan.core.plan import presets
 from vramplan.core.plan.describe import gpu_name, method_label, model_name, parallel_summary
+from vramplan.core.plan.errors import PlanError
+from vramplan.core.plan.hfconfig import read_hf_config
 from vramplan.core.plan.presets import Registry
 from vramplan.core.plan.units import GiB, fmt_count, fmt_seconds, fmt_steps, gib_text
 from vramplan.core.time.result import LABELS, StepTime
@@ -33,8 +35,33 @@ def plan_summary(est: Estimate) -> list[str]:
         + (", fused cross-entropy" if s.fused_cross_entropy else "")
         + (", int8 activations" if s.activation_compression == "int8" else "")
         + stack_summary(p),
-        f"parameters {fmt_count(est.params_total)} (trainable {fmt_count(est.params_trainable)})",
+        f"parameters {fmt_count(est.params_total)}"
+        + _moe_summary(est)
+        + f" (trainable {fmt_count(est.params_trainable)})",
+        *_ignored_keys(m.hf_config),
     ]
+
+
+def _ignored_keys(path: str | None) -> list[str]:
+    """The config.json keys the model ignores (neither read nor known to leave the estimate unchanged)."""
+    if not path:
+        return []
+    try:
+        ignored = read_hf_config(path).ignored
+    except PlanError:  # the plan was validated from it; a file changed since is the next estimate's error
+        return []
+    return [f"note: config.json keys not modelled, ignored: {', '.join(ignored)}"] if ignored else []
+
+
+def _moe_summary(est: Estimate) -> str:
+    """Mixture of experts: the parameters a token passes through, and the experts' layout."""
+    moe = est.plan.model.arch().moe
+    if moe is None:
+        return ""
+    ep = est.plan.strategy.expert_parallel
+    active = est.parameters_json()["active"]
+    where = f", EP {ep}: {moe.n_experts // ep} experts per GPU" if ep > 1 else ""
+    return f", {fmt_count(active)} active (top-{moe.top_k} of {moe.n_experts} experts{where})"
 
 
 def stack_summary(p: Plan) -> str:
@@ -115,14 +142,16 @@ def time_table(st: StepTime) -> str:
 
 
 def model_listing(reg: Registry) -> str:
-    rows = ["models", f"  {'id':<16} {'name':<18} {'type':<8} {'params':>9} {'layers':>6} {'hidden':>6} {'vocab':>7}"]
+    """One line per model preset within 80 columns: total parameters and, for mixture-of-experts models, the
+    parameters one token passes through (active; equal to the total for a dense model)."""
+    rows = ["models", f"  {'id':<17} {'name':<18} {'type':<11} {'params':>9} {'active':>9} {'layers':>6}"]
     for mp in reg.sorted_models():
         c = presets.model_config({"preset": mp.id})  # fills what a user preset leaves to defaults
-        n = c.arch().total_params
+        arch = c.arch()
         user = "  (user)" if reg.is_user("models", mp.id) else ""
         rows.append(
-            f"  {mp.id:<16} {mp.name:<18} {c.model_type:<8} {fmt_count(n):>9} {c.num_hidden_layers:>6} "
-            f"{c.hidden_size:>6} {c.vocab_size:>7}{user}"
+            f"  {mp.id:<17} {mp.name:<18} {c.model_type:<11} {fmt_count(arch.total_params):>9} "
+            f"{fmt_count(arch.active_params):>9} {c.num_hidden_layers:>6}{user}"
         )
     return "\n".join(rows) + "\n"
 
@@ -213,8 +242,10 @@ def advice_text(a: Advice, title: str) -> str:
                 lines += ["", f"  {TIER_TEXT[tier]}"]
             e = s.effect
             lines += _wrap(f"{n:>2}. {s.title}", 2, hang=4)
+            paged = e.memory_total - e.memory_on_gpu
+            beside = f" + {paged / GiB:.1f} GiB paged" if paged else ""
             lines.append(
-                f"      {e.memory_total / GiB:.1f} GiB per GPU ({e.headroom_fraction:.0%} free), "
+                f"      {e.memory_on_gpu / GiB:.1f} GiB per GPU{beside} ({e.headroom_fraction:.0%} free), "
                 f"step time x{e.relative_step_time:.2f} ({fmt_seconds(e.step_seconds)})"
             )
             lines += _set_line(e.set_args(), 6)

@@ -46,8 +46,7 @@ def brief(e: Effect) -> str:
     kept); ``(fits)`` / ``(over)`` when the choice would make the plan fit / stop fitting."""
     delta = e.memory_delta / GiB
     memory = "same memory" if abs(delta) < 0.05 else f"{delta:+.1f} GiB"
-    fitted = e.memory_total - e.memory_delta <= e.gpu_capacity
-    if e.fits != fitted:
+    if e.fits != e.fitted_before:
         memory += " (fits)" if e.fits else " (over)"
     r = e.relative_token_time
     if abs(r - 1) < 0.005:

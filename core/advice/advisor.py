@@ -3,7 +3,9 @@
 ``advise(plan)`` searches the memory moves of `core.advice.moves` (checkpointing, flash attention, fused cross-entropy,
 ZeRO stages, offload, a smaller micro-batch with more accumulation, 8-bit AdamW, int8 activations, another
 precision regime, LoRA/QLoRA, tensor and pipeline parallelism on the GPUs the plan has): every single move, then
-pairs and triples of moves from different dimensions, keeping only *minimal* sets (no subset already fits) and
+pairs and triples of moves from different dimensions (those that lower the peak on their own, and the lowest sets
+of the size before extended by any move: a lever that helps only once another has moved the peak), keeping only
+*minimal* sets (no subset already fits) and
 dropping any set whose changes contain another fitting set's. A few thousand candidate plans at most, each
 estimated once (~100 us); only those that fit are timed (`core.time.step`).
 
@@ -59,6 +61,7 @@ class Suggestion:
             "changes": {k: plain(v) for k, v in e.changes.items()},
             "set": list(e.set_args()),
             "memory_total": e.memory_total,
+            "memory_on_gpu": e.memory_on_gpu,
             "fits": e.fits,
             "headroom_fraction": round(e.headroom_fraction, 4),
             "relative_step_time": e.relative_step_time,
@@ -123,30 +126,52 @@ def _merge(moves: Sequence[Move]) -> dict[str, Any] | None:
     return out
 
 
-def _search(w: WhatIf, moves: Sequence[Move], ok: Callable[[Estimate], bool], max_moves: int) -> list[tuple[int, ...]]:
-    """Index sets of minimal fitting move combinations (no subset fits), by increasing size."""
-    base = w.est.total
-    totals: dict[tuple[int, ...], int | None] = {}
+def _search(
+    w: WhatIf, moves: Sequence[Move], ok: Callable[[Estimate], bool], max_moves: int, beam: int = 8
+) -> list[tuple[int, ...]]:
+    """Index sets of minimal fitting move combinations (no subset fits), by increasing size.
+
+    Two kinds of candidates at each size: combinations of the moves that lower the peak on their own, and the
+    ``beam`` lowest non-fitting sets of the size before in each tier, each extended by any other move. The second
+    finds levers that only help once another has moved the peak (full checkpointing does nothing while the
+    optimizer step is the peak; once the optimizer step moves into backward it is what makes a 24 GB card fit an 8B
+    full fine-tune, as torchtune's RTX 4090 row shows)."""
+    base = w.est.on_gpu
     fitting: list[tuple[int, ...]] = []
+    frontier: list[tuple[int, tuple[int, ...]]] = []  # (on-GPU bytes, set) that lowered the peak but do not fit
     for i, mv in enumerate(moves):
         est = w.memory(dict(mv.changes))
-        totals[(i,)] = None if est is None else est.total
-        if est is not None and ok(est):
+        if est is None:
+            continue
+        if ok(est):
             fitting.append((i,))
-    # only moves that lower the peak on their own take part in combinations
-    savers = [i for i in range(len(moves)) if (t := totals[(i,)]) is not None and t < base and (i,) not in fitting]
+        elif est.on_gpu < base:
+            frontier.append((est.on_gpu, (i,)))
+    savers = [combo[0] for _, combo in frontier]
     found = set(fitting)
+    tried: set[tuple[int, ...]] = set()
     for size in range(2, max_moves + 1):
-        for combo in combinations(savers, size):
-            if any(sub in found for k in range(2, size) for sub in combinations(combo, k)):
+        candidates = set(combinations(savers, size))
+        for tier in {max(moves[i].tier for i in combo) for _, combo in frontier}:
+            lowest = sorted(f for f in frontier if max(moves[i].tier for i in f[1]) == tier)[:beam]
+            for _, combo in lowest:
+                candidates.update(tuple(sorted((*combo, j))) for j in range(len(moves)) if j not in combo)
+        frontier = []
+        for combo in sorted(candidates - tried):
+            tried.add(combo)
+            if any(sub in found for k in range(1, size) for sub in combinations(combo, k)):
                 continue  # a subset already fits: not minimal
             changes = _merge([moves[i] for i in combo])
             if changes is None:
                 continue
             est = w.memory(changes)
-            if est is not None and ok(est):
+            if est is None:
+                continue
+            if ok(est):
                 fitting.append(combo)
                 found.add(combo)
+            elif est.on_gpu < base:
+                frontier.append((est.on_gpu, combo))
     return fitting
 
 
@@ -158,7 +183,7 @@ def suggestions(
     cap = w.est.gpu_capacity
 
     def ok(est: Estimate) -> bool:
-        return est.total <= cap * (1 - goal_headroom) and not unsupported(est.plan, framework)
+        return est.on_gpu <= cap * (1 - goal_headroom) and not unsupported(est.plan, framework)
 
     combos = _search(w, moves, ok, max_moves)
     sets = []
@@ -180,7 +205,7 @@ def suggestions(
         effect = w.measure(" + ".join(mv.title for mv in picked), changes)
         if effect is not None:
             out.append(Suggestion(effect, picked))
-    out.sort(key=lambda s: (s.tier, s.effect.relative_step_time, len(s.moves), s.effect.memory_total))
+    out.sort(key=lambda s: (s.tier, s.effect.relative_step_time, len(s.moves), s.effect.memory_on_gpu))
     return _keep(out, limit), len(out)
 
 

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from vramplan.core.advice.checks import nan, oom, slow, stack
+from vramplan.core.advice.checks import moe, nan, oom, slow, stack
 from vramplan.core.advice.checks.base import STATUSES, Context, Item
 from vramplan.core.advice.whatif import FRAGMENTATION_RISK, Effect
 from vramplan.core.memory.result import Estimate
@@ -37,6 +37,7 @@ __all__ = [
 
 GROUPS: dict[str, str] = {"oom": "Out of memory", "nan": "NaN loss", "slow": "Slow training"}
 RULES = (*oom.RULES, *stack.OOM_RULES, *nan.RULES, *slow.RULES, *stack.SLOW_RULES)
+MOE_RULES = {"nan": moe.NAN_RULES, "slow": moe.SLOW_RULES}
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,11 @@ class Checklist:
 def checklist(plan: Plan, est: Estimate | None = None, st: StepTime | None = None) -> Checklist:
     """Judge every rule against ``plan`` (its estimate and step time are computed unless given)."""
     ctx = Context.of(plan, est, st)
-    return Checklist(plan, tuple(rule(ctx) for rule in RULES))
+    items = [rule(ctx) for rule in RULES]
+    if ctx.arch.moe is not None:  # mixture-of-experts items, after their group's others
+        extra = {g: [i for r in rules if (i := r(ctx)) is not None] for g, rules in MOE_RULES.items()}
+        items = [i for g in GROUPS for i in (*[x for x in items if x.group == g], *extra.get(g, []))]
+    return Checklist(plan, tuple(items))
 
 
 def apply_fix(plan: Plan, fix: Effect) -> Plan:

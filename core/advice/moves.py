@@ -88,6 +88,13 @@ def memory_moves(plan: Plan) -> tuple[Move, ...]:
         shards = {1: ("optimizer_states",), 2: ("optimizer_states", "weights"), 3: ("optimizer_states", "weights")}
         for stage in range(zero + 1, top + 1):
             out.append(_move(f"ZeRO-{stage}", {"strategy.zero_stage": stage}, "zero", shards[stage]))
+    moe = plan.model.arch().moe
+    if moe is not None and dp > 1:  # experts over the data-parallel ranks that hold the same micro-batch split
+        for ep in PARALLEL_SIZES:
+            if ep > s.expert_parallel and dp % ep == 0 and moe.n_experts % ep == 0 and tp * ep <= hw.gpus_per_node:
+                out.append(
+                    _move(f"expert parallelism {ep}", {"strategy.expert_parallel": ep}, "ep", ("weights",))
+                )  # fmt: skip
     out += _offload_moves(plan)
     if t.optimizer == "adamw":
         out.append(_move("8-bit AdamW", {"training.optimizer": "adamw-8bit"}, "optimizer", ("optimizer_states",), 1))

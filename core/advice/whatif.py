@@ -10,7 +10,7 @@ as ``vramplan estimate PLAN --set key=value ...`` (`core.plan.keys.set_args`).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from vramplan.core.memory.peak import estimate
@@ -41,6 +41,8 @@ class Effect:
     changes: Mapping[str, Any]  # dotted plan key -> value, in the order to apply them
     memory_total: int  # predicted peak per GPU of the changed plan
     memory_delta: int  # memory_total - the current plan's (negative: saves memory)
+    memory_on_gpu: int  # what must fit on the GPU: memory_total less paged optimizer states (Estimate.on_gpu)
+    fitted_before: bool  # whether the plan it changes fits
     gpu_capacity: int
     step_seconds: float
     relative_step_time: float  # new step_seconds / current step_seconds
@@ -49,11 +51,11 @@ class Effect:
 
     @property
     def fits(self) -> bool:
-        return self.memory_total <= self.gpu_capacity
+        return self.memory_on_gpu <= self.gpu_capacity
 
     @property
     def headroom_fraction(self) -> float:
-        return (self.gpu_capacity - self.memory_total) / self.gpu_capacity
+        return (self.gpu_capacity - self.memory_on_gpu) / self.gpu_capacity
 
     @property
     def same_global_batch(self) -> bool:
@@ -79,7 +81,7 @@ class Effect:
 
     def fit_text(self) -> str:
         if not self.fits:
-            return f"still over by {(self.memory_total - self.gpu_capacity) / GiB:.2f} GiB"
+            return f"still over by {(self.memory_on_gpu - self.gpu_capacity) / GiB:.2f} GiB"
         return f"fits, {self.headroom_fraction:.0%} free"
 
     def text(self) -> str:
@@ -94,6 +96,7 @@ class Effect:
             "changes": {k: plain(v) for k, v in self.changes.items()},
             "set": list(self.set_args()),
             "memory_total": self.memory_total,
+            "memory_on_gpu": self.memory_on_gpu,
             "memory_delta": self.memory_delta,
             "fits": self.fits,
             "headroom_fraction": round(self.headroom_fraction, 4),
@@ -163,6 +166,8 @@ class WhatIf:
             changes=dict(changes),
             memory_total=new_est.total,
             memory_delta=new_est.total - self.est.total,
+            memory_on_gpu=new_est.on_gpu,
+            fitted_before=self.est.fits,
             gpu_capacity=new_est.gpu_capacity,
             step_seconds=new_st.step_seconds,
             relative_step_time=rel,
@@ -174,16 +179,4 @@ class WhatIf:
 
 
 def _retitled(e: Effect, title: str) -> Effect:
-    if e.title == title:
-        return e
-    return Effect(
-        title,
-        e.changes,
-        e.memory_total,
-        e.memory_delta,
-        e.gpu_capacity,
-        e.step_seconds,
-        e.relative_step_time,
-        e.relative_token_time,
-        e.plan,
-    )
+    return e if e.title == title else replace(e, title=title)

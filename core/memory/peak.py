@@ -252,6 +252,7 @@ def estimate(plan: Plan, *, cpu: bool = False) -> Estimate:
             offload_params=s.offload_parameters,
             lora_dtype=t.lora_dtype,
             quantized_modules=t.quantized_modules,
+            ep=s.expert_parallel,
         )
         sp = _stage_peak(ctx, stage, st, lay)
         if best is None or sp.tensor_bytes > best.peak.tensor_bytes:

@@ -99,6 +99,23 @@ class Estimate:
     explainer: Explainer = field(repr=False, compare=False)
     _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
+    def parameters_json(self) -> dict[str, int]:
+        """``active``: every parameter one token passes through (embedding and lm_head included, the top-k routed
+        experts of each MoE layer; with LoRA the adapters too); equal to ``total`` for a dense model.
+        ``experts``: the routed experts' parameters (0: dense); ``mtp``: DeepSeek's multi-token-prediction
+        module, not in ``total`` (transformers does not build it)."""
+        arch = self.plan.model.arch()
+        adapters = self.params_total - arch.total_params
+        out = {
+            "total": self.params_total,
+            "active": arch.active_params + adapters,
+            "trainable": self.params_trainable,
+            "experts": arch.expert_params,
+        }
+        if arch.mtp_params:
+            out["mtp"] = arch.mtp_params
+        return out
+
     def _explained(self) -> tuple[dict[str, tuple[str, str]], tuple[OverheadTerm, ...]]:
         if "explained" not in self._cache:
             self._cache["explained"] = self.explainer()
@@ -191,7 +208,7 @@ class Estimate:
         return {
             "version": version,
             "plan": self.plan.dump(),
-            "parameters": {"total": self.params_total, "trainable": self.params_trainable},
+            "parameters": self.parameters_json(),
             "memory": {
                 "per_gpu": self.per_gpu(),
                 "peak_phase": self.peak_phase,

@@ -91,12 +91,19 @@ def model_states(
     offload_params: str,
     lora_dtype: str = "fp32",
     quantized_modules: str = "block-linears",
+    ep: int = 1,
 ) -> States:
-    """Bytes of weights, gradients and optimizer state held by one GPU of `stage`."""
+    """Bytes of weights, gradients and optimizer state held by one GPU of `stage`.
+
+    Mixture of experts: a block holds its routed experts, routers and the other parameters its linears do not
+    show (`Arch.layer_extra_params`); under expert parallelism ``ep`` (DeepSpeed-MoE, Rajbhandari et al. 2022;
+    Megatron-Core expert parallel) a rank holds 1/ep of the experts, and ZeRO shards the experts' states over the
+    expert-data-parallel group of dp / ep ranks (the rest over dp)."""
     V, h, n = arch.V, arch.h, stage.layers
-    lin_w = arch.layer_weight_params // tp
+    lin_w = arch.layer_weight_params // tp + arch.layer_extra_params(ep) // tp
     lin_b = arch.layer_bias_params // tp
     norms = arch.layer_norm_params
+    ex_local = n * arch.expert_params // (arch.L * ep * tp)  # routed experts this rank holds
     vocab = V * h // tp
     embed = (vocab + arch.embed_extra_params) if stage.first else 0  # + BLOOM's norm, GPT-2's positions
     head = (arch.norm_params + (vocab if (not arch.tied or not stage.first) else 0)) if stage.last else 0
@@ -157,10 +164,12 @@ def model_states(
     shard_opt = dp if zero >= 1 else 1
     shard_grad = dp if zero >= 2 else 1
     shard_param = dp if zero >= 3 else 1
-    opt_part = opt // shard_opt
-    paged //= shard_opt
-    grad_part = grads // shard_grad
-    part_elems = trainable // shard_opt
+    ex_train = ex_local / max(params_local, 1) if method == "full" else 0.0  # experts' share of the trainable
+    ex_held = ex_local / max(params_local, 1)
+    opt_part = _sharded(opt, shard_opt, ex_train, ep)
+    paged = _sharded(paged, shard_opt, ex_train, ep)
+    grad_part = _sharded(grads, shard_grad, ex_train, ep)
+    part_elems = _sharded(trainable, shard_opt, ex_train, ep)
 
     cpu = nvme = 0
     if offload_optimizer != "none":
@@ -193,7 +202,7 @@ def model_states(
         # stream's pool (reserved beside the default stream's peak)
         reduce_extra = 2 * (layer_train if method == "full" else 0)
         pool = grad_part
-    param_gpu = w_bytes // shard_param
+    param_gpu = _sharded(w_bytes, shard_param, ex_held, ep)
     if offload_params != "none":
         (cpu_add, nvme_add) = (param_gpu, 0) if offload_params == "cpu" else (0, param_gpu)
         cpu += cpu_add
@@ -235,6 +244,14 @@ def model_states(
         reduce_extra=reduce_extra,
         grad_shards_pool=pool,
     )
+
+
+def _sharded(total: int, shard: int, expert_share: float, ep: int) -> int:
+    """One rank's ZeRO partition of `total` bytes: the experts' share over dp / ep ranks, the rest over dp."""
+    if shard == 1 or not expert_share:
+        return total // shard
+    experts = int(total * expert_share)
+    return (total - experts) // shard + experts // max(shard // ep, 1)
 
 
 def _trainable_tensors(

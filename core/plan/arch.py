@@ -30,7 +30,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from vramplan.core.plan.families import FAMILIES, Family
 from vramplan.core.plan.memo import memoised
+from vramplan.core.plan.moe import Mla, Moe, mtp_params
 
 Role = Literal["q", "k", "v", "o", "gate", "up", "down", "qkv", "gate_up"]
 ALL_ROLES: tuple[str, ...] = ("q", "k", "v", "o", "gate", "up", "down", "qkv", "gate_up")
@@ -56,103 +58,6 @@ OPTION_KEYS: tuple[str, ...] = (
     "alibi",
     "new_decoder_architecture",
 )
-
-
-@dataclass(frozen=True, slots=True)
-class Family:
-    model_type: str
-    label: str
-    norm: Literal["rms", "rms_offset", "layer"]  # rms_offset: Gemma's RMSNorm, x * (1 + w) in fp32
-    mlp: Literal["gated", "gated_fused", "plain"]  # gate/up/down; fused gate_up/down (Phi-3); up -> act -> down
-    fused_qkv: bool
-    qkv_bias: bool  # defaults; `attention_bias` / `mlp_bias` change them where `options` allows
-    out_bias: bool  # o / dense projection
-    mlp_bias: bool
-    positional: Literal["rope", "alibi", "learned"]
-    act: str
-    default_tied: bool
-    source: str
-    gqa: bool = True  # may have fewer key/value heads than query heads
-    embed_norm: bool = False  # a norm right after the token embedding (BLOOM)
-    fixed_mlp_ratio: int | None = None  # BLOOM's MLP is always 4h
-    parallel: bool = False  # attention and MLP both read the block input (GPT-NeoX, Falcon)
-    norms_in_parallel: int = 2  # LayerNorms of a parallel block (Falcon's old architecture shares one)
-    rotary_factor: float = 1.0  # fraction of head_dim that RoPE rotates (GPT-NeoX rotary_pct)
-    max_positions: int = 0  # learned position embeddings: rows by default (GPT-2 n_positions)
-    options: frozenset[str] = frozenset()  # OPTION_KEYS this family's config may set
-
-    @property
-    def gated(self) -> bool:
-        return self.mlp != "plain"
-
-
-_LLAMA_SRC = "transformers models/llama/modeling_llama.py"
-FAMILIES: dict[str, Family] = {
-    f.model_type: f
-    for f in (
-        Family(
-            "llama", "LLaMA", "rms", "gated", False, False, False, False, "rope", "silu", False, _LLAMA_SRC,
-            options=frozenset({"attention_bias", "mlp_bias", "partial_rotary_factor"}),
-        ),
-        Family(
-            "mistral", "Mistral", "rms", "gated", False, False, False, False, "rope", "silu", False,
-            "transformers models/mistral/modeling_mistral.py (llama block; sliding window does not change memory "
-            "of a training step at seq_len <= window)",
-        ),
-        Family(
-            "qwen2", "Qwen2", "rms", "gated", False, True, False, False, "rope", "silu", False,
-            "transformers models/qwen2/modeling_qwen2.py (q/k/v with bias)",
-        ),
-        Family(
-            "gemma", "Gemma", "rms_offset", "gated", False, False, False, False, "rope", "gelu_pytorch_tanh", True,
-            "transformers models/gemma/modeling_gemma.py (GeGLU MLP, RMSNorm x * (1 + w) in fp32, tied embeddings)",
-            options=frozenset({"attention_bias", "hidden_act"}),
-        ),
-        Family(
-            "phi3", "Phi-3", "rms", "gated_fused", True, False, False, False, "rope", "silu", False,
-            "transformers models/phi3/modeling_phi3.py (fused qkv_proj and gate_up_proj, no biases)",
-            options=frozenset({"partial_rotary_factor"}),
-        ),
-        Family(
-            "bloom", "BLOOM", "layer", "plain", True, True, True, True, "alibi", "gelu", True,
-            "transformers models/bloom/modeling_bloom.py (fused query_key_value, LayerNorm, 4h GELU MLP, ALiBi)",
-            gqa=False, embed_norm=True, fixed_mlp_ratio=4,
-        ),
-        Family(
-            "gpt2", "GPT-2", "layer", "plain", True, True, True, True, "learned", "gelu_new", True,
-            "transformers models/gpt2/modeling_gpt2.py (Conv1D c_attn/c_proj/c_fc with biases, learned positions)",
-            gqa=False, max_positions=1024, options=frozenset({"hidden_act", "max_position_embeddings"}),
-        ),
-        Family(
-            "gpt_neox", "GPT-NeoX", "layer", "plain", True, True, True, True, "rope", "gelu", False,
-            "transformers models/gpt_neox/modeling_gpt_neox.py (fused query_key_value, parallel residual, "
-            "partial RoPE)",
-            gqa=False, parallel=True, rotary_factor=0.25,
-            options=frozenset({"attention_bias", "use_parallel_residual", "hidden_act", "partial_rotary_factor"}),
-        ),
-        Family(
-            "falcon", "Falcon", "layer", "plain", True, False, False, False, "rope", "gelu", True,
-            "transformers models/falcon/modeling_falcon.py (fused query_key_value with multi-query or grouped "
-            "heads, parallel attention, one shared LayerNorm)",
-            parallel=True, norms_in_parallel=1,
-            options=frozenset(
-                {
-                    "attention_bias",
-                    "mlp_bias",
-                    "use_parallel_residual",
-                    "num_ln_in_parallel_attn",
-                    "hidden_act",
-                    "alibi",
-                    "new_decoder_architecture",
-                }
-            ),
-        ),
-    )
-}  # fmt: skip
-
-
-def family(model_type: str) -> Family:
-    return FAMILIES[model_type]
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,6 +102,13 @@ class Arch:
     attn_math: bool = False  # Falcon multi-query: k/v with one head, SDPA falls back to its math kernel
     mask_per_layer: bool = False  # Falcon + RoPE + SDPA: the materialised bool mask is converted in every layer
     index_bytes: int = 0  # Falcon's k/v list indexing saves two int64 indices per block
+    moe: Moe | None = None  # routed experts; `linears` then hold the path of one token (core.plan.moe)
+    mla: Mla | None = None  # DeepSeek's latent attention; `linears` hold an equivalent q/k/v/o for the FLOPs
+    extra_params: int = 0  # signed, whole model: what the linears and norms do not show (q/k norms, sinks,
+    # MLA's low-rank projections, the dense layers of an MoE model, Phi's lm_head bias)
+    mtp_params: int = 0  # DeepSeek's multi-token-prediction module(s): not built by transformers, not in the total
+    window: int = 0  # sliding-window attention: the window (0: none)
+    window_layers: int = 0  # layers with a window (Gemma 2 every other one, Gemma 3 five in six)
     # derived (set in __post_init__)
     h_q: int = field(init=False)
     h_kv: int = field(init=False)
@@ -209,6 +121,8 @@ class Arch:
     embed_params: int = field(init=False)  # token embedding + embed_extra_params
     head_params: int = field(init=False)  # final norm + an untied lm_head (a tied head reuses the embedding)
     total_params: int = field(init=False)
+    active_params: int = field(init=False)  # what one token passes through (embedding and lm_head included)
+    expert_params: int = field(init=False)  # routed experts, all layers (0: dense)
     max_linear_weight: int = field(init=False)
     by_role: dict[str, Linear] = field(init=False, repr=False, compare=False)
 
@@ -221,6 +135,11 @@ class Arch:
         extra = (norm if self.fam.embed_norm else 0) + self.positions * self.h
         embed = self.V * self.h + extra
         head = norm + (0 if self.tied else self.V * self.h)
+        moe = self.moe
+        n_moe = moe.moe_layers if moe else 0
+        active = embed + self.L * layer + head + self.extra_params
+        active += n_moe * moe.active_extra_per_layer(self.h) if moe else 0
+        inactive = n_moe * moe.inactive_per_layer(self.h) if moe else 0
         for name, value in (
             ("h_q", self.a * self.d),
             ("h_kv", self.kv * self.d),
@@ -232,7 +151,9 @@ class Arch:
             ("embed_extra_params", extra),
             ("embed_params", embed),
             ("head_params", head),
-            ("total_params", embed + self.L * layer + head),
+            ("total_params", active + inactive),
+            ("active_params", active),
+            ("expert_params", moe.expert_params(self.h) if moe else 0),
             ("max_linear_weight", max(lin.weight_params for lin in self.linears)),
             ("by_role", {lin.role: lin for lin in self.linears}),
         ):
@@ -242,6 +163,15 @@ class Arch:
     def matmul_weight_params(self) -> int:
         """Weights that feed a matmul (decoder linears and the lm_head; not the embedding lookup or norms)."""
         return self.L * self.layer_weight_params + self.V * self.h
+
+    def layer_extra_params(self, ep: int = 1) -> int:
+        """Parameters per block (averaged over the blocks) beyond the block's linears and norms: the experts a
+        token does not pass through, routers, q/k norms, sinks, MLA's low-rank projections. With expert
+        parallelism ``ep`` a rank holds 1/ep of the routed experts (the top-k ones in the linears included)."""
+        beyond = (self.total_params - self.embed_params - self.head_params) // self.L - self.layer_params
+        if ep > 1 and self.expert_params:
+            beyond -= self.expert_params // self.L - self.expert_params // (self.L * ep)
+        return beyond
 
     def linear(self, role: str) -> Linear:
         return self.by_role[role]
@@ -301,18 +231,59 @@ def build_arch(
     max_position_embeddings: int | None = None,
     alibi: bool | None = None,
     new_decoder_architecture: bool | None = None,
+    num_experts: int | None = None,
+    num_experts_per_tok: int | None = None,
+    moe_intermediate_size: int | None = None,
+    shared_expert_intermediate_size: int | None = None,
+    dense_layers: int | None = None,
+    q_lora_rank: int | None = None,
+    kv_lora_rank: int | None = None,
+    qk_nope_head_dim: int | None = None,
+    qk_rope_head_dim: int | None = None,
+    v_head_dim: int | None = None,
+    qk_layernorm: bool | None = None,
+    mtp_layers: int | None = None,
+    sliding_window: int | None = None,
+    sliding_layers: int | None = None,
 ) -> Arch:
     """An `Arch` from model-table keys (HF config.json names; None: the family's default)."""
     fam = FAMILIES[model_type]
     h, a, kv = hidden_size, num_attention_heads, num_key_value_heads
     d = head_dim or h // a
-    linears = block_linears(fam, h, intermediate_size, a, kv, d, attention_bias, attention_bias, mlp_bias)
+    moe = _moe(fam, intermediate_size, num_hidden_layers, num_experts, num_experts_per_tok, moe_intermediate_size,
+               shared_expert_intermediate_size, dense_layers)  # fmt: skip
+    f = moe.active_f if moe else intermediate_size
+    mla = (
+        Mla(q_lora_rank or 0, kv_lora_rank or 512, qk_nope_head_dim or 128, qk_rope_head_dim or 64, v_head_dim or 128)
+        if fam.mla
+        else None
+    )
+    if mla:
+        d = mla.qk_head
+    linears = block_linears(fam, h, f, a, kv, d, attention_bias, attention_bias, mlp_bias)
+    if mla:  # the q/k/v/o a token's FLOPs see: heads of qk_head for q and k, v_head for v and o
+        linears = (Linear("q", h, a * d, False), Linear("k", h, a * d, False), Linear("v", h, a * mla.v, False),
+                   Linear("o", a * mla.v, h, False), *linears[4:])  # fmt: skip
+    attn = sum(lin.params for lin in linears if lin.role in ("q", "k", "v", "o", "qkv"))
+    qk_norm = "" if fam.qk_norm == "head_layer" and not qk_layernorm else fam.qk_norm
+    per_layer = {"": 0, "head": 2 * d, "full": (a + kv) * d, "head_layer": 4 * d}[qk_norm]
+    per_layer += a if fam.sinks else 0
+    per_layer += mla.params(h, a) - attn if mla else 0
+    dense = moe and num_hidden_layers - moe.moe_layers
+    extra = num_hidden_layers * per_layer + (vocab_size if fam.lm_head_bias else 0)
+    extra += dense * 3 * h * (intermediate_size - f) if moe and dense else 0
+    norm = 2 * h if fam.norm == "layer" else h
+    mtp = 0
+    if moe and mtp_layers:  # one MoE block of the model, plus the MTP module's own norms and projection
+        block = sum(lin.params for lin in linears) + per_layer + 2 * norm
+        mtp = mtp_params(block + moe.active_extra_per_layer(h) + moe.inactive_per_layer(h), h, mtp_layers)
     parallel = fam.parallel if use_parallel_residual is None else use_parallel_residual
     n_ln = fam.norms_in_parallel if num_ln_in_parallel_attn is None else num_ln_in_parallel_attn
     if new_decoder_architecture and num_ln_in_parallel_attn is None:
         n_ln = 2  # FalconDecoderLayer: the new architecture's default
     use_alibi = fam.positional == "alibi" or bool(alibi)
     rotary = 0 if (use_alibi or fam.positional != "rope") else int(d * (partial_rotary_factor or fam.rotary_factor))
+    rotary = mla.rope if mla else rotary
     falcon = model_type == "falcon"
     new_arch = falcon and bool(new_decoder_architecture)
     multi_query = falcon and not new_arch and kv < a
@@ -320,7 +291,7 @@ def build_arch(
         fam,
         vocab_size,
         h,
-        intermediate_size,
+        f,
         num_hidden_layers,
         a,
         kv,
@@ -328,7 +299,7 @@ def build_arch(
         tie_word_embeddings,
         linears,
         parallel=parallel,
-        n_norms=n_ln if parallel else 2,
+        n_norms=n_ln if parallel else fam.block_norms,
         act=hidden_act or fam.act,
         rotary_dim=rotary,
         alibi=use_alibi,
@@ -337,15 +308,55 @@ def build_arch(
         attn_math=multi_query,
         mask_per_layer=falcon and not use_alibi and not multi_query,
         index_bytes=16 if (new_arch or multi_query) else 0,
+        moe=moe,
+        mla=mla,
+        extra_params=extra,
+        mtp_params=mtp,
+        window=sliding_window or 0,
+        window_layers=min(sliding_layers if sliding_layers is not None else num_hidden_layers, num_hidden_layers)
+        if sliding_window
+        else 0,
+    )
+
+
+def _moe(
+    fam: Family,
+    f: int,
+    n_layers: int,
+    experts: int | None,
+    top_k: int | None,
+    expert_f: int | None,
+    shared_f: int | None,
+    dense_layers: int | None,
+) -> Moe | None:
+    """The family's routed experts, with transformers' config defaults where a key is not given."""
+    if not fam.moe or not experts:
+        return None
+    if top_k is None or top_k > experts:
+        top_k = min(experts, top_k or 2)
+    return Moe(
+        n_experts=experts,
+        top_k=top_k,
+        expert_f=expert_f or f,
+        shared_f=shared_f or 0,
+        moe_layers=n_layers - min(dense_layers or 0, n_layers),
+        expert_bias=fam.model_type == "gpt_oss",
+        router_bias=fam.model_type == "gpt_oss",
+        shared_gate=fam.model_type == "qwen2_moe" and bool(shared_f),
     )
 
 
 def lora_roles(arch: Arch, targets: tuple[str, ...]) -> tuple[str, ...]:
     """The block's linear roles that LoRA adapts. ``all-linear`` is peft's: every linear in the blocks, not the
-    output layer (peft ``tuners_utils._maybe_include_all_linear_layers`` excludes the lm_head)."""
+    output layer (peft ``tuners_utils._maybe_include_all_linear_layers`` excludes the lm_head). A mixture-of-experts
+    block's experts are fused 3-D parameters in transformers 5 (``*Experts.gate_up_proj``), which peft's LoRA does
+    not wrap: only the attention projections are adapted (the router and shared-expert linears are not counted)."""
+    roles = arch.roles()
+    if arch.moe is not None:  # routed experts are 3-D parameters (transformers 5), not nn.Linear: peft skips them
+        roles = tuple(r for r in roles if r not in ("gate", "up", "down", "gate_up"))
     if "all-linear" in targets:
-        return arch.roles()
-    return tuple(role for role in arch.roles() if role in targets)
+        return roles
+    return tuple(role for role in roles if role in targets)
 
 
 def lora_params_per_layer(arch: Arch, roles: tuple[str, ...], rank: int) -> int:

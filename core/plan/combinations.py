@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from vramplan.core.plan import presets
-from vramplan.core.plan.arch import FAMILIES
 from vramplan.core.plan.errors import PlanError
+from vramplan.core.plan.families import FAMILIES
 
 if TYPE_CHECKING:
     from vramplan.core.plan.plan import Plan
@@ -74,6 +74,22 @@ def check_combinations(p: Plan) -> None:
         raise PlanError(
             f"pipeline_parallel={pp} exceeds num_hidden_layers={m.num_hidden_layers}", "strategy.pipeline_parallel"
         )
+    ep = s.expert_parallel
+    if ep > 1:
+        moe = m.arch().moe
+        if moe is None:
+            raise PlanError(f"{m.model_type} has no routed experts to shard", "strategy.expert_parallel")
+        if moe.n_experts % ep:
+            raise PlanError(
+                f"expert_parallel={ep} must divide the {moe.n_experts} routed experts", "strategy.expert_parallel"
+            )
+        dp = total // (tp * pp)
+        if dp % ep:
+            raise PlanError(
+                f"expert_parallel={ep} must divide the data-parallel size {dp} (expert ranks are data-parallel "
+                "ranks: DeepSpeed-MoE, Megatron-Core)",
+                "strategy.expert_parallel",
+            )
     if s.sequence_parallel and tp == 1:
         raise PlanError(
             "sequence parallelism splits along the tensor-parallel group: set tensor_parallel > 1",

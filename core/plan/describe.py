@@ -84,6 +84,8 @@ def parallel_summary(plan: Plan, *, offload: bool = False) -> str:
         parts.append(f"TP {s.tensor_parallel}" + ("+SP" if s.sequence_parallel else ""))
     if s.pipeline_parallel > 1:
         parts.append(f"PP {s.pipeline_parallel}")
+    if s.expert_parallel > 1:
+        parts.append(f"EP {s.expert_parallel}")
     if s.zero_stage:
         parts.append(f"ZeRO-{s.zero_stage}")
     if offload and s.offload_optimizer != "none":

@@ -4,7 +4,8 @@ Each family names its sizes its own way (GPT-2 ``n_embd``/``n_layer``/``n_head``
 Falcon ``multi_query``/``num_kv_heads``/``ffn_hidden_size``/``bias``, GPT-NeoX ``rotary_pct``...). A key the config
 leaves out takes the default of the family's transformers config class (read at v5.24), so the parameter count is
 what ``AutoModelForCausalLM.from_config`` builds from the same file; sizes without a sensible default are required
-and a missing one is named. Mixture-of-experts configs are refused until MoE is modelled.
+and a missing one is named; keys that are not read and not known to be harmless are listed in
+``HFModel.ignored`` (shown as a note).
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from vramplan.core.plan.arch import ACTIVATIONS, FAMILIES
 from vramplan.core.plan.errors import PlanError
+from vramplan.core.plan.families import FAMILIES
+from vramplan.core.plan.hffamilies import NEW_MAPPERS, window_keys
+from vramplan.core.plan.hfkeys import MISSING, ConfigKeys, ignored_keys
 from vramplan.core.plan.paths import user_path
 
 SUPPORTED: tuple[str, ...] = tuple(FAMILIES)
@@ -31,7 +34,6 @@ MOE_KEYS: tuple[str, ...] = (
     "num_experts_per_tok",
     "moe_intermediate_size",
 )
-_MISSING = object()
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,7 @@ class HFModel:
     name: str  # ``_name_or_path`` if the file has one, else its directory's name
     model_type: str
     model: dict[str, Any]  # [model] keys (HF names of the plan), without hf_config
+    ignored: tuple[str, ...] = ()  # keys of the file not modelled (neither read nor known to be harmless)
 
 
 def config_path(path: str | Path) -> Path:
@@ -80,91 +83,39 @@ def _read(path: str, size: int, mtime_ns: int) -> HFModel:
     if not isinstance(raw, dict):
         raise PlanError("not a config.json: expected a JSON object", path)
     try:
-        model = map_config(raw)
+        model, ignored = map_config_noted(raw)
     except PlanError as exc:
         raise exc.at(path) if exc.where else PlanError(exc.message, path) from None
     name = raw.get("_name_or_path")
     if not isinstance(name, str) or not name.strip():
         name = os.path.basename(os.path.dirname(path)) or path
-    return HFModel(Path(path), name, model["model_type"], model)
+    return HFModel(Path(path), name, model["model_type"], model, ignored)
 
 
 def map_config(raw: dict[str, Any]) -> dict[str, Any]:
     """The plan's [model] keys for a parsed config.json; a `PlanError` names the offending key."""
+    return map_config_noted(raw)[0]
+
+
+def map_config_noted(raw: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """The plan's [model] keys and the config's keys ignored (neither read nor known to be harmless)."""
     mt = raw.get("model_type")
-    moe = [(k, raw[k]) for k in MOE_KEYS if _positive(raw.get(k))]
-    if moe:
-        key, value = moe[0]
-        what = f"model_type {mt!r}, " if isinstance(mt, str) else ""
-        raise PlanError(
-            f"a mixture-of-experts config ({what}{key} = {value}): only dense models are modelled so far; "
-            f"supported model_type: {', '.join(SUPPORTED)}"
-        )
     if mt is None:
         raise PlanError(f'no "model_type" key; supported: {", ".join(SUPPORTED)}')
     if mt not in _MAPPERS:
-        raise PlanError(f"unsupported model_type {mt!r}; supported: {', '.join(SUPPORTED)}", "model_type")
-    return {"model_type": mt, **_MAPPERS[mt](_Keys(raw, mt))}
+        moe = [(k, raw[k]) for k in MOE_KEYS if _positive(raw.get(k))]
+        what = f" (a mixture-of-experts config: {moe[0][0]} = {moe[0][1]})" if moe else ""
+        raise PlanError(f"unsupported model_type {mt!r}{what}; supported: {', '.join(SUPPORTED)}", "model_type")
+    keys = ConfigKeys(raw, mt)
+    model = {"model_type": mt, **_MAPPERS[mt](keys)}
+    return model, ignored_keys(raw, keys.read)
 
 
 def _positive(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
 
 
-class _Keys:
-    """Typed access to config.json keys; errors name the key (and the family's other names for it)."""
-
-    def __init__(self, raw: dict[str, Any], model_type: str) -> None:
-        self.raw, self.mt = raw, model_type
-
-    def _get(self, names: tuple[str, ...], default: Any) -> tuple[str, Any]:
-        for n in names:
-            if n in self.raw and self.raw[n] is not None:
-                return n, self.raw[n]
-        if default is _MISSING:
-            alt = f" (or {', '.join(repr(n) for n in names[1:])})" if len(names) > 1 else ""
-            raise PlanError(f"missing key {names[0]!r}{alt}, needed for model_type {self.mt!r}")
-        return names[0], default
-
-    def count(self, *names: str, default: Any = _MISSING) -> int | None:
-        key, v = self._get(names, default)
-        if v is None:
-            return None
-        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-            raise PlanError(f"must be a positive integer (got {v!r})", key)
-        return v
-
-    def flag(self, *names: str, default: Any = _MISSING) -> bool:
-        key, v = self._get(names, default)
-        if not isinstance(v, bool):
-            raise PlanError(f"must be true or false (got {v!r})", key)
-        return v
-
-    def fraction(self, *names: str, default: Any = _MISSING) -> float:
-        key, v = self._get(names, default)
-        if not isinstance(v, (int, float)) or isinstance(v, bool) or not 0 < v <= 1:
-            raise PlanError(f"must be a number in (0, 1] (got {v!r})", key)
-        return float(v)
-
-    def act(self, *names: str, default: str) -> str:
-        key, v = self._get(names, default)
-        if v not in ACTIVATIONS:
-            raise PlanError(f"activation {v!r} is not modelled; supported: {', '.join(ACTIVATIONS)}", key)
-        return str(v)
-
-    def rotary(self, *names: str, default: float) -> float:
-        """A partial-rotary fraction: a top-level key, or ``partial_rotary_factor`` inside rope_parameters."""
-        for n in names:
-            if n in self.raw and self.raw[n] is not None:
-                return self.fraction(n)
-        for nested in ("rope_parameters", "rope_scaling"):
-            sub = self.raw.get(nested)
-            if isinstance(sub, dict) and sub.get("partial_rotary_factor") is not None:
-                return _Keys(sub, self.mt).fraction("partial_rotary_factor")
-        return default
-
-
-def _sizes(k: _Keys, *, kv_default: Any) -> dict[str, Any]:
+def _sizes(k: ConfigKeys, *, kv_default: Any) -> dict[str, Any]:
     h = k.count("hidden_size")
     a = k.count("num_attention_heads")
     return {
@@ -177,12 +128,12 @@ def _sizes(k: _Keys, *, kv_default: Any) -> dict[str, Any]:
     }
 
 
-def _head_dim(k: _Keys, default: int | None = None) -> dict[str, Any]:
+def _head_dim(k: ConfigKeys, default: int | None = None) -> dict[str, Any]:
     d = k.count("head_dim", default=default)
     return {} if d is None else {"head_dim": d}
 
 
-def _llama(k: _Keys) -> dict[str, Any]:
+def _llama(k: ConfigKeys) -> dict[str, Any]:
     """LlamaConfig: num_key_value_heads defaults to num_attention_heads, head_dim to h / a, no biases, untied."""
     out = {**_sizes(k, kv_default="heads"), **_head_dim(k)}
     out["tie_word_embeddings"] = k.flag("tie_word_embeddings", default=False)
@@ -191,17 +142,17 @@ def _llama(k: _Keys) -> dict[str, Any]:
     return out
 
 
-def _mistral_like(k: _Keys) -> dict[str, Any]:
+def _mistral_like(k: ConfigKeys) -> dict[str, Any]:
     """MistralConfig / Qwen2Config: their num_key_value_heads defaults (8, 32) are constants, so it is required."""
-    out = {**_sizes(k, kv_default=_MISSING), **_head_dim(k)}
+    out = {**_sizes(k, kv_default=MISSING), **_head_dim(k)}
     out["tie_word_embeddings"] = k.flag("tie_word_embeddings", default=False)
     return out
 
 
-def _gemma(k: _Keys) -> dict[str, Any]:
+def _gemma(k: ConfigKeys) -> dict[str, Any]:
     """GemmaConfig: head_dim 256 unless given, tied embeddings; ``hidden_act = "gelu"`` means the tanh
     approximation (GemmaConfig.__post_init__ rewrites it)."""
-    out = {**_sizes(k, kv_default=_MISSING), "head_dim": k.count("head_dim", default=256)}
+    out = {**_sizes(k, kv_default=MISSING), "head_dim": k.count("head_dim", default=256)}
     out["tie_word_embeddings"] = k.flag("tie_word_embeddings", default=True)
     out["attention_bias"] = k.flag("attention_bias", default=False)
     act = k.act("hidden_act", "hidden_activation", default="gelu_pytorch_tanh")
@@ -209,14 +160,14 @@ def _gemma(k: _Keys) -> dict[str, Any]:
     return out
 
 
-def _phi3(k: _Keys) -> dict[str, Any]:
+def _phi3(k: ConfigKeys) -> dict[str, Any]:
     out = {**_sizes(k, kv_default="heads"), **_head_dim(k)}
     out["tie_word_embeddings"] = k.flag("tie_word_embeddings", default=False)
     out["partial_rotary_factor"] = k.rotary("partial_rotary_factor", default=1.0)
     return out
 
 
-def _bloom(k: _Keys) -> dict[str, Any]:
+def _bloom(k: ConfigKeys) -> dict[str, Any]:
     """BloomConfig: n_embed / n_layer / n_head, MLP 4h, tied."""
     h = k.count("hidden_size", "n_embed")
     a = k.count("num_attention_heads", "n_head")
@@ -231,7 +182,7 @@ def _bloom(k: _Keys) -> dict[str, Any]:
     }
 
 
-def _gpt2(k: _Keys) -> dict[str, Any]:
+def _gpt2(k: ConfigKeys) -> dict[str, Any]:
     """GPT2Config: n_embd / n_layer / n_head, n_inner (None: 4h), n_positions (1024), gelu_new, tied."""
     if k.raw.get("add_cross_attention"):
         raise PlanError(
@@ -252,7 +203,7 @@ def _gpt2(k: _Keys) -> dict[str, Any]:
     }
 
 
-def _gpt_neox(k: _Keys) -> dict[str, Any]:
+def _gpt_neox(k: ConfigKeys) -> dict[str, Any]:
     """GPTNeoXConfig: rotary_pct 0.25, parallel residual, biases, untied."""
     out = _sizes(k, kv_default="heads")
     out["num_key_value_heads"] = out["num_attention_heads"]
@@ -264,7 +215,7 @@ def _gpt_neox(k: _Keys) -> dict[str, Any]:
     return out
 
 
-def _falcon(k: _Keys) -> dict[str, Any]:
+def _falcon(k: ConfigKeys) -> dict[str, Any]:
     """FalconConfig: key/value heads 1 with ``multi_query`` (default), num_kv_heads with
     ``new_decoder_architecture``, else all heads; ffn_hidden_size 4h; ``bias`` for every linear; tied."""
     h = k.count("hidden_size", "n_embed")
@@ -293,9 +244,15 @@ def _falcon(k: _Keys) -> dict[str, Any]:
     return out
 
 
-_MAPPERS: dict[str, Callable[[_Keys], dict[str, Any]]] = {
+def _mistral(k: ConfigKeys) -> dict[str, Any]:
+    """MistralConfig: ``sliding_window`` (4096 by default, null in v0.2+) on every layer."""
+    out = _mistral_like(k)
+    return out | window_keys(k, out["num_hidden_layers"], 4096, 0)
+
+
+_MAPPERS: dict[str, Callable[[ConfigKeys], dict[str, Any]]] = {
     "llama": _llama,
-    "mistral": _mistral_like,
+    "mistral": _mistral,
     "qwen2": _mistral_like,
     "gemma": _gemma,
     "phi3": _phi3,
@@ -303,5 +260,6 @@ _MAPPERS: dict[str, Callable[[_Keys], dict[str, Any]]] = {
     "gpt2": _gpt2,
     "gpt_neox": _gpt_neox,
     "falcon": _falcon,
+    **NEW_MAPPERS,
 }
 assert set(_MAPPERS) == set(FAMILIES)

@@ -13,10 +13,27 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
 
-from vramplan.core.plan.arch import ACTIVATIONS, FAMILIES, OPTION_KEYS, Arch, Family, build_arch
+from vramplan.core.plan.arch import ACTIVATIONS, OPTION_KEYS, Arch, build_arch
 from vramplan.core.plan.errors import PlanError
+from vramplan.core.plan.families import FAMILIES, Family
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
+MOE_PLAN_KEYS: tuple[str, ...] = (
+    "num_experts",
+    "num_experts_per_tok",
+    "moe_intermediate_size",
+    "shared_expert_intermediate_size",
+    "dense_layers",
+)
+OTHER_PLAN_KEYS: tuple[str, ...] = ("qk_layernorm", "sliding_window", "sliding_layers")
+MLA_PLAN_KEYS: tuple[str, ...] = (
+    "q_lora_rank",
+    "kv_lora_rank",
+    "qk_nope_head_dim",
+    "qk_rope_head_dim",
+    "v_head_dim",
+    "mtp_layers",
+)
 
 
 class ModelConfig(BaseModel):
@@ -46,6 +63,24 @@ class ModelConfig(BaseModel):
     max_position_embeddings: PositiveInt | None = Field(default=None, description="GPT-2 n_positions")
     alibi: bool | None = None
     new_decoder_architecture: bool | None = None
+    # mixture of experts (core.plan.moe): routed experts per MoE layer, top-k, one expert's width, the shared
+    # experts' summed width, and how many layers are dense (DeepSeek first_k_dense_replace, Qwen mlp_only_layers)
+    num_experts: PositiveInt | None = None
+    num_experts_per_tok: PositiveInt | None = None
+    moe_intermediate_size: PositiveInt | None = None
+    shared_expert_intermediate_size: int | None = Field(default=None, ge=0)
+    dense_layers: int | None = Field(default=None, ge=0)
+    # DeepSeek multi-head latent attention and multi-token prediction; Phi's q/k LayerNorm
+    q_lora_rank: int | None = Field(default=None, ge=0)
+    kv_lora_rank: PositiveInt | None = None
+    qk_nope_head_dim: PositiveInt | None = None
+    qk_rope_head_dim: PositiveInt | None = None
+    v_head_dim: PositiveInt | None = None
+    mtp_layers: int | None = Field(default=None, ge=0)
+    qk_layernorm: bool | None = None
+    # sliding-window attention (Mistral, Gemma 2/3, gpt-oss): the window and how many layers use it
+    sliding_window: PositiveInt | None = None
+    sliding_layers: int | None = Field(default=None, ge=0)
 
     @model_validator(mode="before")
     @classmethod
@@ -113,6 +148,21 @@ class ModelConfig(BaseModel):
             )
         if self.model_type == "falcon":
             _check_falcon(self)
+        for key in MOE_PLAN_KEYS if not fam.moe else ():
+            if getattr(self, key) is not None:
+                raise PlanError(f"{self.model_type} has no routed experts", f"model.{key}")
+        for key in MLA_PLAN_KEYS if not fam.mla else ():
+            if getattr(self, key) is not None:
+                raise PlanError(f"only deepseek_v3 has latent attention / MTP (not {self.model_type})", f"model.{key}")
+        if fam.moe and self.num_experts is None:
+            raise PlanError(f"{self.model_type} needs num_experts (routed experts per layer)", "model.num_experts")
+        if self.num_experts and self.num_experts_per_tok and self.num_experts_per_tok > self.num_experts:
+            raise PlanError(
+                f"num_experts_per_tok={self.num_experts_per_tok} exceeds num_experts={self.num_experts}",
+                "model.num_experts_per_tok",
+            )
+        if self.qk_layernorm is not None and self.model_type != "phi":
+            raise PlanError("only phi has qk_layernorm", "model.qk_layernorm")
         return self
 
     def arch(self) -> Arch:
@@ -131,7 +181,17 @@ class ModelConfig(BaseModel):
             self.num_key_value_heads,
             self.tie_word_embeddings,
             self.head_dim,
-            **{key: getattr(self, key) for key in OPTION_KEYS},
+            **{
+                key: getattr(self, key)
+                for key in (
+                    *OPTION_KEYS,
+                    *MOE_PLAN_KEYS,
+                    *MLA_PLAN_KEYS,
+                    "qk_layernorm",
+                    "sliding_window",
+                    "sliding_layers",
+                )
+            },
         )
 
 

@@ -201,6 +201,13 @@ class StrategyConfig(BaseModel):
     tensor_parallel: int = Field(default=1, ge=1, le=1024)
     pipeline_parallel: int = Field(default=1, ge=1, le=1024)
     sequence_parallel: bool = False
+    expert_parallel: int = Field(
+        default=1,
+        ge=1,
+        le=1024,
+        description="mixture of experts: routed experts sharded over this many data-parallel ranks (as set: the "
+        "estimate never picks it); tokens reach their experts by all-to-all",
+    )
 
     @model_validator(mode="before")
     @classmethod

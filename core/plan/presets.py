@@ -293,7 +293,11 @@ def gpu(gpu_id: str, where: str = "hardware.gpu") -> GpuSpec:
     except KeyError:
         if f"hardware/{gpu_id}" in reg.broken:
             raise PlanError(f"user preset file is broken: {reg.broken[f'hardware/{gpu_id}']}", where) from None
-        hint = suggest(gpu_id, reg.gpus) or " (vramplan presets hardware lists them)"
+        family = [g for g in reg.gpus if g.lower().startswith(gpu_id.strip().lower() + "-")]
+        if family:  # `a100`: one of several parts
+            hint = f"; which one: {', '.join(sorted(family))}?"
+        else:
+            hint = suggest(gpu_id, reg.gpus) or " (vramplan presets hardware lists them)"
         raise PlanError(f"unknown GPU preset {gpu_id!r}{hint}", where) from None
 
 

@@ -48,6 +48,26 @@ def all_gather_seconds(nbytes: float, n: int, link: Link) -> float:
     return reduce_scatter_seconds(nbytes, n, link)
 
 
+ALL_TO_ALL_SRC = (
+    "all-to-all: each rank keeps 1/n of its S bytes and sends (n-1)/n·S (nccl-tests doc/PERFORMANCE.md, alltoall "
+    "bus bandwidth = algbw·(n-1)/n); expert parallelism runs two per MoE layer forward (dispatch, combine) and two "
+    "backward (DeepSpeed-MoE, Rajbhandari et al. 2022 §5; GShard, Lepikhin et al. 2020)"
+)
+
+
+def all_to_all_seconds(nbytes: float, n: int, link: Link) -> float:
+    """All-to-all of the `nbytes` one rank holds over `n` ranks: (n-1)/n·S / bandwidth."""
+    return 0.0 if n <= 1 else (n - 1) / n * nbytes / link.bytes_per_second
+
+
+def expert_link(gpu: GpuSpec, gpus_per_node: int, tp: int, ep: int) -> Link:
+    """The expert-parallel group is ep consecutive data-parallel ranks (TP innermost): inside a node while
+    tp·ep <= GPUs per node, else every rank's all-to-all leaves through its own NIC."""
+    if tp * ep <= gpus_per_node:
+        return Link(gpu.gpu_link, gpu.gpu_link_gbs)
+    return Link("inter-node network", gpu.internode_gbs)
+
+
 def transfer_seconds(nbytes: float, link: Link) -> float:
     """A point-to-point copy (pipeline send, host <-> GPU): S / bandwidth."""
     return nbytes / link.bytes_per_second

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from vramplan.core.plan.units import fmt_seconds
 from vramplan.core.time import flops as fl
 from vramplan.core.time.assumptions import HOST_MEMORY_SRC, MFU_SOURCE, NVME_SRC
-from vramplan.core.time.comm import LINK_EFFICIENCY, LINK_EFFICIENCY_SRC, RING_SRC
+from vramplan.core.time.comm import ALL_TO_ALL_SRC, LINK_EFFICIENCY, LINK_EFFICIENCY_SRC, RING_SRC
 
 if TYPE_CHECKING:
     from vramplan.core.plan.plan import Plan
@@ -121,6 +121,15 @@ def time_formulas(plan: Plan, w: Work, terms: tuple[TimeTerm, ...]) -> dict[str,
             f"{_ms(by['pp_p2p'].seconds)}",
             "Megatron pipeline p2p: activations forward, gradients backward, scattered over TP ranks "
             "(Narayanan et al. 2021 §4.1)",
+        )
+    if "ep_all_to_all" in by:
+        moe = plan.model.arch().moe
+        k = moe.top_k if moe else 0
+        n_a2a = 4 + 2 * (s.gradient_checkpointing == "full")
+        out["ep_all_to_all"] = (
+            f"{m} x {n_a2a} all-to-alls per MoE layer of {T:,} x top-{k} x h x {w.act_bytes} B over EP "
+            f"{s.expert_parallel} = {_ms(by['ep_all_to_all'].seconds)}, not overlapped",
+            ALL_TO_ALL_SRC,
         )
     if "zero3_comm" in by:
         x = by["zero3_comm"]

@@ -62,6 +62,7 @@ LABELS: dict[str, str] = {
     "activation_compression": "int8 activation packing",
     "tp_comm": "TP all-reduces",
     "pp_p2p": "PP sends",
+    "ep_all_to_all": "Expert all-to-all",
     "zero3_comm": "ZeRO-3 gathers + scatter",
     "grad_reduce": "Gradient reduction",
     "param_allgather": "Parameter all-gather",

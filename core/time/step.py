@@ -46,6 +46,8 @@ from vramplan.core.time.comm import (
     Link,
     all_gather_seconds,
     all_reduce_seconds,
+    all_to_all_seconds,
+    expert_link,
     links,
     reduce_scatter_seconds,
     transfer_seconds,
@@ -187,6 +189,13 @@ def step_time(plan: Plan) -> StepTime:
         tp_mb = (4 + 2 * (ckpt == "full")) * arch.L / pp * all_reduce_seconds(T * arch.h * C, tp, lk.tp)
     if pp > 1:  # the activations forward and their gradient backward, scattered over the TP ranks
         pp_mb = 2 * transfer_seconds(T * arch.h * C / tp, lk.pp)
+    ep_mb = 0.0
+    if arch.moe is not None and s.expert_parallel > 1:  # dispatch + combine, forward, backward and recompute
+        sent = T * arch.moe.top_k * arch.h * C / tp  # each token's hidden state, once per routed expert
+        ep_link = expert_link(gpu, hw.gpus_per_node, tp, s.expert_parallel)
+        ep_mb = (
+            (4 + 2 * (ckpt == "full")) * arch.moe.moe_layers / pp * all_to_all_seconds(sent, s.expert_parallel, ep_link)
+        )
 
     grad_elem = reg.grad_bytes if full else (2 if reg.master_bytes else 4)
     trainable = (arch.total_params if full else arch.L * lora_params_per_layer(arch, roles, t.lora_rank)) / share
@@ -196,6 +205,8 @@ def step_time(plan: Plan) -> StepTime:
     frozen_blocks = arch.L * q_layer if quant != "none" else block_weights * elem16
     gathered = (block_weights * elem16 if full else frozen_blocks) / share
     gathered += (arch.total_params - block_weights) / share * elem16
+    if s.expert_parallel > 1:  # a rank gathers only its own experts (sharded over the dp / ep expert-data ranks)
+        gathered -= arch.expert_params * (1 - 1 / s.expert_parallel) / share * elem16
 
     offload = s.offload_optimizer != "none"
     part_elems = trainable / (dp if zero >= 1 else 1)
@@ -216,7 +227,7 @@ def step_time(plan: Plan) -> StepTime:
         act_off = transfer_seconds(arch.L // s.checkpoint_every / pp * per_block, lk.host)
     fwd_comm, fwd_host = _hidden(ag, fetch + act_off, fwd_mb)
     bwd_comm, bwd_host = _hidden(ag + rs, fetch + act_off + (d2h if zero >= 2 else 0.0), bwd_mb)
-    mb = core_mb + tp_mb + pp_mb + fwd_comm + fwd_host + bwd_comm + bwd_host
+    mb = core_mb + tp_mb + pp_mb + ep_mb + fwd_comm + fwd_host + bwd_comm + bwd_host
 
     # -- once per step ------------------------------------------------------------------------------------------
     reduce = 0.0
@@ -260,6 +271,7 @@ def step_time(plan: Plan) -> StepTime:
         TimeTerm(name="activation_compression", seconds=m * compress, exposed=m * compress, category=mem),
         TimeTerm(name="tp_comm", seconds=m * tp_mb, exposed=m * tp_mb, category=com),
         TimeTerm(name="pp_p2p", seconds=m * pp_mb, exposed=m * pp_mb, category=com),
+        TimeTerm(name="ep_all_to_all", seconds=m * ep_mb, exposed=m * ep_mb, category=com),
         TimeTerm(
             name="zero3_comm",
             seconds=m * (2 * ag + rs) if z3 else 0.0,

@@ -27,7 +27,7 @@ def test_estimate_json_is_one_object_with_the_contract(capsys: pytest.CaptureFix
     data = json.loads(out)  # exactly one JSON object: json.loads fails on trailing data
     assert set(data) >= {"version", "plan", "parameters", "memory"}
     assert set(data["plan"]) >= {"model", "hardware", "training", "strategy"}
-    assert set(data["parameters"]) == {"total", "trainable"}
+    assert set(data["parameters"]) == {"total", "active", "trainable", "experts"}
     mem = data["memory"]
     per_gpu = mem["per_gpu"]
     for key in ("parameters", "gradients", "optimizer_states", "activations", "logits", "overhead", "total"):
@@ -152,7 +152,7 @@ def test_bad_plan_files_give_one_line_and_exit_2(name: str, tmp_path: Path) -> N
         (["estimate", "--set", "strategy.zero_stage"], "expected table.key=value"),
         (["estimate", "--set", "zero_stage=3"], "keys are table.key"),
         (["estimate", "--set", "strategy.zero_stage=9"], "strategy.zero_stage"),
-        (["estimate", "--gpu", "a100"], "did you mean"),
+        (["estimate", "--gpu", "a100"], "which one: a100-40gb, a100-80gb?"),
         (["estimate", "--model", "nope"], "unknown model preset"),
         (["estimate", "--frobnicate"], "unrecognized arguments"),
         (["presets", "gpus"], "invalid choice"),

@@ -140,4 +140,4 @@ def test_mixed_gpus_take_the_most_common_model() -> None:
 def test_names_match_loosely_when_not_listed() -> None:
     assert detect.match_preset("nvidia h100 80gb hbm3", 81559) == "h100-80gb"  # case
     assert detect.match_preset("NVIDIA-A100-SXM4-80GB", 81920) == "a100-80gb"  # punctuation
-    assert detect.match_preset("NVIDIA H100 NVL", 95830) is None
+    assert detect.match_preset("NVIDIA H800 PCIe", 81559) is None

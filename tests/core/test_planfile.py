@@ -246,9 +246,9 @@ NEWER = {
         lambda t: edit(
             edit(t, r'^vramplan_version = ".*"', 'vramplan_version = "0.4.0"'),
             r"^\[strategy\]$",
-            "[strategy]\nexpert_parallel = 4",
+            "[strategy]\ncontext_parallel = 4",
         ),
-        "strategy.expert_parallel: unknown key (this plan was written by vramplan 0.4.0, newer than this vramplan "
+        "strategy.context_parallel: unknown key (this plan was written by vramplan 0.4.0, newer than this vramplan "
         "0.1.0: upgrade vramplan)",
     ),
     "unknown_table_from_newer_version": (

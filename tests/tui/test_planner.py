@@ -351,3 +351,23 @@ async def test_wrapped_notes_leave_no_blank_lines_in_the_wide_layout() -> None:
         assert note.display and "offload_optimizer" in str(note.visual)
         assert effect.region.height >= 1 and note.region.y == effect.region.bottom
         assert row.region.bottom == note.region.bottom
+
+
+async def test_moe_model_shows_active_parameters_and_the_expert_parallel_control() -> None:
+    """Issue 14: the Model pane gives total and active parameters of a mixture-of-experts model; Strategies shows
+    the expert-parallel control for it (not for a dense model) and setting it changes the plan."""
+    app = VramplanApp()
+    async with app.run_test(size=(100, 40)) as pilot:
+        await pilot.press("4")
+        await pilot.pause()
+        ep = app.planner.query_one("#f-strategy-expert_parallel")
+        assert not ep.display  # LLaMA-7B: dense
+        app.planner.apply_changes({"model.preset": "mixtral-8x7b"})
+        await pilot.pause()
+        assert ep.display
+        app.planner.apply_changes({"strategy.expert_parallel": 8})
+        await pilot.pause()
+        assert app.planner.plan.strategy.expert_parallel == 8
+        await pilot.press("1")
+        await pilot.pause()
+        assert "46.70 B params, 12.88 B active (top-2 of 8 experts)" in text_of(app, "#model-details")

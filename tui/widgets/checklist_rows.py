@@ -108,7 +108,7 @@ def advice_rows(advice: Advice | None, est: Estimate, width: int, error: str = "
         e = s.effect
         head = Content.assemble((f"{n + 1:>2}. ", "$text-accent"), (s.title, "bold"))
         body = [
-            Content(f"{gib(e.memory_total)} GiB ({e.fit_text()}), step ×{e.relative_step_time:.2f}"),
+            Content(f"{gib(e.memory_on_gpu)} GiB ({e.fit_text()}), step ×{e.relative_step_time:.2f}"),
             Content.styled(" ".join(e.set_args()), "dim"),
         ]
         rows.append(Row(f"advice.s{n}", wrapped(head, body, width, indent=4), current))

@@ -11,7 +11,8 @@ from textual import on
 from textual.widget import Widget
 from textual.widgets import Input
 
-from vramplan.core.plan.arch import ACTIVATIONS, FAMILIES, OPTION_KEYS
+from vramplan.core.plan.arch import ACTIVATIONS, OPTION_KEYS
+from vramplan.core.plan.families import FAMILIES
 from vramplan.core.plan.model import ModelConfig
 from vramplan.core.plan.plan import Plan
 from vramplan.core.plan.units import number_text

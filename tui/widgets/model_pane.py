@@ -16,8 +16,8 @@ from textual.widgets import Input, Label, OptionList, Static
 
 from vramplan.core.memory.result import Estimate
 from vramplan.core.plan import presets
-from vramplan.core.plan.arch import FAMILIES
 from vramplan.core.plan.describe import model_name, modified_keys
+from vramplan.core.plan.families import FAMILIES
 from vramplan.core.plan.model import ModelConfig
 from vramplan.core.plan.units import fmt_count
 from vramplan.tui.choices import Choice
@@ -126,6 +126,10 @@ class ModelPane(PlanPane):
         m = est.plan.model
         changed = modified_keys(m)
         head = f"  {m.model_type}, {fmt_count(est.params_total)} params"
+        moe = m.arch().moe
+        if moe is not None:  # what one token passes through (parameters.active in --json)
+            active = est.parameters_json()["active"]
+            head += f", {fmt_count(active)} active (top-{moe.top_k} of {moe.n_experts} experts)"
         if est.params_trainable != est.params_total:
             head += f" ({fmt_count(est.params_trainable)} trainable)"
         kv = f" ({m.num_key_value_heads} KV)" if m.num_key_value_heads != m.num_attention_heads else ""

@@ -48,6 +48,7 @@ class StrategyPane(PlanPane):
         yield ChoiceField("strategy.offload_parameters", "offload params", effect=True)
         yield IntField("strategy.tensor_parallel", "tensor parallel", effect=True)
         yield IntField("strategy.pipeline_parallel", "pipeline parallel", effect=True)
+        yield IntField("strategy.expert_parallel", "expert parallel", effect=True)  # shown for MoE models
         yield ChoiceField("strategy.sequence_parallel", "sequence parallel", effect=True)
         yield ChoiceField("strategy.compile", "torch.compile", effect=True)
         yield ChoiceField("strategy.optimizer_in_backward", "optimizer in bwd", effect=True)
@@ -57,11 +58,14 @@ class StrategyPane(PlanPane):
 
     def show_estimate(self, est: Estimate) -> None:
         self.show_blocked(est, BLOCKABLE)
+        self.fields["strategy.expert_parallel"].display = est.plan.model.arch().moe is not None
         self.show_effects()
 
     def _show_effects(self) -> None:
         est = self.estimate
         if est is None or not self.display:
             return  # hidden: the pane catches up when shown
-        for key, pairs in toggle_effects(est.plan, est, EFFECT_KEYS).items():
+        moe = est.plan.model.arch().moe is not None
+        keys = (*EFFECT_KEYS, "strategy.expert_parallel") if moe else EFFECT_KEYS
+        for key, pairs in toggle_effects(est.plan, est, keys).items():
             self.fields[key].set_effect(effects_line(pairs))

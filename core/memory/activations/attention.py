@@ -38,6 +38,7 @@ def attention_saved(c: ActCtx, out: Saved, x_rg: bool, n_bytes: int) -> tuple[bo
         if flash:
             if not fused:
                 out.add("attention q, k, v", S * T * (h_q + 2 * h_kv), T * (h_q + 2 * h_kv), True)
+                _window_mask(c, out, S)
             elif arch.kv_expanded:
                 out.add("attention q, k, v (k, v expanded to all heads)", 3 * S * T * h_q, 3 * T * h_q, True)
             else:
@@ -94,6 +95,8 @@ def _eager_core(c: ActCtx, out: Saved, q_rg: bool, k_rg: bool, v_rg: bool) -> No
         k_width = h_kv if view and reg.compute != "autocast" else h_q
         out.add("k, repeated to all heads", S * T * k_width, T * k_width, True)
     p2 = b * a * s * s
+    if arch.fam.softcap and qk_rg:  # Gemma 2: scores / cap (fp32) and tanh's output (scores' dtype)
+        out.add("soft-capped scores: scores / cap, tanh", (4 + S) * p2, 2 * p2, True)
     if reg.compute == "fp32":
         if qk_rg or v_rg:
             out.add("softmax probabilities (fp32)", 4 * p2, p2, True)
@@ -105,6 +108,19 @@ def _eager_core(c: ActCtx, out: Saved, q_rg: bool, k_rg: bool, v_rg: bool) -> No
     if qk_rg:
         v_width = h_kv if view else h_q
         out.add("v, repeated to all heads", C * T * v_width, T * v_width, True)
+
+
+def _window_mask(c: ActCtx, out: Saved, S: int) -> None:
+    """Sliding-window layers under SDPA once the sequence reaches the window (transformers ``masking_utils``:
+    ``_ignore_causal_mask_sdpa`` is False when kv_length >= window): a materialised [b, 1, s, s] mask is passed
+    (4 B per element, measured on the CPU), so GQA is not forwarded to SDPA and ``repeat_kv`` gives it k and v at
+    every head. Averaged over the layers (only ``window_layers`` of them have a window)."""
+    arch, b, s, T = c.arch, c.b, c.s, c.T
+    if not arch.window or s < arch.window or not arch.window_layers:
+        return
+    extra = 4 * b * s * s + (2 * S * T * (arch.h_q - arch.h_kv) if arch.h_kv < arch.h_q else 0)
+    out.add("sliding window: mask and k, v at every head (per windowed layer)", extra * arch.window_layers // arch.L,
+            0, True)  # fmt: skip
 
 
 def _scores(c: ActCtx, out: Saved) -> None:

@@ -40,11 +40,71 @@ from vramplan.core.memory.activations.ops import linears_saved, norm_saved
 from vramplan.core.plan.memo import memoised
 
 
+def _qk_norm(c: ActCtx, out: Saved) -> None:
+    """RMSNorm of q and k (Qwen3, Gemma 3: per head over d; OLMo 2: over the whole projection): as any RMSNorm
+    (``Qwen3RMSNorm.forward``) its fp32 copy of the input and fp32 rsqrt per row, and the normalized tensor in the
+    input's dtype that its weight multiplies (Gemma's ``x * (1 + w)`` keeps it in fp32). Phi's optional q/k
+    LayerNorm is not modelled (off in phi-1.5/2)."""
+    arch, T = c.arch, c.T
+    kind = arch.fam.qk_norm
+    if kind not in ("head", "full"):
+        return
+    n = T * (arch.a + arch.kv) * arch.d
+    rows = T * (arch.a + arch.kv) if kind == "head" else 2 * T
+    normed = 4 if arch.fam.norm == "rms_offset" else c.reg.act_bytes
+    out.add("q/k norms: fp32 input, rsqrt, normalized", (4 + normed) * n + 4 * rows, 2 * n, True)
+
+
+def _moe(c: ActCtx, out: Saved) -> bool:
+    """A mixture-of-experts MLP as transformers 5.24 runs it by default (``experts_implementation`` "grouped_mm",
+    ``integrations/moe.py:grouped_mm_experts_forward``; the per-expert Python loop is the fallback, not the
+    default, so it is not modelled). S = T x top_k (token, expert) pairs; measured tensor by tensor on the CPU
+    (tests/data/moe_truth.json):
+
+    - router (``*TopKRouter``): a copy of its input [T, h] (16-bit under autocast), the fp32 softmax [T, E], the
+      int64 top-k indices, the fp32 renormalising sum [T, 1] and the fp32 top-k values; under autocast its 16-bit
+      weight copy.
+    - experts: perm, perm // k and inv_perm (int64 [S] each), int32 offsets [E], the gathered input [S, h], the
+      up/gate output [S, 2 i], act(gate) and the product [S, i] each, the routing weights [S] (compute dtype) and
+      the down output [S, h]. ``_grouped_mm`` is no autocast op and transformers casts its input to the weight's
+      dtype, so under autocast this path runs and saves in the weights' fp32 and makes no 16-bit weight copies.
+    - shared expert(s) (Qwen2-MoE, DeepSeek-V3): a dense SwiGLU of their summed width, saved as a dense MLP."""
+    arch, T = c.arch, c.T
+    moe = arch.moe
+    assert moe is not None
+    E, k, h, i = moe.n_experts, moe.top_k, arch.h, moe.expert_f
+    S, C, W = T * k, c.reg.act_bytes, c.reg.weight_bytes
+    full = c.full  # frozen experts and router (LoRA): no weight gradients, so no inputs kept for them
+    if full:
+        out.add("router: input copy", C * T * h, T * h, False)
+    out.add("router: fp32 softmax, top-k indices, sum and values", 4 * T * E + 8 * S + 4 * T + 4 * S, T * E, False)
+    if c.reg.compute == "autocast":
+        out.copies += E * h
+        out.cache += 2 * E * h
+    out.add("experts: perm, perm // k, inv_perm (int64) and offsets", 3 * 8 * S + 4 * E, 0, True)
+    # frozen experts (LoRA on attention) keep one [S, h] of the two (measured: qwen3moe_lora_qv)
+    n_sh = 2 if full else 1
+    out.add("experts: gathered input and down output", n_sh * W * S * h, n_sh * S * h, True)
+    out.add("experts: gate/up output, act(gate), product", W * S * 4 * i, S * 4 * i, True)
+    out.add("experts: routing weights", C * S, S, True)
+    if c.reg.compute == "autocast":
+        out.add("router: routing weights cast to the logits' 16-bit dtype", 2 * S, S, True)
+    if moe.shared_f:  # reads the router's input; saves gate and up outputs, the activation's output, the product
+        f = moe.shared_f
+        out.add("shared expert: gate and up outputs, activation output, product", 4 * C * T * f, 4 * T * f, True)
+        if moe.shared_gate:
+            out.add("shared expert gate: sigmoid [T, 1] and the gated output", C * (T + T * h), T * h, True)
+    out.work = max(out.work, W * S * 4 * i + 2 * c.reg.resid_bytes * T * h)
+    return True
+
+
 def _mlp(c: ActCtx, out: Saved, m_rg: bool, m_bytes: int, input_saved: bool) -> bool:
     """The MLP's saved tensors. ``gelu_new`` (GPT-2) is Python ops: ``pow`` saves its input, then tanh, 1 + tanh
     and x / 2 are saved by their consumers; under CUDA autocast ``pow`` runs in fp32 (autocast's fp32 op list), so
     the input's fp32 copy, tanh and 1 + tanh are fp32 and the product reaching the down projection is too."""
     arch, T, f = c.arch, c.T, c.arch.f
+    if arch.moe is not None:
+        return _moe(c, out)
     C = c.reg.act_bytes
     down_in = C
     if arch.fam.mlp == "gated":
@@ -103,6 +163,8 @@ def _layer_saved(c: ActCtx, x_rg: bool, notes: list[tuple[str, int]] | None) -> 
     arch = c.arch
     n_rg = norm_saved(c, out, "input norm", x_rg, c.full, R, src_bytes=R)
     attn_rg, attn_in_saved = attention_saved(c, out, n_rg, R)
+    if c.full:
+        _qk_norm(c, out)
     mlp_in_saved = False
     if not arch.parallel:
         # compiled, the second norm's input h = x + o is rebuilt from the saved block input and o_proj's output

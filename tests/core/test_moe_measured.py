@@ -1,0 +1,73 @@
+"""Mixture-of-experts and the 2024-2025 dense families against CPU measurements (issue 14).
+
+tests/data/moe_truth.json: training steps measured by bench/measure/measure_step.py (torch 2.13 CPU,
+transformers 5.24) on tiny configs of each family, built by transformers from their config keys (the harness of
+tests/core/test_families_measured.py). Bounds of the issue: parameters exact, activations within 5%, the peak
+between -5% and +15%, and in the same phase.
+
+Modelled: transformers' default experts path (``grouped_mm``, core/memory/activations/block.py ``_moe``), the
+routers, shared experts, Qwen3/Gemma 3/OLMo 2 q/k norms, Gemma 2's soft-capped eager scores and the sliding-window
+mask under SDPA (core/memory/activations/attention.py). Not yet within the bounds (listed in README "Mixture of
+experts", not asserted here): the per-expert Python loop (``experts_implementation="eager"``, a fallback) and
+``batched_mm`` (inference only), DeepSeek-V3's latent attention under SDPA, gpt-oss (sinks, clamped SwiGLU),
+Gemma 2's final logit soft-capping (fp32 peak 5.1% low), Gemma 3 (12-14% low).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import assert_issue_bounds, case_plan_data, load_truth
+from vramplan.core.memory.peak import estimate
+from vramplan.core.plan.plan import plan_from_dict
+
+TRUTH = load_truth("moe_truth.json")
+WITHIN = (
+    "qwen3moe_base",
+    "qwen3moe_aux",
+    "qwen3moe_bf16",
+    "qwen3moe_bf16mixed",
+    "qwen3moe_gc",
+    "qwen3moe_s256_b1_sgd",
+    "qwen3moe_lora_qv",
+    "mixtral_base",
+    "qwen2moe_base",
+    "qwen2moe_gc_bf16mixed",
+    "deepseekv3_eager",
+    "qwen3_base",
+    "olmo2_base",
+    "phi_base",
+    "phi_bf16mixed",
+    "mistral_swa_eager",
+    "mistral_swa_sdpa",
+    "gemma2_eager_bf16mixed",
+    "gemma2_eager_gc",
+)
+
+
+@pytest.mark.parametrize("cid", WITHIN)
+def test_case_within_the_issue_bounds(cid: str) -> None:
+    rec = TRUTH[cid]
+    f = rec["figures"]
+    est = estimate(plan_from_dict(case_plan_data(rec["resolved_case"])), cpu=True)
+    assert_issue_bounds(est, f)
+    assert est.peak_phase == f["steady_peak_phase"]
+
+
+def test_grouped_mm_experts_to_the_byte() -> None:
+    """Qwen3-MoE and Mixtral with the default experts path: activations exact (router, experts, q/k norms)."""
+    for cid in ("qwen3moe_base", "qwen3moe_bf16", "qwen3moe_bf16mixed", "mixtral_base"):
+        rec = TRUTH[cid]
+        f = rec["figures"]
+        g = estimate(plan_from_dict(case_plan_data(rec["resolved_case"])), cpu=True).per_gpu()
+        assert g["activations"] == f["activation_bytes"] - f["logits_like_bytes"] + f["saved_weight_copy_bytes"], cid
+
+
+def test_window_and_soft_capping_change_what_is_saved() -> None:
+    """Mistral's window under SDPA (s = 128 >= window): exact; Gemma 2's soft-capped eager scores: within 0.2%."""
+    for cid, bound in (("mistral_swa_sdpa", 0.0), ("gemma2_eager", 0.002), ("gemma2_eager_bf16mixed", 0.002)):
+        rec = TRUTH[cid]
+        f = rec["figures"]
+        g = estimate(plan_from_dict(case_plan_data(rec["resolved_case"])), cpu=True).per_gpu()
+        act = f["activation_bytes"] - f["logits_like_bytes"] + f["saved_weight_copy_bytes"]
+        assert abs(g["activations"] - act) <= bound * act, cid
