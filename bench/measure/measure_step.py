@@ -101,7 +101,8 @@ QV_TARGETS = {
 def hf_config(c):
     """The transformers config of a case given as "hf_config" (config.json keys of its family)."""
     fam = c["family"]
-    return transformers.AutoConfig.for_model(fam, **{**c["hf_config"], **HF_FAMILIES[fam], "use_cache": False})
+    zero = HF_FAMILIES.get(fam, {"attention_dropout": 0.0})
+    return transformers.AutoConfig.for_model(fam, **{**c["hf_config"], **zero, "use_cache": False})
 
 
 def resolve(case):
@@ -153,7 +154,8 @@ def build(c):
             **extra,
             **common,
         )
-    model = transformers.AutoModelForCausalLM.from_config(cfg, attn_implementation=c["attention"])
+    extra = {"experts_implementation": c["experts_implementation"]} if c.get("experts_implementation") else {}
+    model = transformers.AutoModelForCausalLM.from_config(cfg, attn_implementation=c["attention"], **extra)
     # drawn before LoRA's random init, so that a LoRA case trains on the same batch as its base case
     ids = torch.randint(0, c["vocab_size"], (c["micro_batch_size"], c["seq_len"]), dtype=torch.int64)
     if c["precision"] == "bf16":

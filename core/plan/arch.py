@@ -27,7 +27,7 @@ Sources (the modules transformers builds, read at v5.24; every count is checked 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from vramplan.core.plan.families import FAMILIES, Family
@@ -343,7 +343,21 @@ def _moe(
         expert_bias=fam.model_type == "gpt_oss",
         router_bias=fam.model_type == "gpt_oss",
         shared_gate=fam.model_type == "qwen2_moe" and bool(shared_f),
+        dense_f=f,
     )
+
+
+@memoised(64)
+def dense_layer_arch(arch: Arch) -> Arch:
+    """The same model as a dense block of width ``intermediate_size``: what the layers an MoE model keeps dense
+    (DeepSeek-V3's first ``first_k_dense_replace``) run; ``arch`` itself describes its MoE layers."""
+    assert arch.moe is not None
+    f = arch.moe.dense_f
+    linears = tuple(
+        replace(lin, d_out=f) if lin.role in ("gate", "up") else replace(lin, d_in=f) if lin.role == "down" else lin
+        for lin in arch.linears
+    )
+    return replace(arch, f=f, linears=linears, moe=None)
 
 
 def lora_roles(arch: Arch, targets: tuple[str, ...]) -> tuple[str, ...]:

@@ -38,6 +38,10 @@ class Family:
     softcap: bool = False  # Gemma 2: attention logits soft-capped, cap * tanh(scores / cap)
     moe: bool = False  # routed experts (see core.plan.moe)
     mla: bool = False  # DeepSeek multi-head latent attention
+    local_rope: bool = False  # Gemma 3: sliding layers use their own RoPE base (a second cos/sin pair)
+    half_rope_table: bool = False  # gpt-oss: cos/sin hold d/2 frequencies, not duplicated to d
+    router_softmax_topk: bool = False  # gpt-oss: top-k of the logits first, then a softmax over those k
+    clamped_swiglu: bool = False  # gpt-oss: clamp(gate), clamp(up), gate * sigmoid(alpha gate) * (up + 1)
 
     @property
     def gated(self) -> bool:
@@ -137,7 +141,7 @@ FAMILIES: dict[str, Family] = {
             True,
             "transformers models/gemma3/modeling_gemma3.py Gemma3ForCausalLM (Gemma 2 block, per-head q/k norms, "
             "five local layers per global one)",
-            block_norms=4, qk_norm="head", options=frozenset({"attention_bias", "hidden_act"}),
+            block_norms=4, qk_norm="head", local_rope=True, options=frozenset({"attention_bias", "hidden_act"}),
         ),
         Family(
             "olmo2", "OLMo 2", "rms", "gated", False, False, False, False, "rope", "silu", False,
@@ -162,7 +166,7 @@ FAMILIES: dict[str, Family] = {
             "gpt_oss", "gpt-oss", "rms", "gated", False, True, True, False, "rope", "silu", False,
             "transformers models/gpt_oss/modeling_gpt_oss.py (biased attention with sinks, alternating "
             "sliding-window layers, routed experts with biases and clamped SwiGLU)",
-            sinks=True, moe=True,
+            sinks=True, moe=True, half_rope_table=True, router_softmax_topk=True, clamped_swiglu=True,
         ),
     )
 }  # fmt: skip

@@ -42,6 +42,7 @@ class Moe:
     expert_bias: bool = False  # gpt-oss: biases on the experts' projections
     router_bias: bool = False  # gpt-oss
     shared_gate: bool = False  # qwen2_moe: a sigmoid gate h -> 1 on the shared expert
+    dense_f: int = 0  # intermediate_size of the layers that stay dense (DeepSeek-V3's first_k_dense_replace)
 
     @property
     def active_f(self) -> int:

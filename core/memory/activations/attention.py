@@ -25,6 +25,8 @@ def attention_saved(c: ActCtx, out: Saved, x_rg: bool, n_bytes: int) -> tuple[bo
     is not a copy.
     """
     arch, reg = c.arch, c.reg
+    if arch.mla is not None and c.full and not c.selective and not c.compiled and not c.float8:
+        return _mla_saved(c, out, n_bytes)
     b, s, T, a = c.b, c.s, c.T, arch.a
     h_q, h_kv = arch.h_q, arch.h_kv
     C = reg.act_bytes
@@ -77,6 +79,76 @@ def attention_saved(c: ActCtx, out: Saved, x_rg: bool, n_bytes: int) -> tuple[bo
     return rg_o["o"], in_saved
 
 
+def _mla_saved(c: ActCtx, out: Saved, n_bytes: int) -> tuple[bool, bool]:
+    """DeepSeek-V3's multi-head latent attention under SDPA, full fine-tuning (transformers 5.24
+    models/deepseek_v3/modeling_deepseek_v3.py ``DeepseekV3Attention``; measured tensor by tensor on the CPU,
+    tests/data/moe_truth.json deepseekv3_base and _bf16mixed, exact).
+
+    - q_a_proj and kv_a_proj_with_mqa read the normed block input (under autocast each its own bf16 copy);
+    - q_a_layernorm and kv_a_layernorm (RMSNorm as Llama's): an fp32 input (in fp32 the norm's input is a view of
+      kv_a's whole [T, kv_lora + rope] output, so all of it stays), the fp32 rsqrt, the normalized tensor in the
+      linear output's dtype; q_b_proj and kv_b_proj keep their input (autocast: a bf16 copy of the fp32 norm output);
+    - q and k are new [b, a, s, nope + rope] tensors (RoPE part concatenated); v is a view of kv_b's output.
+    - The core: q/k and v head dims differ, so PyTorch's flash kernel does not take it. On CUDA the
+      memory-efficient kernel does (q, k, v as given, the output, fp32 log-sum-exp; v's view keeps kv_b's whole
+      [T, a (nope + v)] output): not measured, no GPU was lent. On the CPU (``cpu=True``) SDPA runs its math path,
+      in fp32: scaled q and k, the probabilities [b, a, s, s] and a contiguous copy of v; o_proj reads a copy.
+      Eager attention saves the same in the compute dtype (plus autocast's 16-bit copy of the probabilities).
+    Returns whether o_proj's output requires grad and whether the block input's norm output is saved."""
+    arch, reg = c.arch, c.reg
+    mla = arch.mla
+    assert mla is not None
+    b, s, T, a, h = c.b, c.s, c.T, arch.a, arch.h
+    C = reg.act_bytes
+    autocast = reg.compute == "autocast"
+    lin_in = 2 if autocast else C
+    n_in = 2 if mla.q_lora else 1  # linears reading the block's normed input
+    if autocast and n_bytes == 4:
+        out.add("q_a / kv_a: bf16 copies of input", n_in * 2 * T * h, n_in * T * h, False)
+    else:
+        out.add("q_a / kv_a input", n_bytes * T * h, T * h, False)
+    weights = h * (mla.kv_lora + mla.rope) + mla.kv_lora * a * (mla.nope + mla.v)
+    if mla.q_lora:
+        ql = mla.q_lora
+        weights += h * ql + ql * a * mla.qk_head
+        out.add("q_a_layernorm: fp32 input + rsqrt", 4 * T * ql + 4 * T, T * ql + T, True)
+        out.add("q_a_layernorm: normalized", C * T * ql, T * ql, True)
+        out.add("q_b_proj input", lin_in * T * ql, T * ql, True)
+    else:
+        weights += h * a * mla.qk_head
+    kvl = mla.kv_lora
+    kv_in = 4 * T * (kvl + mla.rope) if C == 4 else 4 * T * kvl
+    out.add("kv_a_layernorm: fp32 input + rsqrt", kv_in + 4 * T, T * kvl + T, True)
+    out.add("kv_a_layernorm: normalized", C * T * kvl, T * kvl, True)
+    out.add("kv_b_proj input", lin_in * T * kvl, T * kvl, True)
+    if autocast:
+        out.copies += 2 * weights
+        out.cache += 2 * weights
+    dq, dv = mla.qk_head, mla.v
+    S = 4 if reg.compute == "fp32" else 2
+    if c.eager:  # eager_attention_forward: q and k for the scores, fp32 softmax (+ a 16-bit copy), v as bmm copies it
+        p2 = b * a * s * s
+        out.add("eager attention: q and k (nope + rope)", 2 * S * T * a * dq, 2 * T * a * dq, True)
+        out.add("softmax probabilities (fp32)", 4 * p2, p2, True)
+        if S == 2:
+            out.add("16-bit copy of the probabilities", 2 * p2, p2, True)
+        out.add("v (a contiguous copy for the product)", S * T * a * dv, T * a * dv, True)
+        o_bytes, o_shared = C, False
+    elif c.cpu:
+        out.add("SDPA math path (CPU): scaled q and k (fp32)", 2 * 4 * T * a * dq, 2 * T * a * dq, True)
+        out.add("SDPA math path (CPU): probabilities (fp32)", 4 * b * a * s * s, b * a * s * s, True)
+        out.add("SDPA math path (CPU): contiguous v (fp32)", 4 * T * a * dv, T * a * dv, True)
+        o_bytes, o_shared = C, False
+    else:
+        out.add("attention q, k (nope + rope)", 2 * S * T * a * dq, 2 * T * a * dq, True)
+        out.add("attention v (a view of kv_b's output)", C * T * a * (mla.nope + dv), T * a * (mla.nope + dv), True)
+        out.add("attention output", S * T * a * dv, T * a * dv, True)
+        out.add("efficient-attention log-sum-exp (fp32)", 4 * b * a * s, b * a * s, True)
+        o_bytes, o_shared = S, True
+    rg_o, _ = linears_saved(c, out, ("o",), o_bytes, True, o_shared, True)
+    return rg_o["o"], not autocast
+
+
 def _eager_core(c: ActCtx, out: Saved, q_rg: bool, k_rg: bool, v_rg: bool) -> None:
     """HF ``eager_attention_forward``: matmul(q, repeat_kv(k)^T) saves q when k needs a gradient and k when q does;
     softmax saves its fp32 output; matmul(probs, repeat_kv(v)) saves the probabilities when v needs a gradient
@@ -95,14 +167,22 @@ def _eager_core(c: ActCtx, out: Saved, q_rg: bool, k_rg: bool, v_rg: bool) -> No
         k_width = h_kv if view and reg.compute != "autocast" else h_q
         out.add("k, repeated to all heads", S * T * k_width, T * k_width, True)
     p2 = b * a * s * s
-    if arch.fam.softcap and qk_rg:  # Gemma 2: scores / cap (fp32) and tanh's output (scores' dtype)
-        out.add("soft-capped scores: scores / cap, tanh", (4 + S) * p2, 2 * p2, True)
+    # gpt-oss attention sinks (modeling_gpt_oss.py eager_attention_forward): a sink logit per head is concatenated
+    # to the scores, the row max subtracted (max saves int64 indices [b, a, s, 1]), the softmax runs over s + 1
+    p_soft = b * a * s * (s + 1) if arch.fam.sinks else p2
+    if arch.fam.sinks and qk_rg:
+        out.add("attention sinks: row-max indices (int64)", 8 * b * a * s, b * a * s, True)
+    if arch.fam.softcap and qk_rg:
+        # Gemma 2 (modeling_gemma2.py eager_attention_forward): scores / cap, tanh, * cap; the divisions and the
+        # product by a Python scalar save nothing, tanh saves its output in the scores' dtype (bf16 under autocast:
+        # tanh is not on autocast's fp32 list). Measured: TanhBackward0 [b, a, s, s] (tests/data/moe_truth.json)
+        out.add("soft-capped scores: tanh output", S * p2, p2, True)
     if reg.compute == "fp32":
         if qk_rg or v_rg:
-            out.add("softmax probabilities (fp32)", 4 * p2, p2, True)
+            out.add("softmax probabilities (fp32)", 4 * p_soft, p_soft, True)
     else:
         if qk_rg:
-            out.add("softmax probabilities (fp32)", 4 * p2, p2, True)
+            out.add("softmax probabilities (fp32)", 4 * p_soft, p_soft, True)
         if v_rg:
             out.add("16-bit copy of the probabilities", 2 * p2, p2, True)
     if qk_rg:

@@ -37,6 +37,7 @@ from __future__ import annotations
 from vramplan.core.memory.activations.attention import attention_saved
 from vramplan.core.memory.activations.context import ActCtx, Saved
 from vramplan.core.memory.activations.ops import linears_saved, norm_saved
+from vramplan.core.plan.arch import dense_layer_arch
 from vramplan.core.plan.memo import memoised
 
 
@@ -53,6 +54,8 @@ def _qk_norm(c: ActCtx, out: Saved) -> None:
     rows = T * (arch.a + arch.kv) if kind == "head" else 2 * T
     normed = 4 if arch.fam.norm == "rms_offset" else c.reg.act_bytes
     out.add("q/k norms: fp32 input, rsqrt, normalized", (4 + normed) * n + 4 * rows, 2 * n, True)
+    if arch.fam.norm == "rms_offset":  # Gemma 3: each norm's fp32 (1 + w), [d]
+        out.add("q/k norms: (1 + w) of q and of k", 2 * 4 * arch.d, 0, False)
 
 
 def _moe(c: ActCtx, out: Saved) -> bool:
@@ -63,7 +66,7 @@ def _moe(c: ActCtx, out: Saved) -> bool:
 
     - router (``*TopKRouter``): a copy of its input [T, h] (16-bit under autocast), the fp32 softmax [T, E], the
       int64 top-k indices, the fp32 renormalising sum [T, 1] and the fp32 top-k values; under autocast its 16-bit
-      weight copy.
+      weight copy [h, E] (2 E h bytes).
     - experts: perm, perm // k and inv_perm (int64 [S] each), int32 offsets [E], the gathered input [S, h], the
       up/gate output [S, 2 i], act(gate) and the product [S, i] each, the routing weights [S] (compute dtype) and
       the down output [S, h]. ``_grouped_mm`` is no autocast op and transformers casts its input to the weight's
@@ -77,21 +80,34 @@ def _moe(c: ActCtx, out: Saved) -> bool:
     full = c.full  # frozen experts and router (LoRA): no weight gradients, so no inputs kept for them
     if full:
         out.add("router: input copy", C * T * h, T * h, False)
-    out.add("router: fp32 softmax, top-k indices, sum and values", 4 * T * E + 8 * S + 4 * T + 4 * S, T * E, False)
-    if c.reg.compute == "autocast":
-        out.copies += E * h
+    fam = arch.fam
+    if fam.router_softmax_topk:  # gpt-oss GptOssTopKRouter: topk(logits), softmax of the k values (logits' dtype)
+        out.add("router: top-k indices (int64), softmax of the top-k logits", 8 * S + C * S, S, False)
+    else:
+        out.add("router: fp32 softmax, top-k indices, sum and values", 4 * T * E + 8 * S + 4 * T + 4 * S, T * E, False)
+    if c.reg.compute == "autocast":  # the router's bf16 weight copy [h, E] (measured: TBackward0 param_copy)
+        out.copies += 2 * E * h
         out.cache += 2 * E * h
-    out.add("experts: perm, perm // k, inv_perm (int64) and offsets", 3 * 8 * S + 4 * E, 0, True)
+    # expert biases (gpt-oss) are gathered per (token, expert) pair: one more int64 [S] index for their gradient
+    n_idx = 4 if moe.expert_bias else 3
+    out.add("experts: perm, perm // k, inv_perm (int64), bias index and offsets", n_idx * 8 * S + 4 * E, 0, True)
     # frozen experts (LoRA on attention) keep one [S, h] of the two (measured: qwen3moe_lora_qv)
     n_sh = 2 if full else 1
     out.add("experts: gathered input and down output", n_sh * W * S * h, n_sh * S * h, True)
-    out.add("experts: gate/up output, act(gate), product", W * S * 4 * i, S * 4 * i, True)
+    if fam.clamped_swiglu:
+        # gpt-oss GptOssExperts._apply_gate: clamp saves the gate_up output [S, 2i] it slices; sigmoid(alpha gate)
+        # its output, gate * sigmoid the clamped gate, (up + 1) * glu both factors, down the product: 5 [S, i]
+        out.add("experts: gate_up output, clamped gate, sigmoid, glu, up + 1, product", W * S * 7 * i, S * 7 * i, True)
+    else:
+        out.add("experts: gate/up output, act(gate), product", W * S * 4 * i, S * 4 * i, True)
     out.add("experts: routing weights", C * S, S, True)
-    if c.reg.compute == "autocast":
-        out.add("router: routing weights cast to the logits' 16-bit dtype", 2 * S, S, True)
     if moe.shared_f:  # reads the router's input; saves gate and up outputs, the activation's output, the product
         f = moe.shared_f
         out.add("shared expert: gate and up outputs, activation output, product", 4 * C * T * f, 4 * T * f, True)
+        if full and c.reg.compute == "autocast":  # its gate and up linears each cast the fp32 input (measured)
+            out.add("shared expert: bf16 copies of input (gate, up)", 2 * 2 * T * h, 2 * T * h, False)
+            out.copies += 2 * 3 * h * f
+            out.cache += 2 * 3 * h * f
         if moe.shared_gate:
             out.add("shared expert gate: sigmoid [T, 1] and the gated output", C * (T + T * h), T * h, True)
     out.work = max(out.work, W * S * 4 * i + 2 * c.reg.resid_bytes * T * h)
@@ -102,9 +118,29 @@ def _mlp(c: ActCtx, out: Saved, m_rg: bool, m_bytes: int, input_saved: bool) -> 
     """The MLP's saved tensors. ``gelu_new`` (GPT-2) is Python ops: ``pow`` saves its input, then tanh, 1 + tanh
     and x / 2 are saved by their consumers; under CUDA autocast ``pow`` runs in fp32 (autocast's fp32 op list), so
     the input's fp32 copy, tanh and 1 + tanh are fp32 and the product reaching the down projection is too."""
-    arch, T, f = c.arch, c.T, c.arch.f
+    arch = c.arch
     if arch.moe is not None:
-        return _moe(c, out)
+        n, L = arch.moe.moe_layers, arch.L
+        if n >= L:
+            return _moe(c, out)
+        # DeepSeek-V3's first_k_dense_replace (and Qwen-MoE's mlp_only_layers): L - n blocks run the dense MLP
+        # of width intermediate_size; the block's figure is the average over the layers, as for windowed layers
+        parts = (Saved(), Saved())
+        _moe(c, parts[0])
+        rg = _dense_mlp(c._replace(arch=dense_layer_arch(arch)), parts[1], m_rg, m_bytes, input_saved)
+        for part, k, label in ((parts[0], n, "mixture-of-experts MLP"), (parts[1], L - n, "dense MLP")):
+            out.add(f"{label} ({k} of {L} layers, averaged): replicated", part.rep * k // L, part.elems * k // L, False)
+            out.add(f"{label} ({k} of {L} layers, averaged): split", part.split * k // L, 0, True)
+            out.copies += part.copies * k // L
+            out.frozen_copies += part.frozen_copies * k // L
+            out.cache = max(out.cache, part.cache)
+            out.work = max(out.work, part.work)
+        return rg
+    return _dense_mlp(c, out, m_rg, m_bytes, input_saved)
+
+
+def _dense_mlp(c: ActCtx, out: Saved, m_rg: bool, m_bytes: int, input_saved: bool) -> bool:
+    arch, T, f = c.arch, c.T, c.arch.f
     C = c.reg.act_bytes
     down_in = C
     if arch.fam.mlp == "gated":
@@ -167,13 +203,20 @@ def _layer_saved(c: ActCtx, x_rg: bool, notes: list[tuple[str, int]] | None) -> 
         _qk_norm(c, out)
     mlp_in_saved = False
     if not arch.parallel:
+        if arch.n_norms == 4:
+            # Gemma 2/3 (modeling_gemma2.py Gemma2DecoderLayer): post_attention_layernorm normalises o_proj's
+            # output before the residual add; pre_feedforward_layernorm is the norm before the MLP
+            norm_saved(c, out, "post-attention norm (of o_proj's output)", attn_rg, c.full, c.reg.act_bytes)
         # compiled, the second norm's input h = x + o is rebuilt from the saved block input and o_proj's output
-        m_rg = norm_saved(c, out, "post-attention norm", x_rg or attn_rg, c.full, R, src_bytes=c.reg.act_bytes)
+        label = "pre-feedforward norm" if arch.n_norms == 4 else "post-attention norm"
+        m_rg = norm_saved(c, out, label, x_rg or attn_rg, c.full, R, src_bytes=c.reg.act_bytes)
     elif arch.n_norms == 2:
         m_rg = norm_saved(c, out, "MLP norm", x_rg, c.full, R, shared=True)
     else:
         m_rg, mlp_in_saved = n_rg, attn_in_saved  # one LayerNorm feeds both
-    _mlp(c, out, m_rg, R, mlp_in_saved)
+    mlp_rg = _mlp(c, out, m_rg, R, mlp_in_saved)
+    if arch.n_norms == 4 and not arch.parallel:  # Gemma 2/3: post_feedforward_layernorm of the MLP's output
+        norm_saved(c, out, "post-feedforward norm (of the MLP's output)", mlp_rg, c.full, c.reg.act_bytes)
     return out
 
 
@@ -224,7 +267,12 @@ def once_bytes(c: ActCtx) -> int:
     tensor)."""
     arch = c.arch
     if arch.rotary_dim:
-        return 2 * c.s * arch.rotary_dim * c.reg.resid_bytes
+        # Gemma 3: local (sliding) layers rotate with their own base (rope_local_base_freq): a second cos/sin pair,
+        # saved when both kinds of layer are present (modeling_gemma3.py, one rotary embedding per layer type)
+        sets = 2 if arch.fam.local_rope and 0 < arch.window_layers < arch.L else 1
+        # gpt-oss (modeling_gpt_oss.py _apply_rotary_emb): the halves of x rotate by cos/sin of d/2 frequencies
+        width = arch.rotary_dim // 2 if arch.fam.half_rope_table else arch.rotary_dim
+        return sets * 2 * c.s * width * c.reg.resid_bytes
     if arch.alibi and arch.fam.model_type == "falcon" and not c.eager:
         return c.reg.resid_bytes * c.b * arch.a * c.s * c.s
     return 0

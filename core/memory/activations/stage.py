@@ -185,7 +185,8 @@ def loss_bytes(ctx: ActCtx, lay: Layout) -> tuple[int, int, int, int]:
 
     - Liger's fused linear cross-entropy: chunks of about the hidden states' size (`_fused_ce_chunk`).
     - One loss (HF ``ForCausalLMLoss``, torchtitan ``cross_entropy(pred.float())``): the 16-bit logits and their
-      fp32 upcast while ``log_softmax`` saves its fp32 output; two fp32 [T, V] gradients at backward start.
+      fp32 upcast while ``log_softmax`` saves its fp32 output; two fp32 [T, V] gradients at backward start;
+      Gemma 2's final soft-capping keeps tanh's [T, V] output too.
     - torchtune ``CEWithChunkedOutputLoss`` (modules/loss/ce_chunked_output_loss.py) with N chunks: the lm_head
       runs per chunk (16-bit chunks kept in a list), each chunk is upcast and its fp32 log-softmax saved, so eager
       it still saves 4TV, and only the transients shrink (forward 16-bit logits + one fp32 chunk; backward two
@@ -202,7 +203,10 @@ def loss_bytes(ctx: ActCtx, lay: Layout) -> tuple[int, int, int, int]:
     N = lay.loss_chunks
     if N == 1:
         logsm = 4 * TV // tp
-        return logsm, (C * TV + (4 * TV if C != 4 else 0)) // tp, 2 * logsm, 0
+        # Gemma 2's final logit soft-capping (modeling_gemma2.py Gemma2ForCausalLM.forward: logits / cap, tanh,
+        # * cap): tanh saves its [T, V] output in the logits' dtype until the loss's backward
+        capped = C * TV // tp if arch.fam.softcap else 0
+        return logsm + capped, (C * TV + (4 * TV if C != 4 else 0)) // tp, 2 * logsm, 0
     copies = C * T * arch.h if ctx.b > 1 else 0
     if ctx.compiled:  # in backward each chunk's gradient appears as its saved chunk is released
         return C * TV // tp, 0, C * TV // N // tp, copies
