@@ -371,3 +371,17 @@ async def test_moe_model_shows_active_parameters_and_the_expert_parallel_control
         await pilot.press("1")
         await pilot.pause()
         assert "46.70 B params, 12.88 B active (top-2 of 8 experts)" in text_of(app, "#model-details")
+
+
+async def test_moe_experts_are_named_under_the_legend() -> None:
+    """Issue 14: the legend names a mixture-of-experts model's routed experts and how expert parallelism divides
+    them; a dense model has no such line."""
+    app = VramplanApp()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        legend = app.planner.query_one(KindLegend)
+        assert "experts" not in str(legend.render())  # LLaMA-7B: dense
+        app.planner.apply_changes({"model.preset": "mixtral-8x7b", "strategy.expert_parallel": 8})
+        await pilot.pause()
+        text = str(legend.render())
+        assert "experts 45.10 B of 46.70 B, 1/8 per GPU (EP 8)" in text, text

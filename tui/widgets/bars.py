@@ -146,16 +146,18 @@ class KindLegend(Widget, can_focus=True):
     def __init__(self, **kw: object) -> None:
         super().__init__(**kw)  # type: ignore[arg-type]
         self.rows: list[tuple[str, int, int]] = []  # kind, bytes at the peak, bytes at its largest
+        self.note = ""  # a dim line under the rows where there is room (a mixture-of-experts model's experts)
 
     @property
     def kind(self) -> str | None:
         return self.rows[self.cursor][0] if self.rows else None
 
-    def show(self, rows: list[tuple[str, int, int]]) -> None:
-        if rows == self.rows:
+    def show(self, rows: list[tuple[str, int, int]], note: str = "") -> None:
+        if rows == self.rows and note == self.note:
             return
         kind = self.kind
         self.rows = rows
+        self.note = note
         kinds = [k for k, _, _ in rows]
         self.set_reactive(KindLegend.cursor, kinds.index(kind) if kind in kinds else 0)
         self.refresh()  # same height whatever the rows: no layout pass (the costly part of a frame)
@@ -201,4 +203,6 @@ class KindLegend(Widget, can_focus=True):
             if i == self.cursor:
                 line = line.stylize(self.get_visual_style("kind-legend--cursor"), 1)
             lines.append(line)
+        if self.note and len(self.rows) < len(KINDS):
+            lines.append(Content.styled(f"  {self.note}"[:width], "dim"))
         return Content("\n").join(lines)

@@ -14,6 +14,7 @@ from textual.widgets import Static
 from vramplan.core.advice.whatif import FRAGMENTATION_RISK
 from vramplan.core.memory.result import KINDS, Estimate
 from vramplan.core.plan.describe import gpu_name, method_label, model_name, short_gpu_name
+from vramplan.core.plan.units import fmt_count
 from vramplan.core.plan.units import gib_text as gib
 from vramplan.core.time.result import StepTime
 from vramplan.tui.time_text import time_summary, time_table
@@ -62,6 +63,17 @@ def legend_rows(est: Estimate) -> list[tuple[str, int, int]]:
     return [
         (k, live.get(k, 0), comps[k].bytes if k in comps else live.get(k, 0)) for k in KINDS if k in comps or k in live
     ]
+
+
+def experts_note(est: Estimate) -> str:
+    """A mixture-of-experts model's routed experts under the legend: their share of the parameters and how
+    expert parallelism divides them (the weights, gradients and optimizer states above include them)."""
+    arch = est.plan.model.arch()
+    if arch.moe is None:
+        return ""
+    ep = est.plan.strategy.expert_parallel
+    share = f"1/{ep} per GPU (EP {ep})" if ep > 1 else "no expert parallel"
+    return f"experts {fmt_count(arch.expert_params)} of {fmt_count(arch.total_params)}, {share}"
 
 
 def explanation(est: Estimate, kind: str) -> Content:
@@ -152,7 +164,7 @@ class MemoryGauges(VerticalScroll):
         stage = "" if est.stage == "all" else f" (busiest: {est.stage} pipeline stage)"
         show_text(self.query_one("#peak-moment", Static), Content(f"peak: {est.peak.moment}{stage}"))
         legend = self.query_one(KindLegend)
-        legend.show(legend_rows(est))
+        legend.show(legend_rows(est), experts_note(est))
         self._explain(legend.kind)
         self._host(est)
 
