@@ -29,7 +29,7 @@ from typing import Any
 from vramplan.core.advice.advisor import suggestions
 from vramplan.core.advice.whatif import WhatIf
 from vramplan.core.memory.peak import estimate
-from vramplan.core.memory.result import KIND_LABELS, Estimate
+from vramplan.core.memory.result import KIND_LABELS, KINDS, Estimate
 from vramplan.core.plan import presets
 from vramplan.core.plan.errors import PlanError
 from vramplan.core.plan.keys import set_args
@@ -151,15 +151,17 @@ def _at(plan: Plan, gpus_per_node: int, nodes: int) -> Plan | None:
 
 
 def _why(est: Estimate, gpus: int) -> str:
-    """Why the plan does not fit even at its largest count: a kind that alone exceeds the GPU, or the total."""
+    """Why the plan does not fit even at its largest count: the first kind (parameters first: the root cause) that
+    alone exceeds the GPU, else the largest kind."""
     cap = est.gpu_capacity
     live = est.live_at_peak
-    kind, most = max(live.items(), key=lambda kv: kv[1])
     head = f"at {gpus} GPUs: {gib_text(est.on_gpu)} GiB per GPU of {gib_text(cap)}"
-    label = KIND_LABELS.get(kind, kind).lower()
-    if most > cap:
-        return f"{head}; {label} alone ({gib_text(most)} GiB) exceed the GPU"
-    return f"{head}; largest: {label} {gib_text(most)} GiB"
+    alone = [k for k in KINDS if live.get(k, 0) > cap]
+    if alone:
+        k = alone[0]
+        return f"{head}; {KIND_LABELS[k].lower()} alone ({gib_text(live[k])} GiB) exceed the GPU"
+    kind, most = max(live.items(), key=lambda kv: kv[1])
+    return f"{head}; largest: {KIND_LABELS.get(kind, kind).lower()} {gib_text(most)} GiB"
 
 
 def _ladder(plan: Plan) -> list[tuple[tuple[int, int], Plan]]:

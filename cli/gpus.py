@@ -1,0 +1,183 @@
+"""``vramplan gpus [PLAN]``: the GPU selection guide (`core.advice.gpuguide`) as a table or JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import textwrap
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from vramplan.core.plan.errors import PlanError
+from vramplan.core.plan.units import fmt_count, fmt_seconds, gib_text, parse_number
+
+if TYPE_CHECKING:  # imported when the command runs: `vramplan --help` stays fast
+    from vramplan.core.advice.gpuguide import GpuRow, Guide
+
+SORTS = ("time", "cost")  # core.advice.gpuguide.SORTS (which checks it again)
+
+
+def add_parser(sub: argparse._SubParsersAction, plan_args: Callable[[argparse.ArgumentParser], None]) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "gpus", help="GPU selection guide: every GPU preset with the fewest GPUs that fit, step time, time and cost"
+    )
+    plan_args(p)
+    p.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    p.add_argument("--sort", choices=SORTS, default="time", help="time per token (default) or cost to train")
+    p.add_argument("--tokens", metavar="N", help="token budget for time and cost to train, e.g. 2T, 300B")
+    p.add_argument(
+        "--price",
+        action="append",
+        default=[],
+        metavar="[GPU=]USD",
+        help="price per GPU-hour of one GPU preset (GPU=USD), or of every GPU without one (USD); repeatable",
+    )
+    p.add_argument("--no-advice", action="store_true", help="skip the fit advisor's change for fewer GPUs")
+    p.set_defaults(handler=cmd_gpus)
+
+
+def parse_prices(items: list[str]) -> dict[str, float]:
+    """``--price h100-80gb=2.5 --price 1.8`` -> ``{"h100-80gb": 2.5, "*": 1.8}``."""
+    out: dict[str, float] = {}
+    for item in items:
+        gpu, sep, text = item.rpartition("=")
+        try:
+            value = parse_number(text)
+        except ValueError:
+            value = None
+        if value is None or value < 0:
+            raise PlanError(f"expected [GPU=]USD per GPU-hour, got {item!r}", "--price")
+        out[gpu.strip() if sep else "*"] = float(value)
+    return out
+
+
+def cmd_gpus(args: argparse.Namespace) -> int:
+    from vramplan.core.advice.gpuguide import gpu_guide
+    from vramplan.core.files.planio import resolve_plan
+
+    sets = list(args.sets)
+    if args.tokens is not None:
+        sets.insert(0, f"training.tokens={args.tokens}")  # an explicit --set of the same key wins
+    plan = resolve_plan(args.plan, args.model, args.gpu, sets, args.hf_config)
+    from vramplan.core.plan.presets import resolve_gpu_id
+
+    prices = {k if k == "*" else resolve_gpu_id(k)[0]: v for k, v in parse_prices(args.price).items()}
+    guide = gpu_guide(plan, sort=args.sort, prices=prices, advise=not args.no_advice)
+    if args.json:
+        sys.stdout.write(json.dumps(guide.to_json(), allow_nan=False) + "\n")
+    else:
+        sys.stdout.write(guide_text(guide))
+    return 0
+
+
+def _gpus(row: GpuRow) -> str:
+    if row.layout is None:
+        return "-"
+    gpn, nodes = row.layout
+    return str(gpn) if nodes == 1 else f"{nodes}x{gpn}"
+
+
+def _money(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}"
+
+
+def row_cells(row: GpuRow) -> tuple[str, ...]:
+    """GPU, memory, GPUs, GiB per GPU, step, tokens/s, time to train, cost (the app's table uses them too)."""
+    from vramplan.core.plan.describe import short_gpu_name
+
+    fits = row.fits
+    return (
+        short_gpu_name(row.name) + (" (user)" if row.user else ""),
+        gib_text(row.memory_bytes, 0),
+        _gpus(row) if fits else "no fit",
+        gib_text(row.per_gpu_bytes) if fits and row.per_gpu_bytes is not None else "-",
+        fmt_seconds(row.step_seconds) if row.step_seconds is not None else "-",
+        f"{row.tokens_per_second:,.0f}" if row.tokens_per_second is not None else "-",
+        fmt_seconds(row.train_hours * 3600) if row.train_hours is not None else "-",
+        _money(row.cost),
+    )
+
+
+HEADER = ("GPU", "GiB", "GPUs", "GiB/GPU", "step", "tokens/s", "train", "cost")
+WIDTHS = (19, 4, 5, 7, 8, 8, 10, 10)  # with one space between: 78 columns
+
+
+def change_line(row: GpuRow) -> str:
+    """``1 GPU with optimizer offload to CPU (step 1.02 s)``, or ""."""
+    c = row.change
+    if c is None:
+        return ""
+    gpus = f"{c.gpus} GPU" + ("" if c.gpus == 1 else "s")
+    return f"{gpus} with {c.title} (step {fmt_seconds(c.step_seconds)}, {c.tokens_per_second:,.0f} tokens/s)"
+
+
+def guide_title(guide: Guide) -> list[str]:
+    from vramplan.core.plan.describe import method_label, model_name
+
+    p = guide.plan
+    t = p.training
+    budget = f"; {fmt_count(t.tokens)} tokens to train" if t.tokens else ""
+    return [
+        f"GPU guide: {model_name(p.model)} {method_label(t)}, {t.regime}, {_strategies(guide)}",
+        f"micro-batch {t.micro_batch_size} x {t.seq_len:,} tokens, accumulation {t.grad_accum_steps}{budget}",
+    ]
+
+
+def _strategies(guide: Guide) -> str:
+    s = guide.plan.strategy
+    parts = []
+    if s.tensor_parallel > 1:
+        parts.append(f"TP {s.tensor_parallel}")
+    if s.pipeline_parallel > 1:
+        parts.append(f"PP {s.pipeline_parallel}")
+    if s.zero_stage:
+        parts.append(f"ZeRO-{s.zero_stage}")
+    if s.offload_optimizer != "none":
+        parts.append(f"optimizer->{s.offload_optimizer}")
+    if s.offload_parameters != "none":
+        parts.append(f"params->{s.offload_parameters}")
+    parts.append(f"checkpointing {s.gradient_checkpointing}")
+    return ", ".join(parts)
+
+
+def wrapped(text: str) -> list[str]:
+    """An item line within 80 columns: two spaces in, continuation lines four."""
+    return textwrap.wrap(text, 78, initial_indent="  ", subsequent_indent="    ", break_on_hyphens=False)
+
+
+def guide_text(guide: Guide) -> str:
+    """The guide within 80 columns: a table of the GPUs that fit, those that do not and why, the changes."""
+    from vramplan.core.advice.gpuguide import MAX_GPUS
+    from vramplan.core.plan.describe import short_gpu_name
+
+    lines = guide_title(guide)
+    lines.append(
+        f"fewest GPUs that fit as planned (1, 2, 4, 8, nodes of 8 to {MAX_GPUS}); sorted by {guide.sort}"
+    )
+    fmt = " ".join(f"{{:{'<' if i == 0 else '>'}{w}}}" for i, w in enumerate(WIDTHS))
+    lines.append(fmt.format(*HEADER).rstrip())
+    fitting = [r for r in guide.rows if r.fits]
+    for r in fitting:
+        cells = list(row_cells(r))
+        if len(cells[0]) > WIDTHS[0]:
+            cells[0] = cells[0][: WIDTHS[0] - 1] + "…"
+        lines.append(fmt.format(*cells).rstrip())
+    missing = [r for r in guide.rows if not r.fits]
+    if missing:
+        lines.append("does not fit:")
+        for r in missing:
+            lines += wrapped(f"{short_gpu_name(r.name)}: {r.why}")
+    changes = [(r, change_line(r)) for r in guide.rows if r.change is not None]
+    if changes:
+        lines.append("fewer GPUs with one change (the fit advisor's cheapest):")
+        for r, text in changes:
+            lines += wrapped(f"{short_gpu_name(r.name)}: {text}")
+    skipped = [r for r in guide.rows if r.change_note.startswith("not searched")]
+    if skipped:
+        lines.append(f"  (advisor not asked for {len(skipped)} GPUs: time budget)")
+    if guide.plan.training.tokens is None:
+        lines.append("time and cost to train: give a token budget (--tokens 2T) and prices (--price GPU=USD)")
+    elif not any(r.cost is not None for r in guide.rows):
+        lines.append("cost: no GPU has a price; give --price GPU=USD per GPU-hour (or --price USD for all)")
+    return "\n".join(lines) + "\n"
