@@ -100,7 +100,7 @@ def row_cells(row: GpuRow) -> tuple[str, ...]:
 
 
 HEADER = ("GPU", "GiB", "GPUs", "GiB/GPU", "step", "tokens/s", "train", "cost")
-WIDTHS = (19, 4, 5, 7, 8, 8, 10, 10)  # with one space between: 78 columns
+WIDTHS = (19, 4, 5, 7, 8, 8, 11, 10)  # with one space between: 79 columns
 
 
 def change_line(row: GpuRow) -> str:
@@ -117,11 +117,14 @@ def guide_title(guide: Guide) -> list[str]:
 
     p = guide.plan
     t = p.training
-    budget = f"; {fmt_count(t.tokens)} tokens to train" if t.tokens else ""
-    return [
-        f"GPU guide: {model_name(p.model)} {method_label(t)}, {t.regime}, {_strategies(guide)}",
-        f"micro-batch {t.micro_batch_size} x {t.seq_len:,} tokens, accumulation {t.grad_accum_steps}{budget}",
+    lines = [
+        f"GPU guide: {model_name(p.model)} {method_label(t)}, {t.regime}",
+        f"{_strategies(guide)}; micro-batch {t.micro_batch_size} x {t.seq_len:,} tokens, accumulation "
+        f"{t.grad_accum_steps}",
     ]
+    if t.tokens:
+        lines.append(f"{fmt_count(t.tokens)} tokens to train")
+    return [w for line in lines for w in textwrap.wrap(line, 80, subsequent_indent="  ")]
 
 
 def _strategies(guide: Guide) -> str:
@@ -152,9 +155,7 @@ def guide_text(guide: Guide) -> str:
     from vramplan.core.plan.describe import short_gpu_name
 
     lines = guide_title(guide)
-    lines.append(
-        f"fewest GPUs that fit as planned (1, 2, 4, 8, nodes of 8 to {MAX_GPUS}); sorted by {guide.sort}"
-    )
+    lines.append(f"fewest GPUs that fit as planned (1, 2, 4, 8, nodes of 8 to {MAX_GPUS}); sorted by {guide.sort}")
     fmt = " ".join(f"{{:{'<' if i == 0 else '>'}{w}}}" for i, w in enumerate(WIDTHS))
     lines.append(fmt.format(*HEADER).rstrip())
     fitting = [r for r in guide.rows if r.fits]

@@ -106,7 +106,8 @@ def test_user_gpu_presets_are_listed(tmp_path: Path, monkeypatch: pytest.MonkeyP
     hw.mkdir(parents=True)
     spec = presets.gpu("a100-80gb").model_dump(exclude={"id", "match"})
     lines = [f"{k} = {json.dumps(v)}" for k, v in spec.items() if v is not None]
-    (hw / "lab-gpu.toml").write_text("\n".join([*lines, "price_per_gpu_hour = 0.9"]).replace('name = "', 'name = "Lab ', 1))
+    text = "\n".join([*lines, "price_per_gpu_hour = 0.9"]).replace('name = "', 'name = "Lab ', 1)
+    (hw / "lab-gpu.toml").write_text(text)
     monkeypatch.setenv("VRAMPLAN_CONFIG_DIR", str(tmp_path / "cfg"))
     presets.reload()
     row = next(r for r in gpu_guide(default_plan().with_changes({"training.tokens": "1B"})).rows if r.gpu == "lab-gpu")
