@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from vramplan.core.plan.units import fmt_seconds, gib_text
 
 if TYPE_CHECKING:  # imported when the command runs: `vramplan --help` stays fast
-    from vramplan.core.advice.plandiff import Delta, PlanDiff
+    from vramplan.core.advice.plandiff import PlanDiff
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -36,44 +36,10 @@ def cmd_diff(args: argparse.Namespace) -> int:
     return 0
 
 
-def value_text(value: Any) -> str:
-    """A plan value as ``--set`` writes it; ``(unset)`` for an optional key left unset."""
-    from vramplan.core.plan.keys import set_value
-
-    if value is None:
-        return "(unset)"
-    try:
-        return set_value(value)
-    except TypeError:
-        return str(value)
-
-
-def signed_gib(n: int) -> str:
-    """``+3.1``, ``-0.8``; ``0`` for a change that rounds to nothing."""
-    return f"{n / 2**30:+.1f}" if abs(n) >= 0.05 * 2**30 else "0"
-
-
-def relative_text(rel: float) -> str:
-    pct = (rel - 1) * 100
-    return "same step time" if abs(pct) < 0.5 else f"{pct:+.0f}% step time"
-
-
-def effect_text(delta: Delta) -> str:
-    """``+31.1 GiB per GPU (parameters +22.0, autocast cache +12.1), +5% step time``."""
-    from vramplan.core.memory.result import KIND_LABELS
-
-    if not delta.memory:
-        mem = "no memory change"
-    else:
-        parts = sorted(delta.memory.items(), key=lambda kv: -abs(kv[1]))
-        shown = ", ".join(f"{KIND_LABELS[k]} {signed_gib(v)}" for k, v in parts[:3] if abs(v) >= 2**26)
-        mem = f"{signed_gib(delta.total)} GiB per GPU" + (f" ({shown})" if shown else "")
-    return f"{mem}, {relative_text(delta.relative_step_time)}" + ("" if delta.fits else "; does not fit")
-
-
 def diff_text(d: PlanDiff, a_name: str = "A", b_name: str = "B") -> str:
     """The diff within 80 columns: the keys, the memory table by kind, the step time, each key alone."""
     from vramplan.cli.gpus import wrapped
+    from vramplan.core.advice.plandiff import relative_text, signed_gib, value_text
     from vramplan.core.memory.result import KIND_LABELS, KINDS
     from vramplan.core.plan.describe import plan_title
 
@@ -109,5 +75,5 @@ def diff_text(d: PlanDiff, a_name: str = "A", b_name: str = "B") -> str:
         lines.append("each change alone, applied to A:")
         for k in d.keys:
             head = f"{k.key} {value_text(k.a)} -> {value_text(k.b)}: "
-            lines += wrapped(head + (effect_text(k.alone) if k.alone else k.error))
+            lines += wrapped(head + (k.alone.text() if k.alone else k.error))
     return "\n".join(lines) + "\n"

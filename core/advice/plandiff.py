@@ -16,10 +16,12 @@ from typing import Any
 
 from vramplan.core.advice.whatif import plain
 from vramplan.core.memory.peak import estimate
-from vramplan.core.memory.result import KINDS, Estimate
+from vramplan.core.memory.result import KIND_LABELS, KINDS, Estimate
 from vramplan.core.plan.describe import model_name
 from vramplan.core.plan.errors import PlanError
+from vramplan.core.plan.keys import set_value
 from vramplan.core.plan.plan import Plan
+from vramplan.core.plan.units import GiB
 from vramplan.core.time.result import StepTime
 from vramplan.core.time.step import step_time
 
@@ -87,6 +89,16 @@ class Delta:
             fits=b.fits,
         )
 
+    def text(self) -> str:
+        """``+31.1 GiB per GPU (Parameters +22.0, Autocast cache +12.1), +5% step time``: the three largest kinds."""
+        if not self.memory:
+            mem = "no memory change"
+        else:
+            parts = sorted(self.memory.items(), key=lambda kv: -abs(kv[1]))
+            shown = ", ".join(f"{KIND_LABELS[k]} {signed_gib(v)}" for k, v in parts[:3] if abs(v) >= GiB // 16)
+            mem = f"{signed_gib(self.total)} GiB per GPU" + (f" ({shown})" if shown else "")
+        return f"{mem}, {relative_text(self.relative_step_time)}" + ("" if self.fits else "; does not fit")
+
     def to_json(self) -> dict[str, Any]:
         return {
             "memory_per_gpu": self.memory,
@@ -140,6 +152,27 @@ class PlanDiff:
             "b": self.fb.to_json(),
             "delta": self.delta.to_json(),
         }
+
+
+def value_text(value: Any) -> str:
+    """A plan value as ``--set`` writes it; ``(unset)`` for an optional key left unset."""
+    if value is None:
+        return "(unset)"
+    try:
+        return set_value(value)
+    except TypeError:
+        return str(value)
+
+
+def signed_gib(n: int) -> str:
+    """``+3.1``, ``-0.8`` (GiB); ``0`` for a change that rounds to nothing."""
+    return f"{n / GiB:+.1f}" if abs(n) >= 0.05 * GiB else "0"
+
+
+def relative_text(rel: float) -> str:
+    """``+33% step time``, ``same step time``."""
+    pct = (rel - 1) * 100
+    return "same step time" if abs(pct) < 0.5 else f"{pct:+.0f}% step time"
 
 
 def flat(plan: Plan) -> dict[str, Any]:
