@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from vramplan.core.plan.errors import PlanError
-from vramplan.core.plan.units import fmt_count, fmt_seconds, gib_text, parse_number
+from vramplan.core.plan.units import fmt_count, parse_number
 
 if TYPE_CHECKING:  # imported when the command runs: `vramplan --help` stays fast
     from vramplan.core.advice.gpuguide import GpuRow, Guide
@@ -71,45 +71,13 @@ def cmd_gpus(args: argparse.Namespace) -> int:
     return 0
 
 
-def _gpus(row: GpuRow) -> str:
-    if row.layout is None:
-        return "-"
-    gpn, nodes = row.layout
-    return str(gpn) if nodes == 1 else f"{nodes}x{gpn}"
-
-
-def _money(value: float | None) -> str:
-    return "-" if value is None else f"{value:,.0f}"
-
-
-def row_cells(row: GpuRow) -> tuple[str, ...]:
-    """GPU, memory, GPUs, GiB per GPU, step, tokens/s, time to train, cost (the app's table uses them too)."""
-    from vramplan.core.plan.describe import short_gpu_name
-
-    fits = row.fits
-    return (
-        short_gpu_name(row.name) + (" (user)" if row.user else ""),
-        gib_text(row.memory_bytes, 0),
-        _gpus(row) if fits else "no fit",
-        gib_text(row.per_gpu_bytes) if fits and row.per_gpu_bytes is not None else "-",
-        fmt_seconds(row.step_seconds) if row.step_seconds is not None else "-",
-        f"{row.tokens_per_second:,.0f}" if row.tokens_per_second is not None else "-",
-        fmt_seconds(row.train_hours * 3600) if row.train_hours is not None else "-",
-        _money(row.cost),
-    )
-
-
 HEADER = ("GPU", "GiB", "GPUs", "GiB/GPU", "step", "tokens/s", "train", "cost")
 WIDTHS = (19, 4, 5, 7, 8, 8, 11, 10)  # with one space between: 79 columns
 
 
 def change_line(row: GpuRow) -> str:
     """``1 GPU with optimizer offload to CPU (step 1.02 s)``, or ""."""
-    c = row.change
-    if c is None:
-        return ""
-    gpus = f"{c.gpus} GPU" + ("" if c.gpus == 1 else "s")
-    return f"{gpus} with {c.title} (step {fmt_seconds(c.step_seconds)}, {c.tokens_per_second:,.0f} tokens/s)"
+    return row.change.text() if row.change else ""
 
 
 def guide_title(guide: Guide) -> list[str]:
@@ -160,7 +128,7 @@ def guide_text(guide: Guide) -> str:
     lines.append(fmt.format(*HEADER).rstrip())
     fitting = [r for r in guide.rows if r.fits]
     for r in fitting:
-        cells = list(row_cells(r))
+        cells = list(r.cells())
         if len(cells[0]) > WIDTHS[0]:
             cells[0] = cells[0][: WIDTHS[0] - 1] + "…"
         lines.append(fmt.format(*cells).rstrip())

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -31,11 +31,12 @@ from vramplan.core.advice.whatif import WhatIf
 from vramplan.core.memory.peak import estimate
 from vramplan.core.memory.result import KIND_LABELS, KINDS, Estimate
 from vramplan.core.plan import presets
+from vramplan.core.plan.describe import short_gpu_name
 from vramplan.core.plan.errors import PlanError
 from vramplan.core.plan.keys import set_args
 from vramplan.core.plan.memo import memoised
 from vramplan.core.plan.plan import Plan
-from vramplan.core.plan.units import gib_text
+from vramplan.core.plan.units import fmt_seconds, gib_text
 from vramplan.core.time.step import step_time
 
 NODE_GPUS = 8  # GPUs per node beyond one node (an HGX/DGX board)
@@ -59,6 +60,13 @@ class Change:
     gpus: int
     step_seconds: float
     tokens_per_second: float
+
+    def text(self) -> str:
+        """``1 GPU with optimizer offload to CPU (step 2.64 s, 777 tokens/s)``."""
+        gpus = f"{self.gpus} GPU" + ("" if self.gpus == 1 else "s")
+        return (
+            f"{gpus} with {self.title} (step {fmt_seconds(self.step_seconds)}, {self.tokens_per_second:,.0f} tokens/s)"
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -93,6 +101,32 @@ class GpuRow:
     @property
     def fits(self) -> bool:
         return self.min_gpus is not None
+
+    @property
+    def gpus_text(self) -> str:
+        """``2``, ``4x8`` (nodes x GPUs per node), ``no fit``."""
+        if self.layout is None:
+            return "no fit"
+        gpn, nodes = self.layout
+        return str(gpn) if nodes == 1 else f"{nodes}x{gpn}"
+
+    def cells(self) -> tuple[str, ...]:
+        """GPU, its GiB, GPUs, GiB per GPU, step, tokens/s, time to train, cost: the CLI's and the app's table."""
+        fits = self.fits
+
+        def shown(value: float | None, fmt: Callable[[float], str]) -> str:
+            return "-" if value is None or not fits else fmt(value)
+
+        return (
+            short_gpu_name(self.name) + (" (user)" if self.user else ""),
+            gib_text(self.memory_bytes, 0),
+            self.gpus_text,
+            shown(self.per_gpu_bytes, gib_text),
+            shown(self.step_seconds, fmt_seconds),
+            shown(self.tokens_per_second, lambda v: f"{v:,.0f}"),
+            shown(self.train_hours, lambda h: fmt_seconds(h * 3600)),
+            shown(self.cost, lambda v: f"{v:,.0f}"),
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
