@@ -48,7 +48,9 @@ def diff_text(d: PlanDiff, a_name: str = "A", b_name: str = "B") -> str:
     if d.same:
         lines.append("the plans are the same (after defaults)")
     else:
-        lines.append(f"{len(d.keys)} key{'s' if len(d.keys) > 1 else ''} differ (A -> B):")
+        lines.append(
+            f"{len(d.keys)} key{'s' if len(d.keys) > 1 else ''} differ{'' if len(d.keys) > 1 else 's'} (A -> B):"
+        )
         width = max(len(k.key) for k in d.keys)
         lines += [f"  {k.key:<{width}}  {value_text(k.a)} -> {value_text(k.b)}" for k in d.keys]
     lines.append("")

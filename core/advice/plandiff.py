@@ -145,6 +145,12 @@ class PlanDiff:
     def same(self) -> bool:
         return not self.keys
 
+    @property
+    def keys_differ(self) -> str:
+        """``1 key differs``, ``3 keys differ``."""
+        n = len(self.keys)
+        return f"{n} key differs" if n == 1 else f"{n} keys differ"
+
     def to_json(self) -> dict[str, Any]:
         return {
             "keys": [k.to_json() for k in self.keys],
