@@ -62,7 +62,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("gpu_guide", "g", "gpu_guide", "GPU guide", False, "view: GPU guide (which GPU, how many)", "View"),
     Command("toggle_pin", "P", "toggle_pin", "Pin / unpin the plan", False, "plan: pin (compare edits with it)"),
     Command("unpin", None, "unpin", "Unpin the plan", False, "plan: unpin"),
-    Command("compare", "d", "compare", "Compare with the pinned plan", False, "view: compare with the pinned plan"),
+    Command("compare", "d", "compare", "Compare to pinned", False, "view: compare with the pinned plan"),
     Command(
         "cycle_checkpointing", "c", _cycle("strategy.gradient_checkpointing"), "Checkpointing", True, None, "Strategies"
     ),
