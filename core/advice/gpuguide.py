@@ -86,15 +86,15 @@ class GpuRow:
     name: str
     memory_bytes: int
     user: bool  # a user preset
-    min_gpus: int | None  # None: no count up to MAX_GPUS fits
-    layout: tuple[int, int] | None  # (gpus_per_node, nodes) at min_gpus
-    per_gpu_bytes: int | None  # the estimate's on-GPU peak at min_gpus
-    step_seconds: float | None
-    tokens_per_second: float | None
-    train_hours: float | None  # None: no token budget (training.tokens), or no fit
     price_per_gpu_hour: float | None
-    cost: float | None  # None: no token budget or no price, or no fit
-    why: str  # why it does not fit ("" when it fits)
+    min_gpus: int | None = None  # None: no count up to MAX_GPUS fits
+    layout: tuple[int, int] | None = None  # (gpus_per_node, nodes) at min_gpus
+    per_gpu_bytes: int | None = None  # the estimate's on-GPU peak at min_gpus (or at the largest count tried)
+    step_seconds: float | None = None
+    tokens_per_second: float | None = None
+    train_hours: float | None = None  # None: no token budget (training.tokens), or no fit
+    cost: float | None = None  # None: no token budget or no price, or no fit
+    why: str = ""  # why it does not fit ("" when it fits)
     change: Change | None = None  # the advisor's cheapest change for fewer GPUs (None: none needed or found)
     change_note: str = ""  # why there is no change ("not searched: time budget")
 
@@ -240,10 +240,7 @@ def _cheapest_change(ladder: list[tuple[tuple[int, int], Plan]], below: int) -> 
 def gpu_row(plan: Plan, gpu_id: str, price: float | None) -> GpuRow:
     """One GPU's row without the advisor's change (memoised: a plan and a GPU give the same row)."""
     spec = presets.gpu(gpu_id)
-    user = presets.registry().is_user("hardware", gpu_id)
-    base = dict(
-        gpu=gpu_id, name=spec.name, memory_bytes=spec.memory_bytes, user=user, price_per_gpu_hour=price
-    )  # fmt: skip
+    head = GpuRow(gpu_id, spec.name, spec.memory_bytes, presets.registry().is_user("hardware", gpu_id), price)
     moved = _on_gpu(plan, gpu_id, price)
     ladder = [] if moved is None else _ladder(moved)
     if not ladder:
@@ -253,18 +250,16 @@ def gpu_row(plan: Plan, gpu_id: str, price: float | None) -> GpuRow:
                 plan.with_changes({"hardware.gpu": gpu_id})
             except PlanError as exc:
                 why = exc.line()
-        return GpuRow(**base, min_gpus=None, layout=None, per_gpu_bytes=None, step_seconds=None,
-                      tokens_per_second=None, train_hours=None, cost=None, why=why)  # fmt: skip
+        return replace(head, why=why)
     i = _first_fit(ladder)
     if i is None:
         (gpn, nodes), top = ladder[-1]
         est = estimate(top)
-        return GpuRow(**base, min_gpus=None, layout=None, per_gpu_bytes=est.on_gpu, step_seconds=None,
-                      tokens_per_second=None, train_hours=None, cost=None, why=_why(est, gpn * nodes))  # fmt: skip
+        return replace(head, per_gpu_bytes=est.on_gpu, why=_why(est, gpn * nodes))
     (gpn, nodes), p = ladder[i]
     st = step_time(p)
-    return GpuRow(
-        **base,
+    return replace(
+        head,
         min_gpus=gpn * nodes,
         layout=(gpn, nodes),
         per_gpu_bytes=estimate(p).on_gpu,
@@ -272,7 +267,6 @@ def gpu_row(plan: Plan, gpu_id: str, price: float | None) -> GpuRow:
         tokens_per_second=st.tokens_per_second,
         train_hours=st.train_hours,
         cost=st.cost,
-        why="",
     )
 
 
