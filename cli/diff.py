@@ -67,9 +67,10 @@ def diff_text(d: PlanDiff, a_name: str = "A", b_name: str = "B") -> str:
     lines.append(f"  {'Peak moment':<32}{fa.peak_phase:>10}{fb.peak_phase:>10}")
     step_delta = fb.step_seconds - fa.step_seconds
     sign = "+" if step_delta >= 0 else "-"
+    rel = relative_text(fb.step_seconds / fa.step_seconds).removesuffix(" step time")
     lines.append(
         f"{'step time':<34}{fmt_seconds(fa.step_seconds):>10}{fmt_seconds(fb.step_seconds):>10}"
-        f"{sign + fmt_seconds(abs(step_delta)):>10} ({relative_text(fb.step_seconds / fa.step_seconds).removesuffix(" step time")})"
+        f"{sign + fmt_seconds(abs(step_delta)):>10} ({rel})"
     )
     lines.append(f"{'tokens/s':<34}{fa.tokens_per_second:>10,.0f}{fb.tokens_per_second:>10,.0f}")
     if d.keys:
