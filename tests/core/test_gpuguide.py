@@ -14,6 +14,7 @@ from vramplan.core.memory.peak import estimate
 from vramplan.core.plan import presets
 from vramplan.core.plan.errors import PlanError
 from vramplan.core.plan.plan import Plan, default_plan
+from vramplan.core.plan.units import GiB
 from vramplan.core.time.step import step_time
 
 
@@ -40,12 +41,15 @@ def test_every_preset_has_a_row_with_the_fewest_gpus_that_fit() -> None:
 
 
 def test_a_plan_that_fits_nowhere_says_why() -> None:
-    # 405B without ZeRO: every GPU holds all 405e9 bf16 parameters (810 GB), more than any GPU has
+    # 405B without ZeRO: every GPU holds all 4.06e11 parameters in fp32 (bf16-autocast keeps fp32 weights):
+    # 4.06e11 x 4 B = 1.62e12 B = 1511.9 GiB, more than any GPU has
     plan = default_plan().with_changes({"model.preset": "llama-3.1-405b", "strategy.zero_stage": 0})
+    params = estimate(plan).params_total
     guide = gpu_guide(plan, advise=False)
     for r in guide.rows:
         assert not r.fits and r.min_gpus is None
-        assert r.why.startswith(f"at {MAX_GPUS} GPUs:") and "parameters alone" in r.why, r.why
+        assert r.why.startswith(f"at {MAX_GPUS} GPUs:"), r.why
+        assert f"parameters alone ({params * 4 / GiB:.1f} GiB) exceed the GPU" in r.why
     data = guide.to_json()
     assert all(g["min_gpus"] is None and g["fits"] is False and g["step_seconds"] is None for g in data["gpus"])
 
