@@ -63,7 +63,7 @@ def test_tensor_parallel_plans_start_at_their_degree() -> None:
 
 def test_the_advisor_change_fits_on_fewer_gpus() -> None:
     plan = default_plan()
-    row = next(r for r in gpu_guide(plan).rows if r.gpu == "h100-80gb")
+    row = next(r for r in gpu_guide(plan, advisor_seconds=120).rows if r.gpu == "h100-80gb")  # no budget cut
     assert row.min_gpus == 2 and row.change is not None
     c = row.change
     assert c.gpus < row.min_gpus
@@ -117,6 +117,12 @@ def test_user_gpu_presets_are_listed(tmp_path: Path, monkeypatch: pytest.MonkeyP
     row = next(r for r in gpu_guide(default_plan().with_changes({"training.tokens": "1B"})).rows if r.gpu == "lab-gpu")
     assert row.user and row.min_gpus == 2 and row.price_per_gpu_hour == 0.9
     assert row.cost == pytest.approx(row.train_hours * 2 * 0.9)
+
+
+def test_the_advisor_stays_within_its_time_budget() -> None:
+    rows = gpu_guide(default_plan().with_changes({"model.preset": "qwen2.5-7b"}), advisor_seconds=0).rows
+    assert all(r.change is None and r.change_note == "not searched: time budget" for r in rows)
+    assert all(r.min_gpus is not None for r in rows)  # the fewest GPUs are always searched (plain estimates)
 
 
 def test_fast_enough_for_a_headless_command() -> None:
