@@ -22,7 +22,14 @@ from vramplan.core.plan.plan import Plan
 from vramplan.core.plan.units import fmt_count
 from vramplan.tui.widgets.text import show_text
 
-HEADER = ("GPU", "GiB", "GPUs", "GiB/GPU", "step", "tokens/s", "train", "cost")
+# GpuRow.cells() without the GPU's own memory (the name says it), the name cut to fit 80 columns
+HEADER = ("GPU", "GPUs", "GiB/GPU", "step", "tokens/s", "train", "cost")
+NAME_WIDTH = 16
+
+
+def table_cells(row: GpuRow) -> tuple[str, ...]:
+    name, _, *rest = row.cells()
+    return (name if len(name) <= NAME_WIDTH else name[: NAME_WIDTH - 1] + "…", *rest)
 
 
 class GpuGuideScreen(ModalScreen[dict[str, Any] | None]):
@@ -89,7 +96,7 @@ class GpuGuideScreen(ModalScreen[dict[str, Any] | None]):
         table = self.query_one("#gpus-table", DataTable)
         table.clear()
         for r in self.rows:
-            table.add_row(*r.cells(), key=r.gpu)
+            table.add_row(*table_cells(r), key=r.gpu)
         table.move_cursor(row=0)
         box = self.query_one("#gpus")
         box.border_subtitle = f"fewest GPUs that fit as planned, up to {MAX_GPUS} · sorted by {self.sort}"
