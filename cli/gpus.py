@@ -6,10 +6,11 @@ import argparse
 import json
 import sys
 import textwrap
+import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from vramplan.core.plan.errors import PlanError
+from vramplan.core.plan.errors import PlanError, PlanNotice
 from vramplan.core.plan.units import fmt_count, parse_number
 
 if TYPE_CHECKING:  # imported when the command runs: `vramplan --help` stays fast
@@ -64,6 +65,10 @@ def cmd_gpus(args: argparse.Namespace) -> int:
 
     prices = {k if k == "*" else resolve_gpu_id(k)[0]: v for k, v in parse_prices(args.price).items()}
     guide = gpu_guide(plan, sort=args.sort, prices=prices, advise=not args.no_advice)
+    from vramplan.core.plan.presets import registry
+
+    for problem in registry().problems:  # a broken user preset is not in the guide: say so
+        warnings.warn(f"skipped user preset: {problem}", PlanNotice, stacklevel=1)
     if args.json:
         sys.stdout.write(json.dumps(guide.to_json(), allow_nan=False) + "\n")
     else:

@@ -48,6 +48,22 @@ def test_gpus_text_table_within_80_columns(capsys: pytest.CaptureFixture[str], t
     assert "fewer GPUs with one change" in text
 
 
+def test_gpus_names_a_broken_user_preset(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from vramplan.core.plan import presets
+
+    (tmp_path / "hardware").mkdir()
+    (tmp_path / "hardware" / "bad-gpu.toml").write_text('name = "Bad"\n')
+    monkeypatch.setenv("VRAMPLAN_CONFIG_DIR", str(tmp_path))
+    presets.reload()
+    data = json.loads(out_of(["gpus", "--json", "--no-advice"], capsys))
+    assert "bad-gpu" not in {g["gpu"] for g in data["gpus"]}
+    assert run(["gpus", "--no-advice"]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("vramplan: skipped user preset: ") and "bad-gpu.toml" in err
+
+
 def test_gpus_bad_input_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert run(["gpus", "--price", "h100=cheap"]) == 2
     assert capsys.readouterr().err.strip().count("\n") == 0
