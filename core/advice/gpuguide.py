@@ -8,10 +8,11 @@ A count the plan's strategies cannot use (tensor parallelism 8 on 4 GPUs, heads 
 The first count that fits is ``min_gpus``; there the time model gives the step time and tokens/s and, with a
 token budget (``training.tokens``) and a price per GPU-hour, the hours and the cost to train.
 
-Where a change would let fewer GPUs do (or any at all), the fit advisor (`core.advice.advisor.suggestions`) is asked
-once per GPU, at the count just below ``min_gpus`` (or at the largest count when none fits), for its cheapest change
-(best tier, then least step time); the fewest GPUs with that change are then found with plain estimates. The
-advisor is the slow part (tens of ms per plan), so it is called at most once per GPU and within a time budget.
+Where a change would let fewer GPUs do (or any at all), the fit advisor (`core.advice.advisor.suggestions`) is asked,
+at the count just below ``min_gpus`` (or at the largest count when none fits), for its cheapest change (best tier,
+then least step time) of one move, or of up to two moves when no single move keeps the training the same (tier 0);
+the fewest GPUs with that change are then found with plain estimates. The advisor is the slow part (tens to
+hundreds of ms per GPU), so it is asked at one count per GPU, within a time budget (`ADVISOR_SECONDS`).
 
 Prices: a preset's ``price_per_gpu_hour``; the plan's ``hardware.price_per_gpu_hour`` is the price of the plan's
 own GPU only (it is what the user pays for that card); `prices` (GPU id -> price, ``"*"`` for every GPU without
@@ -26,7 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from vramplan.core.advice.advisor import suggestions
+from vramplan.core.advice.advisor import Suggestion, suggestions
 from vramplan.core.advice.whatif import WhatIf
 from vramplan.core.memory.peak import estimate
 from vramplan.core.memory.result import KIND_LABELS, KINDS, Estimate
@@ -220,7 +221,11 @@ def _cheapest_change(ladder: list[tuple[tuple[int, int], Plan]], below: int) -> 
     """The advisor's best change at rung ``below`` (one call), then the fewest GPUs with it (estimates only)."""
     _, at = ladder[below]
     w = WhatIf(at)
-    found, _ = suggestions(w, 0.0, limit=1, max_moves=2)
+    found: tuple[Suggestion, ...] = ()
+    # one move first (a few dozen plans); pairs (hundreds) only when no single move keeps the training the same
+    found, _ = suggestions(w, 0.0, limit=1, max_moves=1)
+    if not found or found[0].tier > 0:
+        found, _ = suggestions(w, 0.0, limit=1, max_moves=2)
     if not found:
         return None
     best = found[0]
