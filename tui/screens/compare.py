@@ -39,6 +39,8 @@ def compare_text(d: PlanDiff) -> Content:
             )
     total = signed_gib(fb.total - fa.total)
     lines.append(Content(f"  {'Total':<32}{gib_text(fa.total):>10}{gib_text(fb.total):>10}{total:>10}"))
+    if fa.gpu_capacity != fb.gpu_capacity:  # another GPU
+        lines.append(Content(f"  {'GPU memory':<32}{gib_text(fa.gpu_capacity):>10}{gib_text(fb.gpu_capacity):>10}"))
     fit = {True: "fits", False: "over"}
     lines.append(Content(f"  {'Verdict':<32}{fit[fa.fits]:>10}{fit[fb.fits]:>10}"))
     step = relative_text(fb.step_seconds / fa.step_seconds).removesuffix(" step time")
