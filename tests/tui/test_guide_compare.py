@@ -119,3 +119,23 @@ async def test_palette_entries_for_the_new_views() -> None:
         await entries["view: compare with the pinned plan"].run()
         await pilot.pause()
         assert "pin a plan first" in app.planner.notice
+
+
+async def test_pinned_plan_stays_when_another_file_opens(tmp_path) -> None:
+    from vramplan.core.files.planio import load_plan_file
+
+    other = tmp_path / "h100.toml"
+    other.write_text('[model]\npreset = "llama-7b"\n[hardware]\ngpu = "h100-80gb"\ngpus_per_node = 4\n')
+    app = VramplanApp()
+    async with app.run_test(size=(100, 32)) as pilot:
+        await pilot.press("P")
+        app.planner.open_plan_file(load_plan_file(other))
+        await pilot.pause()
+        assert app.planner.pinned is not None and app.planner.pinned.plan == default_plan()
+        assert app.planner.plan.hardware.gpu == "h100-80gb"
+        await pilot.press("d")
+        await pilot.pause()
+        text = str(app.screen.query_one("#compare-text", Static).visual)
+        assert "hardware.gpu" in text and "hardware.gpus_per_node" in text
+        capacity = next(line for line in text.splitlines() if line.strip().startswith("GPU memory"))
+        assert capacity.split()[-2:] == ["80.0", f"{presets.gpu('h100-80gb').memory_bytes / GiB:.1f}"]
