@@ -139,3 +139,23 @@ async def test_pinned_plan_stays_when_another_file_opens(tmp_path) -> None:
         assert "hardware.gpu" in text and "hardware.gpus_per_node" in text
         capacity = next(line for line in text.splitlines() if line.strip().startswith("GPU memory"))
         assert capacity.split()[-2:] == ["80.0", f"{presets.gpu('h100-80gb').memory_bytes / GiB:.1f}"]
+
+
+async def test_a_user_gpu_named_like_markup_is_shown_as_typed(tmp_path, monkeypatch) -> None:
+    import json
+
+    hw = tmp_path / "cfg" / "hardware"
+    hw.mkdir(parents=True)
+    spec = presets.gpu("a100-80gb").model_dump(exclude={"id", "match", "name"})
+    lines = [f"{k} = {json.dumps(v)}" for k, v in spec.items() if v is not None]
+    (hw / "lab.toml").write_text("\n".join(['name = "Lab [/b] GPU"', *lines]))
+    monkeypatch.setenv("VRAMPLAN_CONFIG_DIR", str(tmp_path / "cfg"))
+    presets.reload()
+    app = VramplanApp()
+    async with app.run_test(size=(100, 36)) as pilot:
+        await pilot.press("g")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        table = app.screen.query_one(DataTable)
+        names = [str(table.get_row_at(i)[0]) for i in range(table.row_count)]
+        assert "Lab [/b] GPU (u…" in names  # cut at 16 columns, never parsed as markup

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -27,9 +28,11 @@ HEADER = ("GPU", "GPUs", "GiB/GPU", "step", "tokens/s", "train", "cost")
 NAME_WIDTH = 16
 
 
-def table_cells(row: GpuRow) -> tuple[str, ...]:
+def table_cells(row: GpuRow) -> tuple[Text, ...]:
+    """The row's cells as plain text (a user preset's name is never read as markup), numbers right-aligned."""
     name, _, *rest = row.cells()
-    return (name if len(name) <= NAME_WIDTH else name[: NAME_WIDTH - 1] + "…", *rest)
+    name = name if len(name) <= NAME_WIDTH else name[: NAME_WIDTH - 1] + "…"
+    return (Text(name), *(Text(cell, justify="right") for cell in rest))
 
 
 class GpuGuideScreen(ModalScreen[dict[str, Any] | None]):
@@ -69,7 +72,9 @@ class GpuGuideScreen(ModalScreen[dict[str, Any] | None]):
         title = f"{model_name(self.plan.model)} {method_label(t, compact=True)}{budget}"
         show_text(self.query_one("#gpus-title", Static), Content(title))
         table = self.query_one("#gpus-table", DataTable)
-        table.add_columns(*HEADER)
+        table.add_column(HEADER[0])
+        for label in HEADER[1:]:
+            table.add_column(Text(label, justify="right"))
         show_text(self.query_one("#gpus-detail", Static), Content("computing the fewest GPUs for every preset…"))
         self._compute(self.plan)
 
