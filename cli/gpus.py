@@ -21,7 +21,12 @@ SORTS = ("time", "cost")  # core.advice.gpuguide.SORTS (which checks it again)
 
 def add_parser(sub: argparse._SubParsersAction, plan_args: Callable[[argparse.ArgumentParser], None]) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
-        "gpus", help="GPU selection guide: every GPU preset with the fewest GPUs that fit, step time, time and cost"
+        "gpus",
+        help="GPU selection guide: every GPU preset with the fewest GPUs that fit, step time, time and cost",
+        description="For the plan's model, method and strategies: every GPU preset with the fewest GPUs that fit "
+        "(1, 2, 4, 8 on one node, then nodes of 8), the step time, tokens/s and, with --tokens and --price, the time "
+        "and cost to train. The plan's GPU and GPU count are what the guide varies (--gpu only says whose "
+        "hardware.price_per_gpu_hour the plan's price is).",
     )
     plan_args(p)
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
