@@ -236,10 +236,15 @@ def build_parser() -> OneLineParser:
     p = sub.add_parser("keys", help="every settable key (--set TABLE.KEY=VALUE) with its type, default and meaning")
     p.add_argument("--json", action="store_true", help="one JSON array on stdout")
     p.set_defaults(handler=cmd_keys)
+
+    from vramplan.cli import diff, gpus  # the GPU guide and plan diff (issue 17): their own modules
+
+    gpus.add_parser(sub, _plan_args)
+    diff.add_parser(sub)
     return parser
 
 
-COMMANDS = ("estimate", "export", "check", "fit", "presets", "keys")
+COMMANDS = ("estimate", "export", "check", "fit", "presets", "keys", "gpus", "diff")
 
 
 def _print_notices(caught: list[warnings.WarningMessage]) -> None:

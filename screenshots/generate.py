@@ -87,6 +87,9 @@ SHOTS = (
         changes={"strategy.pipeline_parallel": 2, "strategy.zero_stage": 1},
         actions=("export('deepspeed')",),
     ),
+    Shot("gpu-guide-80x24", (80, 24), keys=("g",), changes={"training.tokens": 10_000_000_000}),
+    Shot("pinned-80x24", (80, 24), keys=("P", "z", "c")),
+    Shot("compare-80x24", (80, 24), keys=("P", "z", "c", "d")),
     Shot(  # the Model pane on Falcon-7B's config.json, scrolled to Falcon's structure keys
         "config-json-80x24",
         (80, 24),

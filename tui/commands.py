@@ -59,6 +59,10 @@ COMMANDS: tuple[Command, ...] = (
         "pane_checklist", "5", "show_pane('checklist')", "Checklist, fit advisor", True, "view: checklist pane", "View"
     ),
     Command("fit_advisor", None, "show_pane('checklist')", "Fit advisor", False, "view: fit advisor (what fits)"),
+    Command("gpu_guide", "g", "gpu_guide", "GPU guide", False, "view: GPU guide (which GPU, how many)", "View"),
+    Command("toggle_pin", "P", "toggle_pin", "Pin / unpin the plan", False, "plan: pin (compare edits with it)"),
+    Command("unpin", None, "unpin", "Unpin the plan", False, "plan: unpin"),
+    Command("compare", "d", "compare", "Compare to pinned", False, "view: compare with the pinned plan"),
     Command(
         "cycle_checkpointing", "c", _cycle("strategy.gradient_checkpointing"), "Checkpointing", True, None, "Strategies"
     ),

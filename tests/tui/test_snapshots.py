@@ -38,3 +38,8 @@ def test_checklist_and_advisor_80x24(snap_compare) -> None:
 
     app = VramplanApp(plan=default_plan().with_changes(OVER_CAPACITY))
     assert snap_compare(app, terminal_size=(80, 24), run_before=advised)
+
+
+def test_pinned_plan_80x24(snap_compare) -> None:
+    """The pinned plan (P) above the edited one: its total, step time and bar, and the change from it."""
+    assert snap_compare(VramplanApp(), terminal_size=(80, 24), press=["P", "z"])

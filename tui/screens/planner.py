@@ -28,6 +28,7 @@ from vramplan.tui.choices import error_text, next_valid
 from vramplan.tui.commands import bindings
 from vramplan.tui.detection import detected_notice
 from vramplan.tui.history import PlanHistory
+from vramplan.tui.pinned import Pinned
 from vramplan.tui.widgets.bars import KindLegend
 from vramplan.tui.widgets.checklist_pane import ChecklistPane
 from vramplan.tui.widgets.fields import NO_ERRORS, PlanPane, field_id
@@ -67,6 +68,7 @@ class PlannerScreen(Screen[None]):
     errors: Reactive[Mapping[str, str]] = var(NO_ERRORS, init=False)
     pane: Reactive[str] = var("model", init=False)
     notice: Reactive[str] = var("", init=False)
+    pinned: Reactive[Pinned | None] = var(None, init=False)  # the plan kept aside to compare with (P)
 
     def __init__(self, plan: Plan, notice: str = "", meta: Meta | None = None) -> None:
         super().__init__()
@@ -93,7 +95,7 @@ class PlannerScreen(Screen[None]):
             gauges = MemoryGauges(id="gauges")
             gauges.set_reactive(MemoryGauges.estimate, self.estimate)
             gauges.set_reactive(MemoryGauges.timing, self.timing)
-            yield gauges.data_bind(PlannerScreen.estimate, PlannerScreen.timing)
+            yield gauges.data_bind(PlannerScreen.estimate, PlannerScreen.timing, PlannerScreen.pinned)
         yield Static(id="notice")
         yield Footer(compact=True)
 
@@ -265,6 +267,39 @@ class PlannerScreen(Screen[None]):
         """Focus the Model pane's config.json prompt."""
         self.pane = "model"
         self.set_focus(self.query_one("#f-model-hf_config Input"))
+
+    # -- GPU guide, pinned plan (issue 17) -------------------------------------------------------------------
+    def action_gpu_guide(self) -> None:
+        from vramplan.tui.screens.gpus import GpuGuideScreen
+
+        self.app.push_screen(GpuGuideScreen(self.plan), self._gpu_chosen)
+
+    def _gpu_chosen(self, changes: dict[str, Any] | None) -> None:
+        if changes:
+            self.history.break_coalescing()
+            if self.apply_changes(changes):
+                hw = self.plan.hardware
+                self.notice = f"✔ {hw.total_gpus} x {hw.gpu} (from the GPU guide)"
+
+    def action_toggle_pin(self) -> None:
+        """Pin the current plan (the gauges then show it beside the edited one), or unpin it."""
+        if self.pinned is None:
+            self.pinned = Pinned(self.plan, self.estimate, self.timing)
+            self.notice = "◆ pinned: edit the plan to compare (d: the keys and deltas, P unpins)"
+        else:
+            self.action_unpin()
+
+    def action_unpin(self) -> None:
+        self.notice = "" if self.pinned is not None else "nothing is pinned (P pins the plan)"
+        self.pinned = None
+
+    def action_compare(self) -> None:
+        if self.pinned is None:
+            self.notice = "! pin a plan first (P), then edit: d compares the edited plan with it"
+            return
+        from vramplan.tui.screens.compare import CompareScreen
+
+        self.app.push_screen(CompareScreen(self.pinned.plan, self.plan))
 
     def action_help(self) -> None:
         from vramplan.tui.screens.help import HelpScreen

@@ -54,10 +54,11 @@ class StackedBar(Widget):
         "stacked-bar--scale",
     }
 
-    def __init__(self, **kw: object) -> None:
+    def __init__(self, *, scale: bool = True, **kw: object) -> None:
         super().__init__(**kw)  # type: ignore[arg-type]
         self.segments: list[tuple[str, int]] = []
         self.capacity = 0
+        self.with_scale = scale  # False: the bar only (the pinned plan's, above the plan's own bar and scale)
 
     def show(self, segments: list[tuple[str, int]], capacity: int) -> None:
         segments = [(k, n) for k, n in segments if n > 0]
@@ -72,8 +73,10 @@ class StackedBar(Widget):
         width = self.size.width
         if width < 4 or not self.capacity:
             return Content("")
-        bar_rows = max(1, self.size.height - 1)
         bar = self._bar(width)
+        if not self.with_scale:
+            return Content("\n").join([bar] * max(1, self.size.height))
+        bar_rows = max(1, self.size.height - 1)
         return Content("\n").join([*([bar] * bar_rows), self._scale(width)])
 
     def _bar(self, width: int) -> Content:

@@ -17,6 +17,7 @@ from vramplan.core.plan.describe import gpu_name, method_label, model_name, shor
 from vramplan.core.plan.units import fmt_count
 from vramplan.core.plan.units import gib_text as gib
 from vramplan.core.time.result import StepTime
+from vramplan.tui.pinned import Pinned, pinned_line
 from vramplan.tui.time_text import time_summary, time_table
 from vramplan.tui.widgets.bars import KindLegend, StackedBar
 from vramplan.tui.widgets.settle import Settled
@@ -104,6 +105,7 @@ class MemoryGauges(VerticalScroll):
 
     estimate: Reactive[Estimate | None] = var(None, init=False)
     timing: Reactive[StepTime | None] = var(None, init=False)
+    pinned: Reactive[Pinned | None] = var(None, init=False)  # a plan to show beside this one (P pins)
 
     def __init__(self, **kw: object) -> None:
         super().__init__(**kw)  # type: ignore[arg-type]
@@ -113,6 +115,8 @@ class MemoryGauges(VerticalScroll):
         yield Static(id="plan-summary")
         yield Static(id="headline")
         yield Static(id="step-time")
+        yield Static(id="pinned")
+        yield StackedBar(id="pinned-bar", scale=False)
         yield StackedBar(id="gpu-bar")
         yield Static(id="peak-moment", classes="muted")
         yield KindLegend(id="legend")
@@ -132,6 +136,20 @@ class MemoryGauges(VerticalScroll):
             return
         show_text(self.query_one("#step-time", Static), time_summary(st))
         self.show_time_terms()
+        self.watch_pinned()
+
+    def watch_pinned(self) -> None:
+        """The pinned plan's figures and the change from them, and its bar above this plan's (hidden: none)."""
+        if not self.is_mounted:
+            return
+        pinned, est, st = self.pinned, self.estimate, self.timing
+        self.set_class(pinned is not None, "-pinned")
+        if pinned is None or est is None or st is None:
+            return
+        show_text(self.query_one("#pinned", Static), Content(pinned_line(pinned, est, st)))
+        pe = pinned.estimate
+        live = pe.live_at_peak
+        self.query_one("#pinned-bar", StackedBar).show([(k, live.get(k, 0)) for k in KINDS], pe.gpu_capacity)
 
     def _time_terms(self) -> None:
         """The fuller time table, shown in the wide and tall layout only: updated after the frame (`Settled`) and
@@ -167,6 +185,7 @@ class MemoryGauges(VerticalScroll):
         legend.show(legend_rows(est), experts_note(est))
         self._explain(legend.kind)
         self._host(est)
+        self.watch_pinned()
 
     def _host(self, est: Estimate) -> None:
         offloading = bool(est.cpu_per_node or est.nvme_per_node)
