@@ -146,7 +146,8 @@ def _fsdp(fsdp: Section, log: ImportLog) -> int:
         raw = fsdp.get("fsdp_sharding_strategy")
         key, shown_value = fsdp.key("fsdp_sharding_strategy"), raw
         zero = STRATEGIES.get(str(raw).upper(), 3)
-    fsdp.ignore("fsdp_sharding_strategy", "fsdp_reshard_after_forward decides the sharding")
+    if fsdp.has("fsdp_reshard_after_forward"):
+        fsdp.ignore("fsdp_sharding_strategy", "fsdp_reshard_after_forward decides the sharding")
     note = {3: "parameters, gradients and optimizer sharded", 2: "gradients and optimizer sharded", 0: "replicated"}
     if "HYBRID" in str(shown_value).upper():
         note[zero] += "; HYBRID: within a node only, replicated across nodes (the estimate shards over all GPUs)"

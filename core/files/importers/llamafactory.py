@@ -86,11 +86,16 @@ def _method(top: Section, log: ImportLog) -> str:
         for name in ("lora_rank", "lora_alpha", "lora_dropout", "lora_target", "quantization_bit"):
             top.ignore(name, "full fine-tuning")
         return "full"
+    method_q = str(top.get("quantization_method", "bitsandbytes")).lower()
+    qkey = "quantization_bit" + (" + quantization_method" if top.has("quantization_method") else "")
+    if bits is not None and method_q not in ("bnb", "bitsandbytes"):
+        log.ignore(qkey, f"{bits}, {method_q}", "only bitsandbytes quantization is modelled; a 16-bit base assumed")
+        bits = None
     method = "qlora" if bits == 4 else "lora"
     log.set(key, kind, "training.method", method, "LLaMA-Factory's default" if key.startswith("(") else "")
     if bits == 4:
         qtype = str(top.get("quantization_type", "nf4")).lower()
-        log.set("quantization_bit", 4, "training.quantization", qtype if qtype in ("nf4", "fp4") else "nf4")
+        log.set(qkey, f"4, {method_q}", "training.quantization", qtype if qtype in ("nf4", "fp4") else "nf4")
         if top.has("double_quantization"):
             log.set(
                 "double_quantization",
@@ -99,12 +104,9 @@ def _method(top: Section, log: ImportLog) -> str:
                 bool(flag(top.get("double_quantization"))),
             )
     elif bits == 8:
-        log.set("quantization_bit", 8, "training.quantization", "int8", "bitsandbytes LLM.int8 base")
-    elif top.has("quantization_bit"):
+        log.set(qkey, f"8, {method_q}", "training.quantization", "int8", "bitsandbytes LLM.int8 base")
+    elif top.has("quantization_bit") and method_q in ("bnb", "bitsandbytes"):
         log.ignore("quantization_bit", top.get("quantization_bit"), "only 4 and 8 bits (bitsandbytes) are modelled")
-    method_q = str(top.get("quantization_method", "bnb")).lower()
-    if method_q not in ("bnb", "bitsandbytes"):
-        log.ignore("quantization_method", method_q, "only bitsandbytes quantization is modelled")
     rank = count(top.get("lora_rank"))
     if rank is not None:
         log.set("lora_rank", rank, "training.lora_rank", rank)

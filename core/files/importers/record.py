@@ -71,7 +71,7 @@ class ImportLog:
 
     def set(self, key: str, value: Any, plan_key: str, plan_value: Any, note: str = "") -> None:
         self.changes[plan_key] = plan_value
-        self.reads = [r for r in self.reads if not (r.plan_key == plan_key and r.key == key)]
+        self.reads = [r for r in self.reads if r.plan_key != plan_key]  # a later setting of the file decides
         self.reads.append(Read(key, value, plan_key, plan_value, note))
 
     def ignore(self, key: str, value: Any, why: str) -> None:
