@@ -158,7 +158,7 @@ def resolve_batch(b: Batch, plan: Plan, user: set[str], deepspeed_defaults: bool
     if b.total is not None:
         total = b.total
         if m is not None and g is not None:
-            if m * g * dp != total:
+            if m * g * dp != total and not (micro_user or accum_user):  # the command line's sizes are as meant
                 raise PlanError(
                     f"train_batch_size {total} != micro-batch {m} x accumulation {g} x {gpus} (DeepSpeed refuses "
                     "it); give the GPU count the config was written for (--gpus N, --nodes N)",
