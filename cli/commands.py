@@ -201,10 +201,14 @@ def build_parser() -> OneLineParser:
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
     p.set_defaults(handler=cmd_estimate)
 
-    p = sub.add_parser("export", help="write a plan as TOML (reloadable), a DeepSpeed config or a Markdown report")
+    p = sub.add_parser(
+        "export", help="write a plan as TOML (reloadable), a DeepSpeed or accelerate config or a Markdown report"
+    )
     _plan_args(p)
     p.add_argument(
-        "--format", choices=("toml", "deepspeed", "markdown"), help="default: from -o's extension, else toml"
+        "--format",
+        choices=("toml", "deepspeed", "accelerate", "markdown"),
+        help="default: from -o's extension (.toml, .json, .accelerate.yaml, .md), else toml",
     )
     p.add_argument("-o", "--output", metavar="PATH", help="file to write, - for stdout (default: a name from the plan)")
     p.add_argument("--force", action="store_true", help="replace PATH if it exists")
