@@ -72,6 +72,8 @@ def accelerate_config(plan: Plan) -> AccelerateExport:
         config["fsdp_config"] = _fsdp(plan, lacks)
     else:
         config["distributed_type"] = "MULTI_GPU" if hw.total_gpus > 1 else "NO"
+        if s.gradient_checkpointing != "none":  # no fsdp_config: checkpointing is the model's own
+            notes.append(f"{s.gradient_checkpointing} activation checkpointing: model.gradient_checkpointing_enable()")
     config["mixed_precision"] = _mixed_precision(plan, fsdp, lacks)
     config.update(
         {
