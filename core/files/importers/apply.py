@@ -14,6 +14,7 @@ from vramplan.core.files.importers import accelerate, axolotl, deepspeed, llamaf
 from vramplan.core.files.importers.detect import FORMATS, detect_format
 from vramplan.core.files.importers.reading import read_data
 from vramplan.core.files.importers.record import Batch, Ignored, ImportLog, Read, shown
+from vramplan.core.files.planio import PlanFile, load_plan_file
 from vramplan.core.plan.errors import PlanError
 from vramplan.core.plan.keys import apply_overrides, parse_set, set_value
 from vramplan.core.plan.plan import Plan
@@ -187,3 +188,23 @@ def _exact(total: int, by: int, message: str) -> int:
     if total % by or total < by:
         raise PlanError(message + "; give the GPU count the config was written for (--gpus N, --nodes N)")
     return total // by
+
+
+CONFIG_SUFFIXES = (".json", ".yaml", ".yml")
+
+
+def is_config_path(path: str | Path) -> bool:
+    """A training config by its name (``.json``, ``.yaml``, ``.yml``); anything else opens as a TOML plan file."""
+    return str(path).lower().endswith(CONFIG_SUFFIXES)
+
+
+def open_file(path: str | Path, base: Plan | None = None) -> PlanFile:
+    """What the app's open prompt opens: a plan file, or, over ``base``, a training config (`is_config_path`); the
+    import's summary and what it ignored become the notices."""
+    if base is None or not is_config_path(path):
+        return load_plan_file(path)
+    imported = import_config(path, base)
+    notices = [f"✔ {imported.summary()}"]
+    if imported.ignored:
+        notices.append("ignored: " + ", ".join(i.key for i in imported.ignored))
+    return PlanFile(str(path), imported.plan, None, None, tuple(notices))
