@@ -83,9 +83,9 @@ def read(data: dict[str, Any], log: ImportLog) -> None:
                 log.set(name, top.get(name), plan_key, on if value else off)
     clip = top.get("clip_grad_norm")
     if clip is not None:
-        value = number(clip)
-        if value is not None:
-            log.set("clip_grad_norm", clip, "training.grad_clip", value if value > 0 else None)
+        norm = number(clip)
+        if norm is not None:
+            log.set("clip_grad_norm", clip, "training.grad_clip", norm if norm > 0 else None)
         else:
             log.ignore("clip_grad_norm", clip, "not a number")
     loss = top.sub("loss")
