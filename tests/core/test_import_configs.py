@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from vramplan.core.files.deepspeed import deepspeed_config
 from vramplan.core.files.importers.apply import Imported, import_config
@@ -321,3 +323,42 @@ def test_only_regular_files_under_the_size_limit_are_read(tmp_path: Path) -> Non
     os.mkfifo(fifo)
     with pytest.raises(PlanError, match="not a regular file"):  # never blocks on a pipe
         import_config(fifo, default_plan())
+
+
+SCALARS = st.one_of(
+    st.none(), st.booleans(), st.integers(-5, 70), st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from(["auto", "cpu", "nvme", "none", "bf16", "fp16", "FULL_SHARD", "true", "3", "", "q_proj",
+                     "torch.optim.AdamW", "bitsandbytes.optim.PagedAdamW8bit", "qlora", "lora", "full", "FSDP"]),
+)  # fmt: skip
+VALUES = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
+    st.sampled_from(["enabled", "stage", "device", "_component_", "lora_rank", "fsdp_offload_params", "x"]), inner,
+    max_size=3), max_leaves=6)  # fmt: skip
+KNOWN = [
+    # DeepSpeed
+    "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "fp16", "bf16",
+    "torch_autocast", "zero_optimization", "activation_checkpointing", "optimizer", "gradient_clipping",
+    "tensor_parallel",
+    # accelerate, torchtune, axolotl, LLaMA-Factory
+    "distributed_type", "fsdp_config", "deepspeed_config", "mixed_precision", "num_processes", "num_machines",
+    "dynamo_config", "model", "dtype", "batch_size", "enable_activation_checkpointing", "optimizer_in_bwd",
+    "loss", "fsdp_cpu_offload", "base_model", "adapter", "load_in_4bit", "micro_batch_size", "sequence_len",
+    "lora_target_modules", "fsdp", "deepspeed", "attention", "model_name_or_path", "finetuning_type",
+    "quantization_bit", "lora_target", "cutoff_len", "flash_attn", "stage", "seed",
+]  # fmt: skip
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.dictionaries(st.sampled_from(KNOWN), VALUES, min_size=1, max_size=8))
+def test_any_config_imports_or_is_one_plan_error_and_every_key_is_named(data: dict[str, Any]) -> None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "c.json"
+        path.write_text(json.dumps(data))
+        try:
+            im = import_config(path, default_plan())
+        except PlanError as exc:
+            assert "\n" not in exc.line()
+            return
+        every_key_accounted(im, data)
+        json.dumps(im.to_json(), allow_nan=False)

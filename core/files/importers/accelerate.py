@@ -38,6 +38,8 @@ WRAP = "how modules are wrapped or checkpoints saved; the estimate assumes one F
 def read(data: dict[str, Any], log: ImportLog) -> None:
     top = log.section(data)
     kind = str(top.get("distributed_type", "NO")).upper()
+    if top.has("distributed_type"):
+        log.used("distributed_type", top.data["distributed_type"], "how the sections below are read")
     _hardware(top, log, kind)
     zero = 0
     if kind == "FSDP":
@@ -54,10 +56,8 @@ def read(data: dict[str, Any], log: ImportLog) -> None:
             "distributed_type", kind, "not a GPU data-parallel type the plan models (NO, MULTI_GPU, FSDP, DEEPSPEED)"
         )
     for section in ("fsdp_config", "deepspeed_config"):
-        if top.has(section) and section.split("_")[0].upper() != kind and top.get(section):
+        if section.split("_")[0].upper() != kind:
             top.ignore(section, f"distributed_type is {kind}: accelerate does not use it")
-        else:
-            top.taken.add(section)
     _precision(top, log, kind, zero)
     dynamo = top.sub("dynamo_config")
     backend = str(dynamo.get("dynamo_backend", "NO")).upper()
@@ -90,26 +90,33 @@ def read(data: dict[str, Any], log: ImportLog) -> None:
 
 
 def _hardware(top: Section, log: ImportLog, kind: str) -> None:
-    machines = count(top.get("num_machines", 1)) or 1
+    machines_raw = top.get("num_machines", 1)
+    machines = count(machines_raw)
     procs_raw = top.get("num_processes")
     procs = count(procs_raw)
-    if kind == "NO" and procs is None:
+    if kind == "NO" and procs is None and procs_raw is None:
         procs = 1
-    if procs is None:
-        if procs_raw is not None:
-            log.ignore("num_processes", procs_raw, "not a process count (-1: left to the launcher)")
-        return
-    if procs % machines:
-        log.ignore("num_processes", procs_raw, f"{procs} processes do not divide over {machines} machines")
+    problem = ""
+    if machines is None:
+        problem = "num_machines is not a machine count"
+    elif procs is None:
+        problem = "num_processes is not a process count (-1: left to the launcher)"
+    elif procs % machines:
+        problem = f"{procs} processes do not divide over {machines} machines"
+    if problem or machines is None or procs is None:
+        for name in ("num_processes", "num_machines"):
+            top.ignore(name, f"{problem}; the plan's GPU count is kept")
         return
     log.set(
-        "num_processes",
-        procs_raw if procs_raw is not None else None,
+        "num_processes" if top.has("num_processes") else "(no num_processes)",
+        procs_raw,
         "hardware.gpus_per_node",
         procs // machines,
         f"{procs} processes over {machines} machine{'s' if machines > 1 else ''}",
     )
-    log.set("num_machines", machines, "hardware.nodes", machines)
+    log.set(
+        "num_machines" if top.has("num_machines") else "(no num_machines)", machines_raw, "hardware.nodes", machines
+    )
 
 
 def _precision(top: Section, log: ImportLog, kind: str, zero: int) -> None:

@@ -49,6 +49,9 @@ class Imported:
         out = []
         for r in self.reads:
             value = "" if r.value is None else f"={shown(r.value)}"
+            if not r.plan_key:
+                out.append(f"read from {self.name}: {r.key}{value} ({r.note})")
+                continue
             plan_value = "unset" if r.plan_value is None else set_value(r.plan_value)
             note = f" ({r.note})" if r.note else ""
             out.append(f"read from {self.name}: {r.key}{value} -> {r.plan_key}={plan_value}{note}")
@@ -78,6 +81,10 @@ def read_config(path: str | Path) -> ImportLog:
     fmt = detect_format(data, str(path))
     log = ImportLog(fmt)
     READERS[fmt](data, log)
+    named = [r.key for r in log.reads] + [i.key for i in log.ignored] + list(log.batch.keys.values())
+    for key, value in data.items():  # the net under every reader: no top-level key goes unmentioned
+        if not any(n == key or n.startswith((f"{key}.", f"(no {key}", f"{key} +")) for n in named):
+            log.ignore(str(key), value, "its value gave no plan setting (empty, off or not understood)")
     return log
 
 
@@ -116,7 +123,7 @@ def import_config(
     except PlanError as exc:
         raise exc.at(where) from None
     plan = apply_overrides(plan, None, None, tuple(sets))
-    reads = [r for r in log.reads if r.plan_key in file_changes] + batch_reads
+    reads = [r for r in log.reads if not r.plan_key or r.plan_key in file_changes] + batch_reads
     plan, reads = _auto_impl(plan, reads, user)
     return Imported(where, log.format, plan, tuple(reads), tuple(log.ignored), overridden)
 

@@ -80,6 +80,8 @@ def _precision(top: Section, log: ImportLog) -> None:
     for sec in (fp16, bf16, autocast):
         if sec.get("enabled") == AUTO:
             log.ignore(sec.key("enabled"), AUTO, AUTO_WHY)
+        elif sec.has("enabled") and not on[sec.prefix]:
+            log.used(sec.key("enabled"), sec.data["enabled"], "off")
     if on["fp16"]:
         log.set("fp16.enabled", True, "training.precision", "fp16-master", "fp16 weights and gradients, fp32 master")
         _loss_scale(fp16, log)

@@ -4,11 +4,23 @@ ignored with the reason (`Ignored`); `Section` walks one table of the file and n
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 NOT_PLANNED = "not a memory or step-time setting"
+
+
+def plain(value: Any) -> Any:
+    """A file's value as strict JSON takes it (``inf`` and ``nan``, which YAML and Python's JSON read, as text)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    return value
 
 
 def shown(value: Any, limit: int = 60) -> str:
@@ -32,7 +44,7 @@ class Read:
     note: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        out = {"key": self.key, "value": self.value, "plan_key": self.plan_key, "plan_value": self.plan_value}
+        out = {"key": self.key, "value": plain(self.value), "plan_key": self.plan_key, "plan_value": self.plan_value}
         return {**out, "note": self.note} if self.note else out
 
 
@@ -45,7 +57,7 @@ class Ignored:
     why: str
 
     def to_json(self) -> dict[str, Any]:
-        return {"key": self.key, "value": self.value, "why": self.why}
+        return {"key": self.key, "value": plain(self.value), "why": self.why}
 
 
 @dataclass
@@ -77,6 +89,10 @@ class ImportLog:
     def ignore(self, key: str, value: Any, why: str) -> None:
         self.ignored.append(Ignored(key, value, why))
 
+    def used(self, key: str, value: Any, how: str) -> None:
+        """A setting read that sets no plan key itself but decides how others are read (``distributed_type``)."""
+        self.reads.append(Read(key, value, "", None, how))
+
     def section(self, data: Any, prefix: str = "") -> Section:
         return Section(self, data if isinstance(data, Mapping) else {}, prefix)
 
@@ -99,7 +115,12 @@ class Section:
         return self.data.get(name, default)
 
     def sub(self, name: str) -> Section:
-        return self.log.section(self.get(name), self.key(name))
+        """The table ``name``; a value that is not a table is named as ignored."""
+        value = self.get(name)
+        if name in self.data and (not isinstance(value, Mapping) or not value):
+            why = "empty" if value is None or value == {} else "expected a table of settings"
+            self.log.ignore(self.key(name), value, why)
+        return self.log.section(value, self.key(name))
 
     def ignore(self, name: str, why: str) -> None:
         """Name ``name`` as ignored (when present) with ``why``."""

@@ -124,7 +124,8 @@ def _model(model: Section, log: ImportLog) -> None:
     rank = count(model.get("lora_rank"))
     if rank is not None:
         log.set(model.key("lora_rank"), rank, "training.lora_rank", rank)
-    names = list(model.get("lora_attn_modules") or [])
+    attn = model.get("lora_attn_modules") or []
+    names = [attn] if isinstance(attn, str) else list(attn) if isinstance(attn, list) else [str(attn)]
     if flag(model.get("apply_lora_to_mlp")):
         names += ["w1", "w2", "w3"]
     targets, unknown = lora_targets(names)

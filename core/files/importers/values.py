@@ -3,6 +3,7 @@ Trainer's optimizer names, LoRA target module names."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 AUTO = "auto"
@@ -35,16 +36,18 @@ def count(value: Any) -> int | None:
 
 
 def number(value: Any) -> float | None:
+    """A finite number (``1.0``, ``"3e-4"``); None for anything else."""
     if isinstance(value, bool):
         return None
+    out: float | None = None
     if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str):
+        out = float(value)
+    elif isinstance(value, str):
         try:
-            return float(value)
+            out = float(value)
         except ValueError:
             return None
-    return None
+    return out if out is not None and math.isfinite(out) else None
 
 
 # HF Trainer's ``optim`` names (transformers training_args.OptimizerNames), as axolotl and LLaMA-Factory take them:
