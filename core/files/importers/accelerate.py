@@ -114,9 +114,10 @@ def _hardware(top: Section, log: ImportLog, kind: str) -> None:
         procs // machines,
         f"{procs} processes over {machines} machine{'s' if machines > 1 else ''}",
     )
-    log.set(
-        "num_machines" if top.has("num_machines") else "(no num_machines)", machines_raw, "hardware.nodes", machines
-    )
+    if top.has("num_machines"):
+        log.set("num_machines", machines_raw, "hardware.nodes", machines)
+    else:
+        log.set("(no num_machines)", None, "hardware.nodes", 1, "accelerate's default: one machine")
 
 
 def _precision(top: Section, log: ImportLog, kind: str, zero: int) -> None:
