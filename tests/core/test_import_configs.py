@@ -175,7 +175,8 @@ def test_vramplans_deepspeed_export_imports_back_to_the_same_keys(changes: dict[
 
 
 def test_torchtune_recipe_from_torchtunes_examples() -> None:
-    im = import_config(DATA / "torchtune_llama2_7B_qlora_single_device.yaml", default_plan())
+    path = DATA / "torchtune_llama2_7B_qlora_single_device.yaml"
+    im = import_config(path, default_plan(), sets=["hardware.gpus_per_node=1"])  # tune run ... (one GPU)
     p, t, s = im.plan, im.plan.training, im.plan.strategy
     assert im.format == "torchtune"
     assert (p.model.preset, t.method, t.quantization, t.quantized_modules, t.lora_rank) == (
@@ -200,7 +201,10 @@ def test_torchtune_recipe_from_torchtunes_examples() -> None:
         8,
         0,
     )
-    assert p.hardware.total_gpus == 1  # a single-device recipe
+    one = "(no fsdp_* keys) -> strategy.zero_stage=0 (1 GPU(s): a single-device recipe)"
+    assert f"read from torchtune_llama2_7B_qlora_single_device.yaml: {one}" in im.lines()
+    on4 = import_config(path, default_plan(), sets=["hardware.gpus_per_node=4"])  # tune run --nproc_per_node 4 ...
+    assert on4.plan.strategy.zero_stage == 3 and on4.plan.hardware.total_gpus == 4  # FSDP2 fully_shard
     named = ignored(im)
     for key in ("model.lora_alpha", "tokenizer.max_seq_len", "tokenizer.path", "checkpointer", "dataset", "seed",
                 "shuffle", "lr_scheduler", "epochs", "max_steps_per_epoch", "output_dir", "metric_logger",
@@ -210,6 +214,26 @@ def test_torchtune_recipe_from_torchtunes_examples() -> None:
     import yaml
 
     every_key_accounted(im, yaml.safe_load((DATA / "torchtune_llama2_7B_qlora_single_device.yaml").read_text()))
+
+
+def test_torchtune_low_memory_recipe_paged_optimizer_in_backward_and_offloading() -> None:
+    im = import_config(
+        DATA / "torchtune_llama2_7B_full_low_memory.yaml", default_plan(), sets=["hardware.gpus_per_node=1"]
+    )
+    t, s = im.plan.training, im.plan.strategy
+    assert (im.plan.model.preset, t.method, t.precision, t.optimizer) == (
+        "llama-2-7b",
+        "full",
+        "bf16-pure",
+        "paged-adamw",
+    )
+    assert (s.optimizer_in_backward, s.activation_offload, s.gradient_checkpointing, s.zero_stage) == (
+        True,
+        "cpu",
+        "full",
+        0,
+    )
+    assert {"dataset", "epochs", "lr_scheduler", "checkpointer", "metric_logger", "device"} <= set(ignored(im))
 
 
 def test_accelerate_fsdp_config_from_accelerates_examples() -> None:

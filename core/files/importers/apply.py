@@ -118,7 +118,15 @@ def import_config(
     plan = apply_overrides(base, model, gpu, tuple(sets), hf_config)
     try:
         plan = plan.with_changes(file_changes)
+        shard_reads: list[Read] = []
+        if log.shard_by_gpus and "strategy.zero_stage" not in user:
+            n = plan.hardware.total_gpus
+            how = "torchtune's distributed recipes shard with FSDP2 fully_shard" if n > 1 else "a single-device recipe"
+            zero = 3 if n > 1 else 0
+            plan = plan.with_changes({"strategy.zero_stage": zero})
+            shard_reads.append(Read("(no fsdp_* keys)", None, "strategy.zero_stage", zero, f"{n} GPU(s): {how}"))
         batch_changes, batch_reads = resolve_batch(log.batch, plan, user, deepspeed_defaults=log.format == "deepspeed")
+        batch_reads = shard_reads + batch_reads
         plan = plan.with_changes(batch_changes)
     except PlanError as exc:
         raise exc.at(where) from None

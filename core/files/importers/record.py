@@ -79,7 +79,7 @@ class ImportLog:
         self.reads: list[Read] = []
         self.ignored: list[Ignored] = []
         self.batch = Batch()
-        self.model_text: tuple[str, str] | None = None  # (file key, model name) when no preset matched
+        self.shard_by_gpus = False  # torchtune: the sharding follows the plan's GPU count (`apply`)
 
     def set(self, key: str, value: Any, plan_key: str, plan_value: Any, note: str = "") -> None:
         self.changes[plan_key] = plan_value

@@ -9,7 +9,8 @@ whole model in bf16, optimizer states too = bf16-pure); ``batch_size``, ``gradie
 ``fused``/``foreach``; ``optimizer_in_bwd``, ``enable_activation_checkpointing``, ``enable_activation_offloading``,
 ``compile``, ``clip_grad_norm``; ``loss._component_`` CEWithChunkedOutputLoss (8 chunks, its default). A recipe
 with ``fsdp_*`` keys runs distributed (FSDP2 ``fully_shard``: ZeRO-3 unless ``fsdp_reshard_after_forward: false``);
-one without them is a single-device recipe.
+a recipe without them says nothing of its GPUs (``tune run --nproc_per_node N`` does): on the plan's one GPU it is a
+single-device recipe, on more it is a distributed one (FSDP2 full sharding, ZeRO-3).
 """
 
 from __future__ import annotations
@@ -178,12 +179,10 @@ def _distribution(top: Section, log: ImportLog) -> None:
     distributed = any(
         k in top.data for k in ("fsdp_cpu_offload", "fsdp_reshard_after_forward", "fsdp_sharding_strategy")
     )
-    if not distributed:
-        log.set("(no fsdp_* keys)", None, "hardware.gpus_per_node", 1, "a single-device recipe")
-        log.set("(no fsdp_* keys)", None, "hardware.nodes", 1)
-        log.set("(no fsdp_* keys)", None, "strategy.zero_stage", 0)
-        log.set("(no fsdp_* keys)", None, "strategy.offload_optimizer", "none")
-        log.set("(no fsdp_* keys)", None, "strategy.offload_parameters", "none")
+    if not distributed:  # the recipe run (single-device or distributed) decides: the plan's GPU count says which
+        log.shard_by_gpus = True
+        log.set("(no fsdp_cpu_offload)", None, "strategy.offload_optimizer", "none")
+        log.set("(no fsdp_cpu_offload)", None, "strategy.offload_parameters", "none")
         return
     reshard = flag(top.get("fsdp_reshard_after_forward", True))
     key = "fsdp_reshard_after_forward" if top.has("fsdp_reshard_after_forward") else "(fsdp_* keys)"
