@@ -386,3 +386,37 @@ def test_any_config_imports_or_is_one_plan_error_and_every_key_is_named(data: di
             return
         every_key_accounted(im, data)
         json.dumps(im.to_json(), allow_nan=False)
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "key"),
+    [
+        ("acc.yaml", "distributed_type: DEEPSPEED\nmixed_precision: bf16\nnum_processes: 8\ndeepspeed_config:\n"
+         "  deepspeed_config_file: ds_z3.json\n  zero_stage: 3\n  offload_optimizer_device: cpu\n"
+         "  gradient_accumulation_steps: 4\n", "deepspeed_config.deepspeed_config_file"),
+        ("lf.yaml", "model_name_or_path: Qwen/Qwen2.5-7B-Instruct\nstage: sft\nfinetuning_type: full\n"
+         "per_device_train_batch_size: 2\ncutoff_len: 4096\nbf16: true\n"
+         "deepspeed: examples/deepspeed/ds_z3_config.json\n",
+         "deepspeed"),
+    ],
+)  # fmt: skip
+def test_a_deepspeed_file_named_in_a_config_is_not_followed_but_named(
+    tmp_path: Path, name: str, text: str, key: str
+) -> None:
+    path = tmp_path / name
+    path.write_text(text)
+    im = import_config(path, default_plan())
+    assert ignored(im)[key].startswith("NOT FOLLOWED: import ")
+    assert f"{name}: ignored {key}=" in "\n".join(im.lines())
+    if name == "acc.yaml":  # accelerate's own DeepSpeed keys are read
+        p = im.plan
+        assert (p.strategy.zero_stage, p.strategy.offload_optimizer, p.training.precision) == (3, "cpu", "bf16-master")
+        assert (p.training.grad_accum_steps, p.hardware.total_gpus) == (4, 8)
+    else:  # LLaMA-Factory under DeepSpeed: bf16 is DeepSpeed's bf16 with fp32 master weights
+        p = im.plan
+        assert (p.model.preset, p.training.method, p.training.precision, p.training.seq_len) == (
+            "qwen2.5-7b",
+            "full",
+            "bf16-master",
+            4096,
+        )
