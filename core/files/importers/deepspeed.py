@@ -207,6 +207,11 @@ def _zero(top: Section, log: ImportLog) -> None:
 
 def _checkpointing(top: Section, log: ImportLog) -> None:
     if not top.has("activation_checkpointing"):
+        log.used(
+            "(no activation_checkpointing)",
+            None,
+            "the plan's checkpointing is kept: the model's own gradient_checkpointing_enable() is not in the JSON",
+        )
         return
     ac = top.sub("activation_checkpointing")
     how = "partition_activations" if flag(ac.get("partition_activations")) else ""
