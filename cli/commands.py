@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
+from vramplan.cli.importing import add_from_arg, resolve, with_import
 from vramplan.core.plan.errors import PlanError, PlanNotice
 
 Handler = Callable[[argparse.Namespace], int]
@@ -55,22 +56,22 @@ def _plan_args(p: argparse.ArgumentParser, required: bool = False) -> None:
         metavar="TABLE.KEY=VALUE",
         help="override a plan key; VALUE is a TOML literal, a bare word is a string (repeatable)",
     )
+    add_from_arg(p)
 
 
 def cmd_estimate(args: argparse.Namespace) -> int:
     from vramplan import __version__
     from vramplan.cli.report import estimate_table, time_table
-    from vramplan.core.files.planio import resolve_plan
     from vramplan.core.memory.peak import estimate
     from vramplan.core.time.step import step_time
 
-    plan = resolve_plan(args.plan, args.model, args.gpu, args.sets, args.hf_config)
+    plan = resolve(args)
     est = estimate(plan)
     st = step_time(plan)
     if args.json:
         data = est.to_json(__version__)
         data["time"] = st.to_json()
-        sys.stdout.write(json.dumps(data) + "\n")
+        sys.stdout.write(json.dumps(with_import(args, data)) + "\n")
     else:
         sys.stdout.write(
             estimate_table(est, hardware_note=_detected_note(args, plan.hardware.gpu)) + "\n" + time_table(st)
@@ -92,13 +93,12 @@ def cmd_check(args: argparse.Namespace) -> int:
     """The troubleshooting checklist; exit code 1 when an item fails (to gate a review), 0 otherwise."""
     from vramplan.cli.report import checklist_text
     from vramplan.core.advice.checklist import checklist
-    from vramplan.core.files.planio import resolve_plan
     from vramplan.core.plan.describe import plan_title
 
-    plan = resolve_plan(args.plan, args.model, args.gpu, args.sets, args.hf_config)
+    plan = resolve(args)
     cl = checklist(plan)
     if args.json:
-        sys.stdout.write(json.dumps(cl.to_json()) + "\n")
+        sys.stdout.write(json.dumps(with_import(args, cl.to_json())) + "\n")
     else:
         sys.stdout.write(checklist_text(cl, plan_title(plan)))
     return cl.exit_code
@@ -107,13 +107,12 @@ def cmd_check(args: argparse.Namespace) -> int:
 def cmd_fit(args: argparse.Namespace) -> int:
     from vramplan.cli.report import advice_text
     from vramplan.core.advice.advisor import advise
-    from vramplan.core.files.planio import resolve_plan
     from vramplan.core.plan.describe import plan_title
 
-    plan = resolve_plan(args.plan, args.model, args.gpu, args.sets, args.hf_config)
+    plan = resolve(args)
     advice = advise(plan, limit=args.limit, framework=args.framework)
     if args.json:
-        sys.stdout.write(json.dumps(advice.to_json()) + "\n")
+        sys.stdout.write(json.dumps(with_import(args, advice.to_json())) + "\n")
     else:
         sys.stdout.write(advice_text(advice, plan_title(plan)))
     return 0
@@ -151,6 +150,7 @@ def cmd_presets(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    from vramplan.cli.importing import import_over
     from vramplan.core.files.export import default_file_name, output_format, render
     from vramplan.core.files.planio import load_plan_file, starting_plan
     from vramplan.core.files.safewrite import OverwriteRefused, write_atomic
@@ -164,7 +164,10 @@ def cmd_export(args: argparse.Namespace) -> int:
         plan, meta = pf.plan, pf.meta
     else:
         plan = starting_plan()
-    plan = apply_overrides(plan, args.model, args.gpu, args.sets, args.hf_config)
+    if args.from_file:
+        plan = import_over(args, plan)
+    else:
+        plan = apply_overrides(plan, args.model, args.gpu, args.sets, args.hf_config)
     out = args.output
     fmt = args.format or (output_format(out) if out and out != "-" else "toml")
     title = args.title if args.title is not None else (meta.title if meta else None)
@@ -198,10 +201,14 @@ def build_parser() -> OneLineParser:
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
     p.set_defaults(handler=cmd_estimate)
 
-    p = sub.add_parser("export", help="write a plan as TOML (reloadable), a DeepSpeed config or a Markdown report")
+    p = sub.add_parser(
+        "export", help="write a plan as TOML (reloadable), a DeepSpeed or accelerate config or a Markdown report"
+    )
     _plan_args(p)
     p.add_argument(
-        "--format", choices=("toml", "deepspeed", "markdown"), help="default: from -o's extension, else toml"
+        "--format",
+        choices=("toml", "deepspeed", "accelerate", "markdown"),
+        help="default: from -o's extension (.toml, .json, .accelerate.yaml, .md), else toml",
     )
     p.add_argument("-o", "--output", metavar="PATH", help="file to write, - for stdout (default: a name from the plan)")
     p.add_argument("--force", action="store_true", help="replace PATH if it exists")

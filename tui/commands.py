@@ -46,6 +46,14 @@ COMMANDS: tuple[Command, ...] = (
         "export_deepspeed", None, "export('deepspeed')", "Export a DeepSpeed config", False, "export: DeepSpeed config"
     ),
     Command("export_markdown", None, "export('markdown')", "Export a review report", False, "export: Markdown report"),
+    Command(
+        "export_accelerate",
+        None,
+        "export('accelerate')",
+        "Export an accelerate FSDP config",
+        False,
+        "export: accelerate config",
+    ),
     Command("open_plan", "ctrl+o", "open_plan", "Open", True, "plan: open"),
     Command("load_config", None, "load_config", "Load a config.json", False, "model: load a config.json", "View"),
     Command("explain", "e", "explain", "Explain", False, "view: explain a memory figure", "View"),

@@ -4,7 +4,8 @@ Everything a front end needs is here, so the CLI's ``vramplan export`` and the T
 
 - `FORMATS` (id -> extension, label), `format_for_path` (guess from an extension);
 - `default_file_name(plan, fmt)`: a name derived from the plan (``llama-7b-8xa100-80gb-full-zero3.toml``);
-- `render(fmt, plan, ...) -> Rendered`: the text and any warnings (what a DeepSpeed config cannot express);
+- `render(fmt, plan, ...) -> Rendered`: the text and any warnings (what a DeepSpeed or accelerate config cannot
+  express);
 - `export_plan(path, fmt, plan, overwrite=...)`: render, then `core.files.safewrite.write_atomic` (never overwrites
   without ``overwrite=True``; raises `WriteError`/`OverwriteRefused`, one line each).
 
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vramplan.core.files.accelerate import accelerate_config
 from vramplan.core.files.deepspeed import deepspeed_config
 from vramplan.core.files.planfile import plan_toml
 from vramplan.core.files.review import ReviewExtras, markdown_report, review_extras
@@ -43,6 +45,7 @@ FORMATS: dict[str, ExportFormat] = {
     for f in (
         ExportFormat("toml", ".toml", "plan file (TOML): reloads to the same plan"),
         ExportFormat("deepspeed", ".deepspeed.json", "DeepSpeed config (JSON)"),
+        ExportFormat("accelerate", ".accelerate.yaml", "accelerate FSDP config (YAML)"),
         ExportFormat("markdown", ".md", "review report (Markdown)"),
     )
 }
@@ -56,7 +59,8 @@ class Rendered:
 
 
 def format_for_path(path: str | Path) -> str | None:
-    """The format a file name asks for (``.toml``, ``.json``, ``.md``), None if it does not say."""
+    """The format a file name asks for (``.toml``, ``.json``, ``.md``, ``.accelerate.yaml``); None if it does not
+    say."""
     name = str(path).lower()
     if name.endswith(".toml"):
         return "toml"
@@ -64,6 +68,8 @@ def format_for_path(path: str | Path) -> str | None:
         return "deepspeed"
     if name.endswith((".md", ".markdown")):
         return "markdown"
+    if name.endswith((".accelerate.yaml", ".accelerate.yml")):  # a bare .yaml could be any tool's config
+        return "accelerate"
     return None
 
 
@@ -76,8 +82,8 @@ def output_format(path: str | Path) -> str:
     suffix = Path(path).suffix
     if suffix and not suffix[1:].isdigit():  # plan.v2 or run.3 are names, not formats
         raise PlanError(
-            f"{suffix} is not an export format: .toml (plan), .json (DeepSpeed config), .md (Markdown report); "
-            "or give --format toml|deepspeed|markdown",
+            f"{suffix} is not an export format: .toml (plan), .json (DeepSpeed config), .md (Markdown report), "
+            ".accelerate.yaml (accelerate config); or give --format toml|deepspeed|accelerate|markdown",
             "-o",
         )
     return "toml"
@@ -119,10 +125,10 @@ def render(
     plan is written to (its ``hf_config`` is stored relative to it)."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown export format {fmt!r}; one of {', '.join(FORMATS)}")
-    if fmt == "deepspeed":
-        ds = deepspeed_config(plan)
-        warning = ds.warning()
-        return Rendered(fmt, ds.text(), (warning,) if warning else ())
+    if fmt in ("deepspeed", "accelerate"):
+        config = deepspeed_config(plan) if fmt == "deepspeed" else accelerate_config(plan)
+        warning = config.warning()
+        return Rendered(fmt, config.text(), (warning,) if warning else ())
     if est is None:
         est = estimate(plan)
     if extras is None:

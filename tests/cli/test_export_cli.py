@@ -216,8 +216,8 @@ def test_an_extension_that_names_no_format_is_an_error(tmp_path: Path) -> None:
     got = cli("export", "-o", "ds_config.yaml", cwd=tmp_path)
     assert got.returncode == 2
     assert one_line(got.stderr).endswith(
-        ".yaml is not an export format: .toml (plan), .json (DeepSpeed config), .md (Markdown report); "
-        "or give --format toml|deepspeed|markdown"
+        ".yaml is not an export format: .toml (plan), .json (DeepSpeed config), .md (Markdown report), "
+        ".accelerate.yaml (accelerate config); or give --format toml|deepspeed|accelerate|markdown"
     )
     assert list(tmp_path.iterdir()) == []
     assert cli("export", "-o", "ds_config.yaml", "--format", "deepspeed", cwd=tmp_path).returncode == 0

@@ -194,3 +194,57 @@ async def test_open_plan_files_stale_exports_and_broken_ones(tmp_path: Path, mon
         await pilot.press("ctrl+z")  # opening a file is one undoable change
         await pilot.pause()
         assert app.planner.plan == reviewed
+
+
+async def test_export_an_accelerate_config_from_the_dialog(tmp_path: Path, monkeypatch) -> None:
+    """Issue 17.4: the export dialog's fourth format; what the accelerate config cannot express is said before and
+    after writing."""
+    monkeypatch.chdir(tmp_path)
+    app = VramplanApp(plan=PP_PLAN)
+    async with app.run_test() as pilot:
+        await pilot.press("ctrl+s", "shift+tab", "right", "right", "right")
+        await pilot.pause()
+        dialog = app.screen
+        assert dialog.query_one("#export-path", Input).value == default_file_name(PP_PLAN, "accelerate")
+        (warning,) = render("accelerate", PP_PLAN).warnings
+        assert "pipeline_parallel" in warning and warning in shown(dialog, "#export-about")
+        await pilot.press("tab", "enter")
+        await pilot.pause()
+        text = (tmp_path / default_file_name(PP_PLAN, "accelerate")).read_text()
+        assert "distributed_type: FSDP" in text and "#   - strategy.pipeline_parallel = 2" in text
+        assert warning in text_of(app, "#notice")
+
+
+async def test_the_open_prompt_imports_a_training_config(tmp_path: Path, monkeypatch) -> None:
+    """Issue 17.1: a DeepSpeed JSON typed into the open prompt is read over the planner's plan (its model and GPUs
+    kept), the notice says what was read and ignored; one undoable change; a file it cannot read is shown inline."""
+    monkeypatch.chdir(tmp_path)
+    seed = Path(__file__).resolve().parents[1] / "data" / "import" / "seed_13b_zero3.json"
+    (tmp_path / "ds.json").write_text(seed.read_text())
+    (tmp_path / "bomb.yaml").write_text("a: &a [1,1,1,1,1,1,1,1,1,1]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a,*a]\n"
+                                        "c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b,*b]\nd: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c,*c]\n"
+                                        "e: [*d,*d,*d,*d,*d,*d,*d,*d,*d,*d]\n")  # fmt: skip
+    start = default_plan().with_changes({"model.preset": "llama-2-13b", "hardware.gpus_per_node": 4})
+    app = VramplanApp(plan=start)
+    async with app.run_test() as pilot:
+        await pilot.press("ctrl+o", *"ds.json", "enter")
+        await pilot.pause()
+        plan = app.planner.plan
+        t, s = plan.training, plan.strategy
+        assert (plan.model.preset, plan.hardware.total_gpus) == ("llama-2-13b", 4)
+        assert (t.micro_batch_size, t.grad_accum_steps, t.precision) == (2, 4, "fp16-master")
+        assert (s.zero_stage, s.offload_optimizer, s.gradient_checkpointing) == (3, "cpu", "full")
+        notice = text_of(app, "#notice")
+        assert "imported ds.json (DeepSpeed JSON)" in notice and "fp16.loss_scale_window" in notice
+        assert app.planner.saved_plan != plan  # not saved as a plan file yet
+        await pilot.press("ctrl+o")
+        await pilot.pause()
+        app.screen.query_one("#open-path", Input).value = "bomb.yaml"
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, OpenScreen)
+        error = shown(app.screen, "#open-error")
+        assert "bomb.yaml: more than" in error and "alias bomb" in error and "the plan is unchanged" in error
+        await pilot.press("escape", "ctrl+z")
+        await pilot.pause()
+        assert app.planner.plan == start

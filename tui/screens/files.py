@@ -18,8 +18,9 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
 from vramplan.core.files.export import FORMATS, default_file_name, export_plan, render
+from vramplan.core.files.importers.apply import open_file
 from vramplan.core.files.planfile import Meta
-from vramplan.core.files.planio import PlanFile, load_plan_file
+from vramplan.core.files.planio import PlanFile
 from vramplan.core.files.safewrite import OverwriteRefused, WriteError
 from vramplan.core.memory.result import Estimate
 from vramplan.core.plan.errors import PlanError
@@ -29,8 +30,8 @@ from vramplan.tui.widgets.choice_bar import ChoiceBar
 from vramplan.tui.widgets.path_input import PathSuggester
 from vramplan.tui.widgets.text import show_text
 
-FORMAT_LABELS = {"toml": "TOML", "deepspeed": "DeepSpeed", "markdown": "Markdown"}
-_EXTENSIONS = (".deepspeed.json", ".json", ".toml", ".markdown", ".md")  # longest first
+FORMAT_LABELS = {"toml": "TOML", "deepspeed": "DeepSpeed", "markdown": "Markdown", "accelerate": "Accelerate"}
+_EXTENSIONS = (".accelerate.yaml", ".deepspeed.json", ".json", ".toml", ".markdown", ".md")  # longest first
 
 
 def with_format(path: str, fmt: str) -> str:
@@ -53,8 +54,8 @@ class Exported:
 
 
 class ExportScreen(ModalScreen[Exported | None]):
-    """Export the plan: a format (TOML, DeepSpeed, Markdown) and a path, by default a name derived from the plan
-    in the current directory whose extension follows the format."""
+    """Export the plan: a format (TOML, DeepSpeed, Markdown, accelerate) and a path, by default a name derived from
+    the plan in the current directory whose extension follows the format."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "Cancel", id="export_cancel"),
@@ -104,8 +105,8 @@ class ExportScreen(ModalScreen[Exported | None]):
     def _show_format(self) -> None:
         self.query_one("#export-format", ChoiceBar).show(list(FORMAT_LABELS).index(self.format))
         about = Content(FORMATS[self.format].label)
-        if self.format == "deepspeed":  # what DeepSpeed cannot express, said before anything is written
-            for warning in render("deepspeed", self.plan).warnings:
+        if self.format in ("deepspeed", "accelerate"):  # what the config cannot express, said before writing
+            for warning in render(self.format, self.plan).warnings:
                 about += Content.styled(f"\n⚠ {warning}", "$text-warning")
         show_text(self.query_one("#export-about", Static), about)
 
@@ -228,15 +229,17 @@ class ExportScreen(ModalScreen[Exported | None]):
 
 
 class OpenScreen(ModalScreen[PlanFile | None]):
-    """Open a plan file (hand-written or exported): a path; a problem with the file is shown here and the
-    planner keeps its plan."""
+    """Open a plan file (hand-written or exported), or import a training config (DeepSpeed JSON, accelerate,
+    torchtune, axolotl, LLaMA-Factory: `core.files.importers`) over the planner's plan: a path; a problem with the
+    file is shown here and the planner keeps its plan."""
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "dismiss(None)", "Cancel", id="open_cancel")]
     AUTO_FOCUS = "#open-path"
 
-    def __init__(self, path: str = "") -> None:
+    def __init__(self, path: str = "", base: Plan | None = None) -> None:
         super().__init__()
         self.initial = path
+        self.base = base  # the plan a training config is imported over (None: a plan file only)
 
     def compose(self) -> ComposeResult:
         with Vertical(id="open", classes="dialog"):
@@ -244,10 +247,10 @@ class OpenScreen(ModalScreen[PlanFile | None]):
                 yield Label("plan file", classes="dialog-label")
                 yield Input(
                     self.initial,
-                    placeholder="path to a plan (.toml)",
+                    placeholder="a plan (.toml) or a training config (DeepSpeed, accelerate, torchtune, axolotl...)",
                     compact=True,
                     id="open-path",
-                    suggester=PathSuggester((".toml",)),
+                    suggester=PathSuggester((".toml", ".json", ".yaml", ".yml")),
                 )
             yield Static(id="open-error", classes="dialog-error")
             yield Static("enter opens · → completes a name · esc cancels", classes="dialog-hint")
@@ -269,7 +272,7 @@ class OpenScreen(ModalScreen[PlanFile | None]):
             message = "enter the path of a plan file"
         else:
             try:
-                self.dismiss(load_plan_file(user_path(text)))
+                self.dismiss(open_file(user_path(text), self.base))
                 return
             except PlanError as exc:
                 message = exc.line()

@@ -15,6 +15,7 @@ from textual.reactive import Reactive, var
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static, Tab, Tabs
 
+from vramplan.core.files.importers.apply import is_config_path
 from vramplan.core.files.planfile import Meta
 from vramplan.core.files.planio import PlanFile
 from vramplan.core.memory.peak import estimate
@@ -238,7 +239,7 @@ class PlannerScreen(Screen[None]):
     def action_open_plan(self) -> None:
         from vramplan.tui.screens.files import OpenScreen
 
-        self.app.push_screen(OpenScreen(), self.open_plan_file)
+        self.app.push_screen(OpenScreen(base=self.plan), self.open_plan_file)
 
     def open_plan_file(self, pf: PlanFile | None) -> None:
         """Make an opened plan file the plan: one undoable change; its notices (the estimate changed since it was
@@ -248,7 +249,8 @@ class PlannerScreen(Screen[None]):
         self.history.break_coalescing()
         self._commit(pf.plan)
         self.history.set_meta(pf.meta)  # undo goes back to the plan before and its [meta]
-        self.saved_plan = pf.plan
+        if not is_config_path(pf.path):  # an imported config is not saved as a plan file yet
+            self.saved_plan = pf.plan
         self.app.sub_title = pf.path
         self.notice = "\n".join(pf.notices) or f"✔ opened {pf.path}"
 

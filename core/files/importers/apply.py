@@ -1,0 +1,225 @@
+"""Laying an imported config over a plan: `import_config` reads the file (`reading`), tells its format (`detect`),
+reads its settings (one module per format) and applies them over a base plan, the command line's
+``--model``/``--hf-config``/``--gpu``/``--gpus``/``--nodes``/``--set`` winning over the file. DeepSpeed's batch sizes
+resolve against the resulting data-parallel size: ``train_batch_size = micro x accumulation x data-parallel``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from vramplan.core.files.importers import accelerate, axolotl, deepspeed, llamafactory, torchtune
+from vramplan.core.files.importers.detect import FORMATS, detect_format
+from vramplan.core.files.importers.reading import read_data
+from vramplan.core.files.importers.record import Batch, Ignored, ImportLog, Read, shown
+from vramplan.core.files.planio import PlanFile, load_plan_file
+from vramplan.core.plan.errors import PlanError
+from vramplan.core.plan.keys import apply_overrides, parse_set, set_value
+from vramplan.core.plan.plan import Plan
+from vramplan.core.plan.precision import REGIMES, resolve_impl
+
+READERS: dict[str, Callable[[dict[str, Any], ImportLog], None]] = {
+    "deepspeed": deepspeed.read,
+    "accelerate": accelerate.read,
+    "torchtune": torchtune.read,
+    "axolotl": axolotl.read,
+    "llamafactory": llamafactory.read,
+}
+
+
+@dataclass(frozen=True)
+class Imported:
+    """A plan with a config's settings in it, and the record of what was read, ignored and overridden."""
+
+    path: str
+    format: str
+    plan: Plan
+    reads: tuple[Read, ...]
+    ignored: tuple[Ignored, ...]
+    overridden: tuple[str, ...] = ()  # plan keys the file sets that the command line set instead
+
+    @property
+    def name(self) -> str:
+        return Path(self.path).name
+
+    def lines(self) -> list[str]:
+        """``read from FILE: key=value -> plan.key=value (how)``, one per setting; then each ignored setting."""
+        out = []
+        for r in self.reads:
+            value = "" if r.value is None else f"={shown(r.value)}"
+            if not r.plan_key:
+                out.append(f"read from {self.name}: {r.key}{value} ({r.note})")
+                continue
+            plan_value = "unset" if r.plan_value is None else set_value(r.plan_value)
+            note = f" ({r.note})" if r.note else ""
+            out.append(f"read from {self.name}: {r.key}{value} -> {r.plan_key}={plan_value}{note}")
+        out += [f"{self.name}: command line wins over the file for {key}" for key in self.overridden]
+        out += [f"{self.name}: ignored {i.key}={shown(i.value, 40)}: {i.why}" for i in self.ignored]
+        return out
+
+    def summary(self) -> str:
+        return (
+            f"imported {self.name} ({FORMATS[self.format]}): {len(self.reads)} settings read, "
+            f"{len(self.ignored)} ignored"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "file": self.path,
+            "format": self.format,
+            "read": [r.to_json() for r in self.reads],
+            "ignored": [i.to_json() for i in self.ignored],
+            "overridden": list(self.overridden),
+        }
+
+
+def read_config(path: str | Path) -> ImportLog:
+    """A config file's settings as plan changes, with what was ignored (nothing is applied yet)."""
+    data, _ = read_data(path)
+    fmt = detect_format(data, str(path))
+    log = ImportLog(fmt)
+    READERS[fmt](data, log)
+    named = [r.key for r in log.reads] + [i.key for i in log.ignored] + list(log.batch.keys.values())
+    for key, value in data.items():  # the net under every reader: no top-level key goes unmentioned
+        if not any(n == key or n.startswith((f"{key}.", f"(no {key}", f"{key} +")) for n in named):
+            log.ignore(str(key), value, "its value gave no plan setting (empty, off or not understood)")
+    return log
+
+
+def _user_keys(model: str | None, gpu: str | None, sets: Sequence[str], hf_config: str | None) -> set[str]:
+    keys = {parse_set(item)[0] for item in sets}
+    if model or hf_config:
+        keys |= {"model.preset", "model.hf_config"}
+    if gpu:
+        keys.add("hardware.gpu")
+    return keys
+
+
+def import_config(
+    path: str | Path,
+    base: Plan,
+    model: str | None = None,
+    gpu: str | None = None,
+    sets: Sequence[str] = (),
+    hf_config: str | None = None,
+) -> Imported:
+    """``base`` with the config's settings, under the command line's overrides (which win). Every error is one
+    `PlanError` naming the file."""
+    where = str(path)
+    log = read_config(path)
+    user = _user_keys(model, gpu, sets, hf_config)
+    model_given = bool(model or hf_config)
+    file_changes = {
+        k: v for k, v in log.changes.items() if k not in user and not (model_given and k.startswith("model."))
+    }
+    overridden = tuple(k for k in log.changes if k not in file_changes)
+    plan = apply_overrides(base, model, gpu, tuple(sets), hf_config)
+    try:
+        plan = plan.with_changes(file_changes)
+        shard_reads: list[Read] = []
+        if log.shard_by_gpus and "strategy.zero_stage" not in user:
+            n = plan.hardware.total_gpus
+            how = "torchtune's distributed recipes shard with FSDP2 fully_shard" if n > 1 else "a single-device recipe"
+            zero = 3 if n > 1 else 0
+            plan = plan.with_changes({"strategy.zero_stage": zero})
+            shard_reads.append(Read("(no fsdp_* keys)", None, "strategy.zero_stage", zero, f"{n} GPU(s): {how}"))
+        batch_changes, batch_reads = resolve_batch(log.batch, plan, user, deepspeed_defaults=log.format == "deepspeed")
+        batch_reads = shard_reads + batch_reads
+        plan = plan.with_changes(batch_changes)
+    except PlanError as exc:
+        raise exc.at(where) from None
+    plan = apply_overrides(plan, None, None, tuple(sets))
+    reads = [r for r in log.reads if not r.plan_key or r.plan_key in file_changes] + batch_reads
+    plan, reads = _auto_impl(plan, reads, user)
+    return Imported(where, log.format, plan, tuple(reads), tuple(log.ignored), overridden)
+
+
+def _auto_impl(plan: Plan, reads: list[Read], user: set[str]) -> tuple[Plan, list[Read]]:
+    """An optimizer implementation read from the file that the plan's ``auto`` picks anyway becomes ``auto`` (an
+    exported config carries ``auto`` as what it resolved to)."""
+    key = "training.optimizer_impl"
+    impl = plan.training.optimizer_impl
+    if key in user or impl == "auto" or resolve_impl("auto", REGIMES[plan.training.regime]) != impl:
+        return plan, reads
+    out = [
+        replace(r, plan_value="auto", note=f"{r.note}; auto picks {impl}".lstrip("; ")) if r.plan_key == key else r
+        for r in reads
+    ]
+    return plan.with_changes({key: "auto"}), out
+
+
+def resolve_batch(b: Batch, plan: Plan, user: set[str], deepspeed_defaults: bool) -> tuple[dict[str, Any], list[Read]]:
+    """Micro-batch and accumulation from the sizes a file gives, against ``plan``'s data-parallel size; the sizes
+    the command line set (``user``) are taken as given. A total that does not divide is a `PlanError`."""
+    dp = plan.data_parallel
+    t = plan.training
+    micro_user = "training.micro_batch_size" in user
+    accum_user = "training.grad_accum_steps" in user
+    m = t.micro_batch_size if micro_user else b.micro
+    g = t.grad_accum_steps if accum_user else b.accum
+    reads: list[Read] = []
+    changes: dict[str, Any] = {}
+
+    def take(slot: str, plan_key: str, value: int, note: str = "") -> None:
+        if plan_key in user:
+            return
+        changes[plan_key] = value
+        key = b.keys.get(slot, f"(no {slot})")
+        stated = {"micro": b.micro, "accum": b.accum, "total": b.total}[slot]
+        reads.append(Read(key, stated, plan_key, value, note))
+
+    gpus = f"{dp} data-parallel GPU{'s' if dp > 1 else ''}"
+    if b.total is not None:
+        total = b.total
+        if m is not None and g is not None:
+            if m * g * dp != total and not (micro_user or accum_user):  # the command line's sizes are as meant
+                raise PlanError(
+                    f"train_batch_size {total} != micro-batch {m} x accumulation {g} x {gpus} (DeepSpeed refuses "
+                    "it); give the GPU count the config was written for (--gpus N, --nodes N)",
+                    b.keys["total"],
+                )
+        elif g is not None:
+            m = _exact(total, g * dp, f"train_batch_size {total} is not a multiple of accumulation {g} x {gpus}")
+            take("total", "training.micro_batch_size", m, f"{total} / (accumulation {g} x {gpus})")
+        elif m is not None:
+            g = _exact(total, m * dp, f"train_batch_size {total} is not a multiple of micro-batch {m} x {gpus}")
+            take("total", "training.grad_accum_steps", g, f"{total} / (micro-batch {m} x {gpus})")
+        else:
+            m = _exact(total, dp, f"train_batch_size {total} is not a multiple of {gpus}")
+            take("total", "training.micro_batch_size", m, f"{total} / {gpus}, accumulation 1")
+            take("total", "training.grad_accum_steps", 1, "DeepSpeed's default with only a total")
+    elif m is not None and g is None and deepspeed_defaults:
+        take("accum", "training.grad_accum_steps", 1, "DeepSpeed's default")
+    if b.micro is not None:
+        take("micro", "training.micro_batch_size", b.micro)
+    if b.accum is not None:
+        take("accum", "training.grad_accum_steps", b.accum)
+    return changes, reads
+
+
+def _exact(total: int, by: int, message: str) -> int:
+    if total % by or total < by:
+        raise PlanError(message + "; give the GPU count the config was written for (--gpus N, --nodes N)")
+    return total // by
+
+
+CONFIG_SUFFIXES = (".json", ".yaml", ".yml")
+
+
+def is_config_path(path: str | Path) -> bool:
+    """A training config by its name (``.json``, ``.yaml``, ``.yml``); anything else opens as a TOML plan file."""
+    return str(path).lower().endswith(CONFIG_SUFFIXES)
+
+
+def open_file(path: str | Path, base: Plan | None = None) -> PlanFile:
+    """What the app's open prompt opens: a plan file, or, over ``base``, a training config (`is_config_path`); the
+    import's summary and what it ignored become the notices."""
+    if base is None or not is_config_path(path):
+        return load_plan_file(path)
+    imported = import_config(path, base)
+    notices = [f"✔ {imported.summary()}"]
+    if imported.ignored:
+        notices.append("ignored: " + ", ".join(i.key for i in imported.ignored))
+    return PlanFile(str(path), imported.plan, None, None, tuple(notices))

@@ -1,0 +1,42 @@
+"""Which framework wrote a config, told by its content (the extension only separates JSON from YAML)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vramplan.core.plan.errors import PlanError
+
+FORMATS: dict[str, str] = {
+    "deepspeed": "DeepSpeed JSON",
+    "accelerate": "accelerate config",
+    "torchtune": "torchtune recipe",
+    "axolotl": "axolotl config",
+    "llamafactory": "LLaMA-Factory config",
+}
+_DEEPSPEED_KEYS = ("zero_optimization", "train_batch_size", "train_micro_batch_size_per_gpu", "fp16", "bf16")
+_AXOLOTL_KEYS = ("base_model", "micro_batch_size", "sequence_len", "adapter", "lora_r")
+_LLAMAFACTORY_KEYS = ("model_name_or_path", "finetuning_type", "cutoff_len", "per_device_train_batch_size", "stage")
+
+
+def detect_format(data: Any, where: str) -> str:
+    """The format id of a parsed config (a key of `FORMATS`); a `PlanError` naming what is understood otherwise."""
+    if not isinstance(data, dict) or not data:
+        raise PlanError("not a training config: expected a table of settings at the top", where)
+    keys = set(data)
+    model = data.get("model")
+    if isinstance(model, dict) and "_component_" in model:
+        return "torchtune"
+    if "distributed_type" in keys or ("fsdp_config" in keys and "num_processes" in keys):
+        return "accelerate"
+    if keys & set(_DEEPSPEED_KEYS) and not keys & {"base_model", "model_name_or_path"}:
+        return "deepspeed"
+    if "base_model" in keys or len(keys & set(_AXOLOTL_KEYS)) >= 2:
+        return "axolotl"
+    if len(keys & set(_LLAMAFACTORY_KEYS)) >= 2:
+        return "llamafactory"
+    raise PlanError(
+        "not a config vramplan can import: expected a DeepSpeed JSON (zero_optimization, train_batch_size), an "
+        "accelerate config (distributed_type), a torchtune recipe (model._component_), an axolotl config "
+        "(base_model) or a LLaMA-Factory config (model_name_or_path, finetuning_type)",
+        where,
+    )

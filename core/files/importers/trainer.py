@@ -1,0 +1,101 @@
+"""Settings that axolotl and LLaMA-Factory pass to HF Trainer (TrainingArguments): ``optim``, ``bf16``/``fp16``,
+``deepspeed`` (a path: named, not followed), ``fsdp`` (``full_shard auto_wrap offload``), ``max_grad_norm``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vramplan.core.files.importers.record import ImportLog, Section
+from vramplan.core.files.importers.values import HF_OPTIMIZERS, flag, number
+
+
+def optimizer(sec: Section, name: str, log: ImportLog) -> None:
+    if not sec.has(name):
+        return
+    raw = sec.get(name)
+    found = HF_OPTIMIZERS.get(str(raw).strip().lower())
+    if found is None:
+        log.ignore(sec.key(name), raw, "an optimizer the plan does not model; the plan's is kept")
+        return
+    log.set(sec.key(name), raw, "training.optimizer", found[0])
+    if found[1] is not None:
+        log.set(sec.key(name), raw, "training.optimizer_impl", found[1])
+
+
+def precision(
+    sec: Section, log: ImportLog, method: str, deepspeed: bool, pure_key: str | None = None, fsdp_zero3: bool = False
+) -> None:
+    """``bf16``/``fp16`` (true or auto) as HF Trainer runs them: with a DeepSpeed config, DeepSpeed's 16-bit
+    weights and fp32 master; for LoRA/QLoRA, a bf16 base (bf16-pure); for full fine-tuning, autocast over fp32
+    weights (``pure_key``: LLaMA-Factory's pure_bf16, the whole model in bf16)."""
+    if pure_key and flag(sec.get(pure_key)):
+        log.set(sec.key(pure_key), True, "training.precision", "bf16-pure", "the model and optimizer in bf16")
+        sec.ignore("bf16", "pure_bf16 decides")
+        sec.ignore("fp16", "pure_bf16 decides")
+        return
+    for half in ("bf16", "fp16"):
+        raw = sec.get(half)
+        value = flag(raw)
+        if value or raw == "auto":
+            note = "auto: bf16 where the GPU has it" if raw == "auto" else ""
+            if deepspeed:
+                regime, how = f"{half}-master", "DeepSpeed: 16-bit weights, fp32 master"
+            elif fsdp_zero3 and half == "bf16" and method == "full":
+                regime, how = "bf16-fsdp", "FSDP mixed precision over fp32 sharded parameters"
+            elif method != "full":
+                regime, how = ("bf16-pure" if half == "bf16" else "fp16-autocast"), "a 16-bit frozen base"
+            else:
+                regime, how = f"{half}-autocast", "HF Trainer AMP over fp32 weights"
+            log.set(sec.key(half), raw, "training.precision", regime, "; ".join(x for x in (how, note) if x))
+            sec.ignore("fp16" if half == "bf16" else "bf16", f"{half} decides")
+            return
+    if sec.has("bf16") or sec.has("fp16"):
+        log.set(
+            "bf16/fp16",
+            False,
+            "training.precision",
+            "fp32" if method == "full" else "bf16-pure",
+            "no mixed precision" if method == "full" else "the plan's default for adapters",
+        )
+
+
+def deepspeed_path(sec: Section, name: str, log: ImportLog) -> bool:
+    """A ``deepspeed: path`` is named as NOT FOLLOWED; True when one is given (the run uses DeepSpeed)."""
+    raw = sec.get(name)
+    if not raw:
+        if sec.has(name):
+            sec.taken.add(name)
+        return False
+    log.ignore(
+        sec.key(name),
+        raw,
+        f"NOT FOLLOWED: import {raw} with --from for its ZeRO stage, offload and batch sizes (the plan's are kept)",
+    )
+    return True
+
+
+def fsdp_words(sec: Section, name: str, log: ImportLog) -> bool:
+    """HF Trainer's ``fsdp`` (``full_shard auto_wrap offload`` or a list of them); True when FSDP is on."""
+    raw: Any = sec.get(name)
+    words = raw.split() if isinstance(raw, str) else [str(w) for w in raw] if isinstance(raw, list) else []
+    words = [w.lower() for w in words]
+    if not words or words == ["false"]:
+        return False
+    zero = 3 if "full_shard" in words or "hybrid_shard" in words else 2 if "shard_grad_op" in words else None
+    if zero is None:
+        log.ignore(sec.key(name), raw, "no sharding strategy in it (full_shard, shard_grad_op)")
+        return False
+    log.set(sec.key(name), raw, "strategy.zero_stage", zero)
+    device = "cpu" if "offload" in words else "none"
+    log.set(sec.key(name), raw, "strategy.offload_optimizer", device)
+    log.set(sec.key(name), raw, "strategy.offload_parameters", device if zero == 3 else "none")
+    return True
+
+
+def grad_clip(sec: Section, name: str, log: ImportLog) -> None:
+    if sec.has(name):
+        value = number(sec.get(name))
+        if value is None:
+            log.ignore(sec.key(name), sec.get(name), "not a number")
+        else:
+            log.set(sec.key(name), sec.get(name), "training.grad_clip", value if value > 0 else None)
