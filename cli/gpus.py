@@ -59,13 +59,12 @@ def parse_prices(items: list[str]) -> dict[str, float]:
 
 
 def cmd_gpus(args: argparse.Namespace) -> int:
+    from vramplan.cli.importing import resolve
     from vramplan.core.advice.gpuguide import gpu_guide
-    from vramplan.core.files.planio import resolve_plan
 
-    sets = list(args.sets)
     if args.tokens is not None:
-        sets.insert(0, f"training.tokens={args.tokens}")  # an explicit --set of the same key wins
-    plan = resolve_plan(args.plan, args.model, args.gpu, sets, args.hf_config)
+        args.sets = [f"training.tokens={args.tokens}", *args.sets]  # an explicit --set of the same key wins
+    plan = resolve(args)  # PLAN.toml or the starting plan, --from FILE over it, then the command line
     from vramplan.core.plan.presets import resolve_gpu_id
 
     prices = {k if k == "*" else resolve_gpu_id(k)[0]: v for k, v in parse_prices(args.price).items()}

@@ -115,3 +115,15 @@ def test_diff_errors_are_one_line(capsys: pytest.CaptureFixture[str], tmp_path: 
     assert err.count("\n") == 1 and "missing.toml" in err
     assert run(["diff", str(tmp_path / "a.toml")]) == 2
     assert "the following arguments are required: B.toml" in capsys.readouterr().err
+
+
+def test_gpus_takes_a_config_with_from(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """`gpus --from FILE` plans with the imported settings (issue 17: --from beside the other plan flags)."""
+    ds = tmp_path / "ds.json"
+    ds.write_text(json.dumps({"train_batch_size": 32, "gradient_accumulation_steps": 4, "fp16": {"enabled": True}}))
+    assert run(["gpus", "--json", "--no-advice", "--from", str(ds), "--model", "llama-2-13b", "--gpus", "4"]) == 0
+    captured = capsys.readouterr()
+    assert "read from" in captured.err and "gradient_accumulation_steps" in captured.err
+    data = json.loads(captured.out)
+    plain = json.loads(out_of(["gpus", "--json", "--no-advice", "--model", "llama-2-13b", "--gpus", "4"], capsys))
+    assert data["gpus"] != plain["gpus"]  # micro-batch 2, accumulation 4, fp16 master weights
