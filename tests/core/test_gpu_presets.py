@@ -21,8 +21,9 @@ SMI = [
     ("NVIDIA GH200 480GB", 97871, "gh200"),
     ("NVIDIA GH200 144G HBM3e", 146831, "gh200-144gb"),
     ("NVIDIA B300 SXM6 AC", 275040, "b300"),
-    ("AMD Instinct MI325X", 262144, "mi325x"),
-    ("AMD Instinct MI355X", 294912, "mi355x"),
+    ("AMD Instinct MI300X", 196592, "mi300x"),
+    ("AMD Instinct MI325X", 262128, "mi325x"),
+    ("AMD Instinct MI355X", 294896, "mi355x"),
 ]
 
 
