@@ -25,17 +25,15 @@ def read(data: dict[str, Any], log: ImportLog) -> None:
     top = log.section(data)
     read_model(log, "base_model", top.get("base_model"))
     method = _adapter(top, log)
-    for name, plan_key in (
-        ("micro_batch_size", "training.micro_batch_size"),
-        ("gradient_accumulation_steps", "training.grad_accum_steps"),
-        ("sequence_len", "training.seq_len"),
-    ):
-        if top.has(name):
-            n = count(top.get(name))
-            if n is None:
-                log.ignore(name, top.get(name), "not a whole number >= 1")
-            else:
-                log.set(name, top.get(name), plan_key, n)
+    trainer.counts(
+        top,
+        log,
+        (
+            ("micro_batch_size", "training.micro_batch_size"),
+            ("gradient_accumulation_steps", "training.grad_accum_steps"),
+            ("sequence_len", "training.seq_len"),
+        ),
+    )
     if top.has("gradient_checkpointing"):
         on = flag(top.get("gradient_checkpointing"))
         raw = top.get("gradient_checkpointing")

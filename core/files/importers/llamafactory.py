@@ -32,17 +32,15 @@ def read(data: dict[str, Any], log: ImportLog) -> None:
             "does not count: the estimate is of the policy's supervised step",
         )
     method = _method(top, log)
-    for name, plan_key in (
-        ("per_device_train_batch_size", "training.micro_batch_size"),
-        ("gradient_accumulation_steps", "training.grad_accum_steps"),
-        ("cutoff_len", "training.seq_len"),
-    ):
-        if top.has(name):
-            n = count(top.get(name))
-            if n is None:
-                log.ignore(name, top.get(name), "not a whole number >= 1")
-            else:
-                log.set(name, top.get(name), plan_key, n)
+    trainer.counts(
+        top,
+        log,
+        (
+            ("per_device_train_batch_size", "training.micro_batch_size"),
+            ("gradient_accumulation_steps", "training.grad_accum_steps"),
+            ("cutoff_len", "training.seq_len"),
+        ),
+    )
     off = flag(top.get("disable_gradient_checkpointing", False))
     key = (
         "disable_gradient_checkpointing"

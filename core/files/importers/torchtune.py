@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from vramplan.core.files.importers import trainer
 from vramplan.core.files.importers.models import torchtune_builder
 from vramplan.core.files.importers.record import ImportLog, Section
 from vramplan.core.files.importers.values import count, flag, lora_targets, number
@@ -52,16 +53,14 @@ def read(data: dict[str, Any], log: ImportLog) -> None:
         )
     else:
         log.ignore("dtype", dtype, "torchtune trains in bf16 or fp32; the plan's precision is kept")
-    for name, plan_key in (
-        ("batch_size", "training.micro_batch_size"),
-        ("gradient_accumulation_steps", "training.grad_accum_steps"),
-    ):
-        if top.has(name):
-            n = count(top.get(name))
-            if n is None:
-                log.ignore(name, top.get(name), "not a whole number >= 1")
-            else:
-                log.set(name, top.get(name), plan_key, n)
+    trainer.counts(
+        top,
+        log,
+        (
+            ("batch_size", "training.micro_batch_size"),
+            ("gradient_accumulation_steps", "training.grad_accum_steps"),
+        ),
+    )
     tok = top.sub("tokenizer")
     seq = count(tok.get("max_seq_len"))
     if seq is not None:

@@ -1,12 +1,13 @@
 """Settings that axolotl and LLaMA-Factory pass to HF Trainer (TrainingArguments): ``optim``, ``bf16``/``fp16``,
-``deepspeed`` (a path: named, not followed), ``fsdp`` (``full_shard auto_wrap offload``), ``max_grad_norm``."""
+``deepspeed`` (a path: named, not followed), ``fsdp`` (``full_shard auto_wrap offload``), ``max_grad_norm``; and
+the whole-number settings every recipe has (batch size, accumulation, sequence length; torchtune's too)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from vramplan.core.files.importers.record import ImportLog, Section
-from vramplan.core.files.importers.values import HF_OPTIMIZERS, flag, number
+from vramplan.core.files.importers.values import HF_OPTIMIZERS, count, flag, number
 
 
 def optimizer(sec: Section, name: str, log: ImportLog) -> None:
@@ -99,3 +100,15 @@ def grad_clip(sec: Section, name: str, log: ImportLog) -> None:
             log.ignore(sec.key(name), sec.get(name), "not a number")
         else:
             log.set(sec.key(name), sec.get(name), "training.grad_clip", value if value > 0 else None)
+
+
+def counts(sec: Section, log: ImportLog, pairs: tuple[tuple[str, str], ...]) -> None:
+    """Whole-number settings (batch size, accumulation, sequence length): each read into its plan key, or named as
+    ignored when it is not a whole number >= 1."""
+    for name, plan_key in pairs:
+        if sec.has(name):
+            n = count(sec.get(name))
+            if n is None:
+                log.ignore(name, sec.get(name), "not a whole number >= 1")
+            else:
+                log.set(name, sec.get(name), plan_key, n)
