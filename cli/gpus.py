@@ -105,20 +105,11 @@ def guide_title(guide: Guide) -> list[str]:
 
 
 def _strategies(guide: Guide) -> str:
-    s = guide.plan.strategy
-    parts = []
-    if s.tensor_parallel > 1:
-        parts.append(f"TP {s.tensor_parallel}")
-    if s.pipeline_parallel > 1:
-        parts.append(f"PP {s.pipeline_parallel}")
-    if s.zero_stage:
-        parts.append(f"ZeRO-{s.zero_stage}")
-    if s.offload_optimizer != "none":
-        parts.append(f"optimizer->{s.offload_optimizer}")
-    if s.offload_parameters != "none":
-        parts.append(f"params->{s.offload_parameters}")
-    parts.append(f"checkpointing {s.gradient_checkpointing}")
-    return ", ".join(parts)
+    from vramplan.core.plan.describe import parallel_summary  # lazy: `vramplan --help` loads no pydantic
+
+    summary = parallel_summary(guide.plan, offload=True, data_parallel=False)
+    checkpointing = f"checkpointing {guide.plan.strategy.gradient_checkpointing}"
+    return f"{summary}, {checkpointing}" if summary else checkpointing
 
 
 def wrapped(text: str) -> list[str]:

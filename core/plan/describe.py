@@ -76,10 +76,11 @@ def method_label(training: TrainingConfig, *, compact: bool = False) -> str:
     return {"full": "full fine-tuning", "lora": f"LoRA r={r}", "qlora": f"QLoRA r={r}"}[training.method]
 
 
-def parallel_summary(plan: Plan, *, offload: bool = False) -> str:
-    """``DP 4, TP 2+SP, ZeRO-1``; with `offload`, where the optimizer and parameters are offloaded to."""
+def parallel_summary(plan: Plan, *, offload: bool = False, data_parallel: bool = True) -> str:
+    """``DP 4, TP 2+SP, ZeRO-1``; with `offload`, where the optimizer and parameters are offloaded to; without
+    `data_parallel`, no DP (the GPU guide varies the GPU count)."""
     s = plan.strategy
-    parts = [f"DP {plan.data_parallel}"]
+    parts = [f"DP {plan.data_parallel}"] if data_parallel else []
     if s.tensor_parallel > 1:
         parts.append(f"TP {s.tensor_parallel}" + ("+SP" if s.sequence_parallel else ""))
     if s.pipeline_parallel > 1:
