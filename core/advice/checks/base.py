@@ -9,6 +9,7 @@ from functools import cached_property
 from typing import Any
 
 from vramplan.core.advice.moves import BROAD, Move, memory_moves
+from vramplan.core.advice.speedup import speed_up
 from vramplan.core.advice.whatif import FRAGMENTATION_RISK, Effect, WhatIf
 from vramplan.core.memory.result import Estimate
 from vramplan.core.plan import presets
@@ -108,6 +109,20 @@ class Context:
             if e is not None:
                 out.append(e)
         return out
+
+    def reaches_goal(self, est: Estimate) -> bool:
+        """`goal` for an estimate (the fit advisor's test of a change set)."""
+        return est.fits if not self.est.fits else est.headroom_fraction >= FRAGMENTATION_RISK
+
+    def fastest_fix(self) -> Effect | None:
+        """The fastest single memory move (same training or numerics) that solves the problem, with the speed
+        moves its spare memory pays for (`core.advice.speedup`): the fit advisor's ranking, on single moves."""
+        found = []
+        for mv in memory_moves(self.plan):
+            e = self.measure(mv.title, dict(mv.changes)) if mv.tier <= 1 else None
+            if e is not None and e.saves_memory and self.goal(e):
+                found.append(speed_up(self.whatif, (mv,), e, self.reaches_goal)[0])
+        return min(found, key=lambda e: (e.relative_step_time, e.memory_on_gpu), default=None)
 
     def remedies(self, target: str | None = None) -> tuple[Effect, ...]:
         """Measured memory moves (same training or numerics, not a method change) that lower the peak: for one
