@@ -113,6 +113,12 @@ class PlanPane(VerticalScroll):
             row.set_blocked(blocked(est.plan, key))
 
 
+def plan_input(**kw: Any) -> Input:
+    """A compact text field. Born with the class Textual's `Input` sets when it validates its first value (it has
+    no validators: always ``-valid``), so showing the plan's value does not restyle it after the first styling."""
+    return Input(compact=True, select_on_focus=True, classes="-valid", **kw)
+
+
 def field_id(key: str) -> str:
     return "f-" + key.replace(".", "-")
 
@@ -198,7 +204,7 @@ class IntField(FieldRow):
     keeps_text = True
 
     def make_control(self) -> Widget:
-        return Input(compact=True, select_on_focus=True)
+        return plan_input()
 
     def set_control(self, value: Any) -> None:
         field = self.control
@@ -238,7 +244,7 @@ class ListField(FieldRow):
     keeps_text = True
 
     def make_control(self) -> Widget:
-        return Input(compact=True, select_on_focus=True)
+        return plan_input()
 
     def set_control(self, value: Any) -> None:
         field = self.control
@@ -271,7 +277,7 @@ class NumberField(FieldRow):
         super().__init__(key, label, **kw)
 
     def make_control(self) -> Widget:
-        return Input(compact=True, select_on_focus=True, placeholder=self.placeholder)
+        return plan_input(placeholder=self.placeholder)
 
     def set_placeholder(self, text: str) -> None:
         field = self.control

@@ -96,6 +96,7 @@ class MemoryGauges(VerticalScroll):
     def __init__(self, **kw: object) -> None:
         super().__init__(**kw)  # type: ignore[arg-type]
         self.show_time_terms = Settled(self, self._time_terms, after_frame=True)
+        self.show_details = Settled(self, self._details, after_frame=True)
 
     def compose(self) -> ComposeResult:
         yield Static(id="plan-summary")
@@ -112,6 +113,7 @@ class MemoryGauges(VerticalScroll):
 
     def on_mount(self) -> None:
         self.watch_estimate()
+        self._details()  # the first frame complete
         self.watch_timing()
 
     def watch_timing(self) -> None:
@@ -151,9 +153,16 @@ class MemoryGauges(VerticalScroll):
         self.query_one("#gpu-bar", StackedBar).show([(k, live.get(k, 0)) for k in KINDS], est.gpu_capacity)
         stage = "" if est.stage == "all" else f" (busiest: {est.stage} pipeline stage)"
         show_text(self.query_one("#peak-moment", Static), Content(f"peak: {est.peak.moment}{stage}"))
-        legend = self.query_one(KindLegend)
-        legend.show(legend_rows(est))
-        self._explain(legend.kind)
+        self.query_one(KindLegend).show(legend_rows(est))
+        # after the frame that shows the new figure: the explanation and the host bar change height (a layout
+        # pass over the whole screen, e.g. switching ZeRO-3), and the key's frame need not wait for them
+        self.show_details()
+
+    def _details(self) -> None:
+        est = self.estimate
+        if est is None:
+            return
+        self._explain(self.query_one(KindLegend).kind)
         self._host(est)
 
     def _host(self, est: Estimate) -> None:
