@@ -73,6 +73,7 @@ class PlannerScreen(Screen[None]):
     def __init__(self, plan: Plan, notice: str = "", meta: Meta | None = None) -> None:
         super().__init__()
         self.export_format = "toml"
+        self._shown_once = False
         self._mounting: dict[str, AwaitMount] = {}  # panes built after the first frame, being mounted
         self.saved_plan = plan  # the plan as last opened or exported as TOML: quitting with another one asks first
         self.history = PlanHistory(plan, meta)
@@ -99,6 +100,13 @@ class PlannerScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self.watch_notice()
+
+    def on_screen_resume(self, event: events.ScreenResume) -> None:
+        """The first time the screen is shown, its widgets were styled as they were mounted, a moment before:
+        Textual's handler (after this one) would style them all again before the first frame."""
+        if not self._shown_once:
+            self._shown_once = True
+            event.refresh_styles = False
 
     # -- panes, built when first shown -------------------------------------------------------------------------
     def _shown_panes(self, width: int, height: int) -> list[str]:

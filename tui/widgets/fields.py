@@ -159,6 +159,14 @@ class FieldRow(Widget):
     def make_control(self) -> Widget:
         raise NotImplementedError
 
+    # The label of the focused row is highlighted by a class, not `:focus-within` (see PlannerScreen): a focus
+    # change restyles this row only.
+    def on_descendant_focus(self) -> None:
+        self.add_class("-focus-within")
+
+    def on_descendant_blur(self) -> None:
+        self.remove_class("-focus-within")
+
     def value_in(self, plan: Plan) -> Any:
         """What the control shows for this plan (the key's value; a row may show what is in effect)."""
         return plan_value(plan, self.key)
