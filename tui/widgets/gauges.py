@@ -30,22 +30,23 @@ def headroom_state(est: Estimate) -> str:
     return "tight" if est.headroom_fraction < FRAGMENTATION_RISK else "ok"
 
 
-def headline(est: Estimate) -> str:
+def headline(est: Estimate) -> Content:
     """Three lines: the verdict with the per-GPU total (one decimal, as ``vramplan estimate``), the margin, and
-    what ``torch.cuda.max_memory_allocated()`` / ``max_memory_reserved()`` would show."""
+    what ``torch.cuda.max_memory_allocated()`` / ``max_memory_reserved()`` would show. Assembled, not parsed from
+    markup: it is redrawn on every key."""
     total, cap = gib(est.total), gib(est.gpu_capacity)
     if headroom_state(est) == "tight":  # the words say it without colour
-        verdict = f"[b]! fits, tight[/b]  {total} / {cap} GiB per GPU"
+        verdict = Content.assemble(("! fits, tight", "bold"), f"  {total} / {cap} GiB per GPU")
         margin = f"{gib(est.headroom)} GiB free ({est.headroom_fraction:.0%} < {FRAGMENTATION_RISK:.0%} headroom)"
     elif est.fits:
-        verdict = f"[b]✔ fits[/b]  {total} / {cap} GiB per GPU"
+        verdict = Content.assemble(("✔ fits", "bold"), f"  {total} / {cap} GiB per GPU")
         margin = f"{gib(est.headroom)} GiB free ({est.headroom_fraction:.0%} headroom)"
     else:
-        verdict = f"[b]✘ does not fit by {gib(-est.headroom)} GiB[/b]"
+        verdict = Content.assemble((f"✘ does not fit by {gib(-est.headroom)} GiB", "bold"))
         margin = f"{total} / {cap} GiB per GPU ({est.total / est.gpu_capacity:.0%})"
     # what torch.cuda.max_memory_allocated() / max_memory_reserved() would show (the total adds the process)
     torch = f"torch alloc {gib(est.allocated)} · resv {gib(est.reserved)}"
-    return f"{verdict}\n{margin}\n{torch}"
+    return Content("\n").join([verdict, Content(margin), Content(torch)])
 
 
 def plan_summary(est: Estimate) -> str:
