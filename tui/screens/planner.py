@@ -141,6 +141,7 @@ class PlannerScreen(Screen[None]):
         pane = self._build(pid)
         if pid in self._mounting:
             await self._mounting[pid]
+        await pane.built()
         return pane
 
     def on_resize(self, event: events.Resize) -> None:

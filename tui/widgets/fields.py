@@ -94,6 +94,9 @@ class PlanPane(VerticalScroll):
         if focused is not None and self in focused.ancestors:  # texts above it may have grown: keep it in view
             self.call_after_refresh(focused.scroll_visible, animate=False)
 
+    async def built(self) -> None:
+        """Wait until every row exists (a pane may mount some after its first frame). Panes override it."""
+
     def show_estimate(self, est: Estimate) -> None:
         """Update what the pane derives from the plan (details, notes). Panes override it."""
 
