@@ -91,7 +91,11 @@ async def key_to_frame(samples: int, size: tuple[int, int] = (80, 24)) -> list[f
 
 def cold_start(env: dict[str, str] | None = None, script: str = __file__) -> float:
     """One fresh interpreter: process start to the first painted frame (this script with --cold, or the
-    yardstick's)."""
+    yardstick's). Python may cache bytecode, as it does for an installed package (pip compiles it at install;
+    Textual's is): with ``PYTHONDONTWRITEBYTECODE=1`` set, as on this project's VM, every start would compile
+    vramplan's hundred modules from source while Textual's come compiled."""
+    env = dict(os.environ if env is None else env)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     out = subprocess.run(
         [sys.executable, script, "--cold"], capture_output=True, text=True, check=True, cwd=ROOT, env=env
     )
@@ -119,6 +123,7 @@ def main() -> None:
         return
     asyncio.run(first_frame())  # warm caches and CPython
     asyncio.run(minimal_app.first_frame())
+    cold_start(), cold_start(script=minimal_app.__file__)  # the bytecode caches written
     rounds = int(os.environ.get("BENCH_ROUNDS", "7"))
     warm, base, cold, base_cold, keys, base_keys = [], [], [], [], [], []
     for _ in range(rounds):  # interleaved: the planner and the yardstick see the same machine
