@@ -209,6 +209,12 @@ def test_fit_ranks_memory_and_speed_moves_by_one_notion_of_fastest(capsys: pytes
     deepspeed = json_of(["fit", *BLOOM_A100, "--json", "--framework", "hf-deepspeed"], capsys)
     assert deepspeed["suggestions"][0]["set"] == first["set"]
     assert not any("tensor_parallel" in s["changes"] for s in deepspeed["suggestions"])
+    # Megatron-LM shards no parameters (this plan is ZeRO-3) and has no 8-bit AdamW: neither the advisor nor the
+    # checklist proposes a plan it cannot run
+    assert json_of(["fit", *BLOOM_A100, "--json", "--framework", "megatron"], capsys)["suggestions"] == []
+    check = json_of(["check", *BLOOM_A100, "--json", "--framework", "megatron"], capsys)
+    capacity = next(i for i in check["items"] if i["id"] == "oom.capacity")
+    assert capacity["fix"] is None and capacity["alternatives"] == []
 
 
 def test_fit_text_says_how_it_ranks_and_the_commands_paste(tmp_plan, capsys: pytest.CaptureFixture[str]) -> None:

@@ -75,7 +75,7 @@ def capacity(c: Context) -> Item:
             f"{gib(total)} of {gib(cap)} per GPU at {where}; {gib(est.headroom)} ({pct(est.headroom_fraction)}) free."
         )
     if status != "ok":
-        alternatives = c.remedies()
+        alternatives = tuple(e for e in c.remedies() if c.runs(e))
         fix = c.fastest_fix() or _best(c, alternatives)
         if fix is not None and c.goal(fix):
             detail += f" Fastest change that solves it: {fix.title}."
