@@ -7,6 +7,10 @@ driver skips that last step, so the benchmark's app does it (`render_segments`) 
 - start (in process): `VramplanApp()` to the first frame showing the headline, Textual and the app imported.
 - start (cold process): interpreter start, imports included, to that first frame (fresh `python` each run); and the
   same with a fake ``nvidia-smi`` on PATH that hangs for 5 s (detection on): it must not delay the first frame.
+- the yardstick, measured in the same run, interleaved: a one-widget Textual app (`MinimalApp`: one Static) started
+  the same way (bench/minimal_app.py), to its first frame (cold process, and in process), and a key that updates
+  its Static to the frame showing the new text; the ratios of the medians (planner / yardstick; the first frame
+  from a cold process, imports included, as a user starts it) are printed (``--ratios``: stop there).
 - key to frame: `pilot.press(key)` on a strategy toggle to the first frame whose bytes contain the new per-GPU
   total, for the keys c z a i x (checkpointing, ZeRO, attention, int8 activations, fused cross-entropy) in turn
   from the default plan.
@@ -25,12 +29,14 @@ import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
 
 from vramplan.core.memory.peak import estimate  # noqa: E402
-from vramplan.core.plan.units import GiB  # noqa: E402
 from vramplan.tui.app import VramplanApp  # noqa: E402
 from vramplan.tui.choices import next_valid  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import minimal_app  # noqa: E402
+from minimal_app import Painted, figure  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -43,26 +49,8 @@ KEYS = {
 }
 
 
-class BenchApp(VramplanApp):
-    """The real app, noting when a frame whose terminal bytes contain `wanted` is produced."""
-
-    def __init__(self, **kw: Any) -> None:
-        super().__init__(**kw)
-        self.wanted = ""
-        self.painted: asyncio.Event | None = None
-        self.painted_at = 0.0
-
-    def _display(self, screen: Any, renderable: Any) -> None:
-        super()._display(screen, renderable)
-        if renderable is None or not self.wanted or self.painted is None or self.painted.is_set():
-            return
-        if self.wanted in renderable.render_segments(self.console):
-            self.painted_at = time.perf_counter()
-            self.painted.set()
-
-
-def figure(total: int) -> str:
-    return f"{total / GiB:.1f} / "
+class BenchApp(Painted, VramplanApp):
+    """The real app."""
 
 
 async def first_frame(size: tuple[int, int] = (80, 24)) -> tuple[float, BenchApp]:
@@ -101,10 +89,15 @@ async def key_to_frame(samples: int, size: tuple[int, int] = (80, 24)) -> list[f
     return times
 
 
-def cold_start(env: dict[str, str] | None = None) -> float:
-    """One fresh interpreter: process start to the first painted frame (this script with --cold)."""
+def cold_start(env: dict[str, str] | None = None, script: str = __file__) -> float:
+    """One fresh interpreter: process start to the first painted frame (this script with --cold, or the
+    yardstick's). Python may cache bytecode, as it does for an installed package (pip compiles it at install;
+    Textual's is): with ``PYTHONDONTWRITEBYTECODE=1`` set, as on this project's VM, every start would compile
+    vramplan's hundred modules from source while Textual's come compiled."""
+    env = dict(os.environ if env is None else env)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     out = subprocess.run(
-        [sys.executable, __file__, "--cold"], capture_output=True, text=True, check=True, cwd=ROOT, env=env
+        [sys.executable, script, "--cold"], capture_output=True, text=True, check=True, cwd=ROOT, env=env
     )
     return float(out.stdout.strip().splitlines()[-1])
 
@@ -129,17 +122,33 @@ def main() -> None:
         print(time.perf_counter() - T_PROCESS)
         return
     asyncio.run(first_frame())  # warm caches and CPython
-    warm = [asyncio.run(first_frame())[0] for _ in range(5)]
+    asyncio.run(minimal_app.first_frame())
+    cold_start(), cold_start(script=minimal_app.__file__)  # the bytecode caches written
+    rounds = int(os.environ.get("BENCH_ROUNDS", "7"))
+    warm, base, cold, base_cold, keys, base_keys = [], [], [], [], [], []
+    for _ in range(rounds):  # interleaved: the planner and the yardstick see the same machine
+        base_cold.append(cold_start(script=minimal_app.__file__))
+        cold.append(cold_start())
+        base.append(asyncio.run(minimal_app.first_frame()))
+        warm.append(asyncio.run(first_frame())[0])
+        base_keys += asyncio.run(minimal_app.key_to_frame(5))
+        keys += asyncio.run(key_to_frame(5))
+    print(f"start to first frame, cold process incl. imports (80x24): {ms(cold)}")
+    print(f"  one-widget Textual app, same run: {ms(base_cold)}")
     print(f"start to first frame, in process (80x24): {ms(warm)}")
+    print(f"  one-widget Textual app, same run: {ms(base)}")
+    print(f"strategy key to frame with the new figure (80x24): {ms(keys)}")
+    print(f"  one-widget app, a key updating its Static: {ms(base_keys)}")
+    first_ratio = statistics.median(cold) / statistics.median(base_cold)
+    key_ratio = statistics.median(keys) / statistics.median(base_keys)
+    print(f"RATIO first frame (cold process) {first_ratio:.2f}x (target 2x), strategy key {key_ratio:.2f}x (target 3x)")
+    if "--ratios" in sys.argv:
+        return
     wide = [asyncio.run(first_frame((160, 48)))[0] for _ in range(3)]
     print(f"start to first frame, in process (160x48): {ms(wide)}")
-    cold = [cold_start() for _ in range(5)]
-    print(f"start to first frame, cold process incl. imports (80x24): {ms(cold)}")
     with tempfile.TemporaryDirectory() as tmp:
         slow = [cold_start(hanging_nvidia_smi(Path(tmp))) for _ in range(5)]
     print(f"start to first frame, cold process, nvidia-smi hanging 5 s (80x24): {ms(slow)}")
-    keys = asyncio.run(key_to_frame(30))
-    print(f"strategy key to frame with the new figure (80x24): {ms(keys)}")
     keys_wide = asyncio.run(key_to_frame(20, (160, 48)))
     print(f"strategy key to frame with the new figure (160x48): {ms(keys_wide)}")
 

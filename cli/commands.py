@@ -96,7 +96,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from vramplan.core.plan.describe import plan_title
 
     plan = resolve(args)
-    cl = checklist(plan)
+    cl = checklist(plan, framework=args.framework)
     if args.json:
         sys.stdout.write(json.dumps(with_import(args, cl.to_json())) + "\n")
     else:
@@ -221,6 +221,12 @@ def build_parser() -> OneLineParser:
     )
     _plan_args(p)
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    p.add_argument(
+        "--framework",
+        choices=("all", "hf-deepspeed", "fsdp", "megatron"),
+        default="all",
+        help="a memory fix this framework runs, as `fit --framework` (default: all)",
+    )
     p.set_defaults(handler=cmd_check)
 
     p = sub.add_parser("fit", help="the smallest sets of changes that make a plan fit, fastest first")

@@ -232,16 +232,18 @@ def advice_text(a: Advice, title: str) -> str:
         lines.append(f"No set of up to 3 changes makes it {goal} ({a.searched:,} plans searched).")
     else:
         lines += [
-            f"Changes that make it {goal} ({a.searched:,} plans searched), ordered by step time relative to now",
-            f"({fmt_seconds(a.step_seconds)}; same global batch), those that keep the training the same first:",
+            f"Changes that make it {goal} ({a.searched:,} plans searched), fastest first: step time relative to now",
+            f"({fmt_seconds(a.step_seconds)}; same global batch); changes of method after those that train the same "
+            "model:",
         ]
-        tier = -1
+        same: bool | None = None
         for n, s in enumerate(a.suggestions, 1):
-            if s.tier != tier:
-                tier = s.tier
-                lines += ["", f"  {TIER_TEXT[tier]}"]
+            if s.same_model != same:
+                same = s.same_model
+                lines += ["", "  same model" if same else f"  {TIER_TEXT[2]}"]
             e = s.effect
-            lines += _wrap(f"{n:>2}. {s.title}", 2, hang=4)
+            kind = f" ({TIER_TEXT[1]})" if s.tier == 1 else ""
+            lines += _wrap(f"{n:>2}. {s.title}{kind}", 2, hang=4)
             paged = e.memory_total - e.memory_on_gpu
             beside = f" + {paged / GiB:.1f} GiB paged" if paged else ""
             lines.append(

@@ -9,9 +9,11 @@ of the size before extended by any move: a lever that helps only once another ha
 dropping any set whose changes contain another fitting set's. A few thousand candidate plans at most, each
 estimated once (~100 us); only those that fit are timed (`core.time.step`).
 
-Suggestions are ordered by tier, then by ``relative_step_time`` (new step time / current; the global batch is
-kept, so this is also the time per token): tier 0 keeps the training the same, tier 1 changes numerics (8-bit
-states, int8 activations, precision), tier 2 the method (LoRA, QLoRA).
+Each set is then made as fast as its headroom allows (`core.advice.speedup`: memory freed beyond the goal pays for
+less recomputation, no offload...), and suggestions are ordered by ``relative_step_time`` (new step time /
+current; the global batch is kept, so this is also the time per token), one notion of fastest: tier 0 keeps the
+training the same and tier 1 changes numerics (8-bit states, int8 activations, precision), ranked together; tier
+2 changes the method (LoRA, QLoRA) and comes after them, since it trains something else.
 
 The goal: a plan that does not fit must fit; one that fits with less headroom than fragmentation can take
 (`FRAGMENTATION_RISK`) must leave that much free. Besides the suggestions: the largest micro-batch that fits as
@@ -28,6 +30,7 @@ from typing import Any
 
 from vramplan.core.advice.frameworks import unsupported
 from vramplan.core.advice.moves import TIER_TEXT, Move, memory_moves
+from vramplan.core.advice.speedup import combined, speed_up, title
 from vramplan.core.advice.whatif import FRAGMENTATION_RISK, Effect, WhatIf, plain
 from vramplan.core.memory.result import Estimate
 from vramplan.core.plan.plan import Plan
@@ -40,11 +43,17 @@ MAX_NODES = 100_000  # the plan's own limit (hardware.nodes)
 @dataclass(frozen=True)
 class Suggestion:
     effect: Effect
-    moves: tuple[Move, ...]
+    moves: tuple[Move, ...]  # the memory moves: a minimal set that reaches the goal
+    speedups: tuple[Move, ...] = ()  # speed moves the memory freed pays for (`core.advice.speedup`)
 
     @property
     def tier(self) -> int:
-        return max(mv.tier for mv in self.moves)
+        return max(mv.tier for mv in (*self.moves, *self.speedups))
+
+    @property
+    def same_model(self) -> bool:
+        """Whether it trains what the plan trains (any tier but a change of method)."""
+        return self.tier < 2
 
     @property
     def title(self) -> str:
@@ -67,6 +76,7 @@ class Suggestion:
             "relative_step_time": e.relative_step_time,
             "step_seconds": e.step_seconds,
             "moves": len(self.moves),
+            "speedups": len(self.speedups),
             "tier": self.tier,
             "kind": TIER_TEXT[self.tier],
         }
@@ -102,8 +112,8 @@ class Advice:
             "headroom_fraction": round(self.est.headroom_fraction, 4),
             "step_seconds": self.step_seconds,
             "goal_headroom_fraction": self.goal_headroom,
-            "ranking": "tier (0 same training, 1 different numerics, 2 different method), then relative_step_time "
-            "(new step time / current, same global batch)",
+            "ranking": "relative_step_time (new step time / current, same global batch), changes of method "
+            "(tier 2) after those that train the same model (tier 0 same training, 1 different numerics)",
             "suggestions": [s.to_json() for s in self.suggestions],
             "max_micro_batch_size": self.max_micro_batch_size,
             "max_seq_len": self.max_seq_len,
@@ -111,19 +121,6 @@ class Advice:
             "min_gpus_changes": self.min_gpus_changes,
             "searched": self.searched,
         }
-
-
-def _merge(moves: Sequence[Move]) -> dict[str, Any] | None:
-    """The union of the moves' changes, or None when two moves share a dimension or a key."""
-    if len({mv.dim for mv in moves}) < len(moves):
-        return None
-    out: dict[str, Any] = {}
-    for mv in moves:
-        for k, v in mv.changes:
-            if k in out:
-                return None
-            out[k] = v
-    return out
 
 
 def _search(
@@ -161,7 +158,7 @@ def _search(
             tried.add(combo)
             if any(sub in found for k in range(1, size) for sub in combinations(combo, k)):
                 continue  # a subset already fits: not minimal
-            changes = _merge([moves[i] for i in combo])
+            changes = combined([moves[i] for i in combo])
             if changes is None:
                 continue
             est = w.memory(changes)
@@ -189,7 +186,7 @@ def suggestions(
     sets = []
     for combo in combos:
         picked = tuple(moves[i] for i in combo)
-        changes = _merge(picked)
+        changes = combined(picked)
         assert changes is not None
         sets.append((picked, changes))
     # a set whose changes contain another fitting set's changes is not minimal either (ZeRO-1 + offload vs ZeRO-1)
@@ -202,11 +199,20 @@ def suggestions(
         if key in seen:
             continue
         seen.add(key)
-        effect = w.measure(" + ".join(mv.title for mv in picked), changes)
-        if effect is not None:
-            out.append(Suggestion(effect, picked))
-    out.sort(key=lambda s: (s.tier, s.effect.relative_step_time, len(s.moves), s.effect.memory_on_gpu))
+        effect = w.measure(title(picked), changes)
+        if effect is None:
+            continue
+        faster, added = speed_up(w, picked, effect, ok)
+        out.append(Suggestion(faster, picked, added))
+    out = list({WhatIf.key(s.effect.changes): s for s in reversed(out)}.values())  # the same plan by two routes
+    out.sort(key=rank)
     return _keep(out, limit), len(out)
+
+
+def rank(s: Suggestion) -> tuple[bool, float, int, int]:
+    """The one order of suggestions: those that train the same model first, then by step time (the global batch
+    is kept, so also time per token), then fewer changes, then less memory."""
+    return (not s.same_model, s.effect.relative_step_time, len(s.moves) + len(s.speedups), s.effect.memory_on_gpu)
 
 
 def _keep(ranked: list[Suggestion], limit: int, per_tier: int = 3) -> tuple[Suggestion, ...]:

@@ -83,9 +83,10 @@ class Checklist:
         }
 
 
-def checklist(plan: Plan, est: Estimate | None = None, st: StepTime | None = None) -> Checklist:
-    """Judge every rule against ``plan`` (its estimate and step time are computed unless given)."""
-    ctx = Context.of(plan, est, st)
+def checklist(plan: Plan, est: Estimate | None = None, st: StepTime | None = None, framework: str = "all") -> Checklist:
+    """Judge every rule against ``plan`` (its estimate and step time are computed unless given); the memory fix
+    is one that ``framework`` runs (`core.advice.frameworks`), as the fit advisor's suggestions are."""
+    ctx = Context.of(plan, est, st, framework)
     items = [rule(ctx) for rule in RULES]
     if ctx.arch.moe is not None:  # mixture-of-experts items, after their group's others
         extra = {g: [i for r in rules if (i := r(ctx)) is not None] for g, rules in MOE_RULES.items()}

@@ -11,6 +11,11 @@ says which memory it targets and its `tier`:
 - 2: a different method (LoRA or QLoRA instead of full fine-tuning; QLoRA instead of LoRA).
 
 Moves are proposals: a combination can still be an invalid plan, which `core.advice.whatif.WhatIf` skips.
+
+`speed_moves` are the opposite kind: changes that cost memory (or none) to save step time (less recomputation, no
+offload, no int8 activations, larger micro-batches with less accumulation). The advisor adds them to a set of
+memory moves that frees more than it needs ("8-bit AdamW + no checkpointing"), and the checklist to its single
+memory fixes, so both rank by the same step time.
 """
 
 from __future__ import annotations
@@ -229,3 +234,28 @@ def _parallel_moves(plan: Plan) -> list[Move]:
                 title += " with ZeRO-1"
             out.append(_move(title, changes, "pp", everything))
     return out
+
+
+def speed_moves(plan: Plan) -> tuple[Move, ...]:
+    """The same-training changes that can lower the step time at a memory cost, undoing the plan's memory savers;
+    each in the dimension of the memory move it undoes (so a set never both adds and removes one)."""
+    t, s = plan.training, plan.strategy
+    out: list[Move] = []
+    levels = ("none", "selective", "op", "full")  # fastest first
+    titles = {"none": "no checkpointing", "selective": "selective checkpointing", "op": "per-op checkpointing"}
+    every = {"strategy.checkpoint_every": 1} if s.checkpoint_every > 1 else {}
+    for level in levels[: levels.index(s.gradient_checkpointing)]:
+        out.append(_move(titles[level], {"strategy.gradient_checkpointing": level, **every}, "checkpointing", ()))
+    if s.activation_offload != "none":
+        out.append(_move("no activation offload", {"strategy.activation_offload": "none"}, "act_offload", ()))
+    if s.activation_compression != "none":
+        out.append(_move("16-bit activations", {"strategy.activation_compression": "none"}, "int8", (), 1))
+    if s.offload_parameters != "none":
+        out.append(_move("no parameter offload", {"strategy.offload_parameters": "none"}, "offload", ()))
+    elif s.offload_optimizer != "none":
+        out.append(_move("no optimizer offload", {"strategy.offload_optimizer": "none"}, "offload", ()))
+    b, m = t.micro_batch_size, t.grad_accum_steps
+    for k in [k for k in range(2, m + 1) if m % k == 0][:3]:
+        title = f"micro-batch {b} -> {b * k}, accumulation {m} -> {m // k}"
+        out.append(_move(title, {"training.micro_batch_size": b * k, "training.grad_accum_steps": m // k}, "batch", ()))
+    return tuple(out)

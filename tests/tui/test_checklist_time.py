@@ -272,3 +272,10 @@ async def test_f_restricts_the_advice_to_a_framework() -> None:
             assert not unsupported(plan.with_changes(s.changes), "hf-deepspeed"), s.title
         assert pane.advice.suggestions != advise(plan).suggestions  # TP + sequence parallel is gone
         assert pane.advice.suggestions[0].title in row_text(app, "advice.s0")
+        for _ in range(2):  # -> Megatron-LM: the checklist's memory fix follows the framework too
+            await pilot.press("f")
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+        assert pane.framework == "megatron" and pane.checklist is not None
+        for e in (f := pane.checklist.item("oom.capacity")).alternatives + ((f.fix,) if f.fix else ()):
+            assert not unsupported(e.plan, "megatron"), e.title

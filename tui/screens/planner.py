@@ -7,12 +7,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Container, Horizontal, Vertical
 from textual.content import Content
 from textual.reactive import Reactive, var
 from textual.screen import Screen
+from textual.widget import AwaitMount
 from textual.widgets import Footer, Input, Static, Tab, Tabs
 
 from vramplan.core.files.importers.apply import is_config_path
@@ -74,6 +76,8 @@ class PlannerScreen(Screen[None]):
     def __init__(self, plan: Plan, notice: str = "", meta: Meta | None = None) -> None:
         super().__init__()
         self.export_format = "toml"
+        self._shown_once = False
+        self._mounting: dict[str, AwaitMount] = {}  # panes built after the first frame, being mounted
         self.saved_plan = plan  # the plan as last opened or exported as TOML: quitting with another one asks first
         self.history = PlanHistory(plan, meta)
         self.set_reactive(PlannerScreen.plan, plan)
@@ -88,11 +92,8 @@ class PlannerScreen(Screen[None]):
         with Horizontal(id="main"):
             with Vertical(id="editor"):
                 yield Tabs(*(Tab(title, id=f"tab-{pid}") for pid, title, _ in PANES), id="pane-tabs")
-                with Container(id="panes"):
-                    for pid, _, cls in PANES:
-                        pane = cls(id=f"pane-{pid}", classes="-current" if pid == self.pane else "")
-                        pane.set_reactive(PlanPane.estimate, self.estimate)  # shown on mount, not a frame later
-                        yield pane.data_bind(PlannerScreen.estimate, PlannerScreen.errors)
+                with Container(id="panes"):  # only the panes shown now: the others are built when first shown
+                    yield from (self._new_pane(pid) for pid in self._shown_panes(width, height))
             gauges = MemoryGauges(id="gauges")
             gauges.set_reactive(MemoryGauges.estimate, self.estimate)
             gauges.set_reactive(MemoryGauges.timing, self.timing)
@@ -102,6 +103,68 @@ class PlannerScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self.watch_notice()
+
+    def on_screen_resume(self, event: events.ScreenResume) -> None:
+        """The first time the screen is shown, its widgets were styled as they were mounted, a moment before:
+        Textual's handler (after this one) would style them all again before the first frame."""
+        if not self._shown_once:
+            self._shown_once = True
+            event.refresh_styles = False
+
+    # -- panes, built when first shown -------------------------------------------------------------------------
+    def _shown_panes(self, width: int, height: int) -> list[str]:
+        """The panes a screen of this size shows: the current one, and in the wide and tall layout every pane
+        that is not SOLO."""
+        every = width >= self.HORIZONTAL_BREAKPOINTS[-1][0] and height >= self.VERTICAL_BREAKPOINTS[-1][0]
+        return [pid for pid, _, cls in PANES if pid == self.pane or (every and not cls.SOLO)]
+
+    def _new_pane(self, pid: str) -> PlanPane:
+        cls = next(c for p, _, c in PANES if p == pid)
+        pane = cls(id=f"pane-{pid}", classes="-current" if pid == self.pane else "")
+        pane.set_reactive(PlanPane.estimate, self.estimate)  # shown on mount, not a frame later
+        pane.set_reactive(PlanPane.errors, self.errors)
+        return pane.data_bind(PlannerScreen.estimate, PlannerScreen.errors)
+
+    def _built(self, pid: str) -> PlanPane | None:
+        found = self.query(f"#pane-{pid}")
+        return found.first(PlanPane) if found else None
+
+    def _build(self, pid: str) -> PlanPane:
+        """The pane ``pid``; built and mounted (in `PANES` order) if it was not yet (`pane_widget` awaits it)."""
+        pane = self._built(pid)
+        if pane is None:
+            pane = self._new_pane(pid)
+            later = [p for p, _, _ in PANES][[p for p, _, _ in PANES].index(pid) + 1 :]
+            before = next((w for p in later if (w := self._built(p)) is not None), None)
+            self._mounting[pid] = self.query_one("#panes").mount(pane, before=before)
+        return pane
+
+    async def pane_widget(self, pid: str) -> PlanPane:
+        """The pane ``pid``, built and mounted."""
+        pane = self._build(pid)
+        if pid in self._mounting:
+            await self._mounting[pid]
+        await pane.built()
+        return pane
+
+    def on_resize(self, event: events.Resize) -> None:
+        for pid in self._shown_panes(event.size.width, event.size.height):
+            self._build(pid)
+        self.call_after_refresh(self._mark_focused_pane)
+
+    # The wide layout's border around the pane holding the focus is a class set here, not `:focus-within` in CSS:
+    # with that pseudo-class, Textual restyles a whole pane on every focus change (and the first frame twice).
+    def on_descendant_focus(self) -> None:
+        self._mark_focused_pane()
+
+    def on_descendant_blur(self) -> None:
+        self.call_after_refresh(self._mark_focused_pane)
+
+    def _mark_focused_pane(self) -> None:
+        every = self.has_class("-wide") and self.has_class("-tall")
+        focused = self.focused
+        for pane in self.query(PlanPane):
+            pane.set_class(every and focused is not None and pane in focused.ancestors, "-focus-within")
 
     # -- the one way the plan changes ------------------------------------------------------------------------
     def apply_changes(self, changes: dict[str, Any], coalesce: str | None = None) -> bool:
@@ -153,9 +216,11 @@ class PlannerScreen(Screen[None]):
 
     def watch_pane(self, pane: str) -> None:
         for pid, _, _ in PANES:
-            self.query_one(f"#pane-{pid}").set_class(pid == pane, "-current")
+            if (built := self._built(pid)) is not None:
+                built.set_class(pid == pane, "-current")
+        self._build(pane)
         # in the wide layout, a SOLO pane (the checklist) is shown on its own instead of with the others
-        self.set_class(self.query_one(f"#pane-{pane}", PlanPane).SOLO, "-solo-pane")
+        self.set_class(next(cls for pid, _, cls in PANES if pid == pane).SOLO, "-solo-pane")
         tabs = self.query_one("#pane-tabs", Tabs)
         if tabs.active != f"tab-{pane}":
             tabs.active = f"tab-{pane}"
@@ -193,25 +258,25 @@ class PlannerScreen(Screen[None]):
 
     # Focus moves with `set_focus` (at once, not on the next idle like `Widget.focus`): keys typed right after
     # a pane key (or pasted) then go where the user expects.
-    def action_show_pane(self, pane: str) -> None:
+    async def action_show_pane(self, pane: str) -> None:
         """Show a pane and focus its first control that is not a text field (`PlanPane.focus_target`): arrows
         work at once, digits and letters stay commands."""
         self.pane = pane
-        self.set_focus(self.query_one(f"#pane-{pane}", PlanPane).focus_target())
+        self.set_focus((await self.pane_widget(pane)).focus_target())
 
-    def action_edit_field(self, key: str) -> None:
+    async def action_edit_field(self, key: str) -> None:
         """Show the pane holding the field of plan key ``key`` and put the cursor in it (the palette's numbers)."""
         self.pane = key.split(".")[0]  # the panes are named after the plan's tables (model, hardware...)
-        row = self.query_one(f"#{field_id(key)}")
+        row = (await self.pane_widget(self.pane)).query_one(f"#{field_id(key)}")
         if not row.display:  # e.g. LoRA rank with full fine-tuning
             hint = " (choose LoRA or QLoRA: m)" if key.startswith("training.lora") else ""
             self.notice = f"! {key} does not apply to this plan{hint}"
             return
         self.set_focus(row.query_one(Input))
 
-    def action_find_model(self) -> None:
+    async def action_find_model(self) -> None:
         self.pane = "model"
-        self.set_focus(self.query_one("#model-filter"))
+        self.set_focus((await self.pane_widget("model")).query_one("#model-filter"))
 
     def action_explain(self) -> None:
         self.set_focus(self.query_one(KindLegend))
@@ -265,10 +330,10 @@ class PlannerScreen(Screen[None]):
         self.saved_plan = plan
         self.notice = detected_notice(det)
 
-    def action_load_config(self) -> None:
+    async def action_load_config(self) -> None:
         """Focus the Model pane's config.json prompt."""
         self.pane = "model"
-        self.set_focus(self.query_one("#f-model-hf_config Input"))
+        self.set_focus((await self.pane_widget("model")).query_one("#f-model-hf_config Input"))
 
     # -- GPU guide, pinned plan (issue 17) -------------------------------------------------------------------
     def action_gpu_guide(self) -> None:

@@ -9,8 +9,11 @@ from typing import ClassVar
 from textual import events
 from textual.binding import Binding, BindingType
 from textual.content import Content
+from textual.geometry import Region
 from textual.message import Message
 from textual.reactive import reactive
+from textual.strip import Strip
+from textual.visual import Visual
 from textual.widget import Widget
 
 from vramplan.core.memory.result import KIND_LABELS, KINDS
@@ -149,6 +152,7 @@ class KindLegend(Widget, can_focus=True):
     def __init__(self, **kw: object) -> None:
         super().__init__(**kw)  # type: ignore[arg-type]
         self.rows: list[tuple[str, int, int]] = []  # kind, bytes at the peak, bytes at its largest
+        self._strips: dict[int, tuple[tuple[object, ...], Strip]] = {}  # line -> (what it showed, its strip)
         self.note = ""  # a dim line under the rows where there is room (a mixture-of-experts model's experts)
 
     @property
@@ -158,12 +162,14 @@ class KindLegend(Widget, can_focus=True):
     def show(self, rows: list[tuple[str, int, int]], note: str = "") -> None:
         if rows == self.rows and note == self.note:
             return
+        before = [self._line_key(y) for y in range(len(KINDS) + 1)]
         kind = self.kind
         self.rows = rows
         self.note = note
         kinds = [k for k, _, _ in rows]
         self.set_reactive(KindLegend.cursor, kinds.index(kind) if kind in kinds else 0)
-        self.refresh()  # same height whatever the rows: no layout pass (the costly part of a frame)
+        # same height whatever the rows: no layout pass (the costly part of a frame); only changed lines repaint
+        self._refresh_changed(before)
 
     def get_content_height(self, container: object, viewport: object, width: int) -> int:
         """Room for every kind (the header and one row each), so that a plan showing more or fewer kinds neither
@@ -189,23 +195,65 @@ class KindLegend(Widget, can_focus=True):
             self.cursor = row
             self.focus()
 
-    def render(self) -> Content:
-        width = self.size.width
-        # each number column is one wider than its widest figure (262.83 and up never run together)
+    def _columns(self) -> tuple[int, int]:
+        """(label width, number column width): each number column is one wider than its widest figure (262.83
+        and up never run together)."""
         num_w = max([6, *(len(gib(n, 2)) + 1 for _, a, b in self.rows for n in (a, b))])
-        label_w = max(4, width - 2 - 2 * num_w)
-        header = f"{'GiB per GPU':<{label_w + 2}}{'peak':>{num_w}}{'max':>{num_w}}"
-        lines = [Content.assemble((header, self.get_visual_style("kind-legend--header")))]
+        return max(4, self.size.width - 2 - 2 * num_w), num_w
+
+    def _line_key(self, y: int) -> tuple[object, ...]:
+        """What line ``y`` shows: its strip is redrawn only when this changes."""
+        row = self.rows[y - 1] if 0 < y <= len(self.rows) else None
+        cursor = y - 1 == self.cursor
+        note = self.note if y == self._note_y() else None
+        return (y == 0, row, note, cursor, self._columns(), self.size.width, self.has_focus, self.app.theme,
+                self.app.no_color, self.visual_style)  # fmt: skip
+
+    def _note_y(self) -> int:
+        """The note's line, below the rows, or -1 where there is no note or no room for it."""
+        return len(self.rows) + 1 if self.note and len(self.rows) < len(KINDS) else -1
+
+    def _line(self, y: int) -> Content:
+        if y == self._note_y():
+            return Content.styled(f"  {self.note}"[: self.size.width], "dim")
+        label_w, num_w = self._columns()
+        if y == 0:
+            header = f"{'GiB per GPU':<{label_w + 2}}{'peak':>{num_w}}{'max':>{num_w}}"
+            return Content.assemble((header, self.get_visual_style("kind-legend--header")))
+        kind, at_peak, largest = self.rows[y - 1]
         glyphs = GLYPHS_NO_COLOR if self.app.no_color else {}
-        for i, (kind, at_peak, largest) in enumerate(self.rows):
-            label = KIND_LABELS.get(kind, kind)[:label_w]
-            line = Content.assemble(
-                (glyphs.get(kind, "█"), self.get_visual_style(f"kind-legend--{kind}")),
-                f" {label:<{label_w}}{gib(at_peak, 2):>{num_w}}{gib(largest, 2):>{num_w}}",
-            )
-            if i == self.cursor:
-                line = line.stylize(self.get_visual_style("kind-legend--cursor"), 1)
-            lines.append(line)
-        if self.note and len(self.rows) < len(KINDS):
-            lines.append(Content.styled(f"  {self.note}"[:width], "dim"))
-        return Content("\n").join(lines)
+        label = KIND_LABELS.get(kind, kind)[:label_w]
+        line = Content.assemble(
+            (glyphs.get(kind, "█"), self.get_visual_style(f"kind-legend--{kind}")),
+            f" {label:<{label_w}}{gib(at_peak, 2):>{num_w}}{gib(largest, 2):>{num_w}}",
+        )
+        if y - 1 == self.cursor:
+            line = line.stylize(self.get_visual_style("kind-legend--cursor"), 1)
+        return line
+
+    def render(self) -> Content:
+        """The whole legend as text (what `render_line` draws line by line)."""
+        return Content("\n").join(self._line(y) for y in range(max(len(self.rows), self._note_y()) + 1))
+
+    def render_line(self, y: int) -> Strip:
+        """One line, redrawn only when what it shows changed (`_line_key`): a key that changes two figures
+        redraws two lines, not the legend."""
+        width = self.size.width
+        if y > len(self.rows) and y != self._note_y():
+            return Strip.blank(width, self.visual_style.rich_style)
+        key = self._line_key(y)
+        cached = self._strips.get(y)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        strips = Visual.to_strips(self, self._line(y), width, 1, self.visual_style)
+        strip = strips[0] if strips else Strip.blank(width, self.visual_style.rich_style)
+        self._strips[y] = (key, strip)
+        return strip
+
+    def _refresh_changed(self, before: list[tuple[object, ...]]) -> None:
+        """Repaint the lines whose `_line_key` changed."""
+        width = self.size.width
+        after = [self._line_key(y) for y in range(len(KINDS) + 1)]
+        changed = [Region(0, y, width, 1) for y, (a, b) in enumerate(zip(before, after, strict=True)) if a != b]
+        if changed:
+            self.refresh(*changed)

@@ -104,6 +104,7 @@ class ChecklistPane(PlanPane):
         self._advising = False
         self.framework = "all"  # the advisor's framework filter (`f` cycles it; core.advice.frameworks)
         self._advised_for = "all"  # the framework self.advice was made for
+        self._judged_for = "all"  # the framework self.checklist was made for
         self.judge = Settled(self, self._judge)
 
     def compose(self) -> ComposeResult:
@@ -125,9 +126,8 @@ class ChecklistPane(PlanPane):
         names = list(FRAMEWORKS)
         self.framework = names[(names.index(self.framework) + 1) % len(names)]
         self._subtitle()
-        est = self.estimate
-        if est is not None and self.display:
-            self._request_advice(est)
+        if self.estimate is not None and self.display:
+            self._judge()  # the checklist's memory fix follows the same framework
 
     def focus_target(self) -> Widget:
         return self.query_one(ChecklistList)
@@ -142,8 +142,9 @@ class ChecklistPane(PlanPane):
         est = self.estimate
         if est is None or not self.display:
             return  # hidden: the pane catches up when shown
-        if self.checklist is None or self.checklist.plan != est.plan:
-            self.checklist = checklist(est.plan, est)
+        if self.checklist is None or self.checklist.plan != est.plan or self._judged_for != self.framework:
+            self.checklist = checklist(est.plan, est, framework=self.framework)
+            self._judged_for = self.framework
         self._request_advice(est)
         self._show()
 

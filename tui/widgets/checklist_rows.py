@@ -100,13 +100,15 @@ def advice_rows(advice: Advice | None, est: Estimate, width: int, error: str = "
     else:
         title = "nothing tried fits"
     rows = [Row("advice.head", wrapped(heading("Fit advisor", note or title), [], width), False)]
-    tier = None
+    same: bool | None = None
     for n, s in enumerate(advice.suggestions):
-        if s.tier != tier:
-            tier = s.tier
-            rows.append(Row(f"advice.tier{tier}", Content.styled(TIER_TEXT[tier], "italic dim"), False))
+        if s.same_model != same:
+            same = s.same_model
+            label = "same model" if same else TIER_TEXT[2]
+            rows.append(Row(f"advice.tier{int(not same) * 2}", Content.styled(label, "italic dim"), False))
         e = s.effect
-        head = Content.assemble((f"{n + 1:>2}. ", "$text-accent"), (s.title, "bold"))
+        kind = (f" ({TIER_TEXT[1]})", "dim") if s.tier == 1 else ""
+        head = Content.assemble((f"{n + 1:>2}. ", "$text-accent"), (s.title, "bold"), kind)
         body = [
             Content(f"{gib(e.memory_on_gpu)} GiB ({e.fit_text()}), step ×{e.relative_step_time:.2f}"),
             Content.styled(" ".join(e.set_args()), "dim"),

@@ -94,6 +94,9 @@ class PlanPane(VerticalScroll):
         if focused is not None and self in focused.ancestors:  # texts above it may have grown: keep it in view
             self.call_after_refresh(focused.scroll_visible, animate=False)
 
+    async def built(self) -> None:
+        """Wait until every row exists (a pane may mount some after its first frame). Panes override it."""
+
     def show_estimate(self, est: Estimate) -> None:
         """Update what the pane derives from the plan (details, notes). Panes override it."""
 
@@ -111,6 +114,12 @@ class PlanPane(VerticalScroll):
             row = self.fields[key]
             assert isinstance(row, ChoiceField)
             row.set_blocked(blocked(est.plan, key))
+
+
+def plan_input(**kw: Any) -> Input:
+    """A compact text field. Born with the class Textual's `Input` sets when it validates its first value (it has
+    no validators: always ``-valid``), so showing the plan's value does not restyle it after the first styling."""
+    return Input(compact=True, select_on_focus=True, classes="-valid", **kw)
 
 
 def field_id(key: str) -> str:
@@ -152,6 +161,14 @@ class FieldRow(Widget):
 
     def make_control(self) -> Widget:
         raise NotImplementedError
+
+    # The label of the focused row is highlighted by a class, not `:focus-within` (see PlannerScreen): a focus
+    # change restyles this row only.
+    def on_descendant_focus(self) -> None:
+        self.add_class("-focus-within")
+
+    def on_descendant_blur(self) -> None:
+        self.remove_class("-focus-within")
 
     def value_in(self, plan: Plan) -> Any:
         """What the control shows for this plan (the key's value; a row may show what is in effect)."""
@@ -198,7 +215,7 @@ class IntField(FieldRow):
     keeps_text = True
 
     def make_control(self) -> Widget:
-        return Input(compact=True, select_on_focus=True)
+        return plan_input()
 
     def set_control(self, value: Any) -> None:
         field = self.control
@@ -238,7 +255,7 @@ class ListField(FieldRow):
     keeps_text = True
 
     def make_control(self) -> Widget:
-        return Input(compact=True, select_on_focus=True)
+        return plan_input()
 
     def set_control(self, value: Any) -> None:
         field = self.control
@@ -271,7 +288,7 @@ class NumberField(FieldRow):
         super().__init__(key, label, **kw)
 
     def make_control(self) -> Widget:
-        return Input(compact=True, select_on_focus=True, placeholder=self.placeholder)
+        return plan_input(placeholder=self.placeholder)
 
     def set_placeholder(self, text: str) -> None:
         field = self.control

@@ -32,22 +32,23 @@ def headroom_state(est: Estimate) -> str:
     return "tight" if est.headroom_fraction < FRAGMENTATION_RISK else "ok"
 
 
-def headline(est: Estimate) -> str:
+def headline(est: Estimate) -> Content:
     """Three lines: the verdict with the per-GPU total (one decimal, as ``vramplan estimate``), the margin, and
-    what ``torch.cuda.max_memory_allocated()`` / ``max_memory_reserved()`` would show."""
+    what ``torch.cuda.max_memory_allocated()`` / ``max_memory_reserved()`` would show. Assembled, not parsed from
+    markup: it is redrawn on every key."""
     total, cap = gib(est.total), gib(est.gpu_capacity)
     if headroom_state(est) == "tight":  # the words say it without colour
-        verdict = f"[b]! fits, tight[/b]  {total} / {cap} GiB per GPU"
+        verdict = Content.assemble(("! fits, tight", "bold"), f"  {total} / {cap} GiB per GPU")
         margin = f"{gib(est.headroom)} GiB free ({est.headroom_fraction:.0%} < {FRAGMENTATION_RISK:.0%} headroom)"
     elif est.fits:
-        verdict = f"[b]✔ fits[/b]  {total} / {cap} GiB per GPU"
+        verdict = Content.assemble(("✔ fits", "bold"), f"  {total} / {cap} GiB per GPU")
         margin = f"{gib(est.headroom)} GiB free ({est.headroom_fraction:.0%} headroom)"
     else:
-        verdict = f"[b]✘ does not fit by {gib(-est.headroom)} GiB[/b]"
+        verdict = Content.assemble((f"✘ does not fit by {gib(-est.headroom)} GiB", "bold"))
         margin = f"{total} / {cap} GiB per GPU ({est.total / est.gpu_capacity:.0%})"
     # what torch.cuda.max_memory_allocated() / max_memory_reserved() would show (the total adds the process)
     torch = f"torch alloc {gib(est.allocated)} · resv {gib(est.reserved)}"
-    return f"{verdict}\n{margin}\n{torch}"
+    return Content("\n").join([verdict, Content(margin), Content(torch)])
 
 
 def plan_summary(est: Estimate) -> str:
@@ -110,6 +111,7 @@ class MemoryGauges(VerticalScroll):
     def __init__(self, **kw: object) -> None:
         super().__init__(**kw)  # type: ignore[arg-type]
         self.show_time_terms = Settled(self, self._time_terms, after_frame=True)
+        self.show_details = Settled(self, self._details, after_frame=True)
 
     def compose(self) -> ComposeResult:
         yield Static(id="plan-summary")
@@ -128,6 +130,7 @@ class MemoryGauges(VerticalScroll):
 
     def on_mount(self) -> None:
         self.watch_estimate()
+        self._details()  # the first frame complete
         self.watch_timing()
 
     def watch_timing(self) -> None:
@@ -181,9 +184,16 @@ class MemoryGauges(VerticalScroll):
         self.query_one("#gpu-bar", StackedBar).show([(k, live.get(k, 0)) for k in KINDS], est.gpu_capacity)
         stage = "" if est.stage == "all" else f" (busiest: {est.stage} pipeline stage)"
         show_text(self.query_one("#peak-moment", Static), Content(f"peak: {est.peak.moment}{stage}"))
-        legend = self.query_one(KindLegend)
-        legend.show(legend_rows(est), experts_note(est))
-        self._explain(legend.kind)
+        self.query_one(KindLegend).show(legend_rows(est), experts_note(est))
+        # after the frame that shows the new figure: the explanation and the host bar change height (a layout
+        # pass over the whole screen, e.g. switching ZeRO-3), and the key's frame need not wait for them
+        self.show_details()
+
+    def _details(self) -> None:
+        est = self.estimate
+        if est is None:
+            return
+        self._explain(self.query_one(KindLegend).kind)
         self._host(est)
         self.watch_pinned()
 

@@ -128,6 +128,7 @@ class ConfigPathField(FieldRow):
             placeholder="path, enter loads it",
             compact=True,
             suggester=PathSuggester((".json",)),
+            classes="-valid",  # as `fields.plan_input`
         )
 
     def set_control(self, value: Any) -> None:

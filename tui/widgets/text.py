@@ -3,8 +3,20 @@ costly part of a frame) only when a text's wrapped height changes."""
 
 from __future__ import annotations
 
+from rich.cells import cell_len
 from textual.content import Content
 from textual.widgets import Static
+
+
+def text_height(content: Content, widget: Static, width: int) -> int:
+    """The lines ``content`` takes at ``width``: one per line when every line fits (the common case, a few
+    microseconds), else as Textual wraps it."""
+    plain = content.plain
+    if plain and not plain.endswith("\n"):
+        lines = plain.split("\n")
+        if all(cell_len(line) <= width for line in lines):
+            return len(lines)
+    return content.get_height(widget.styles, width)
 
 
 def show_text(widget: Static, text: str | Content) -> None:
@@ -17,5 +29,5 @@ def show_text(widget: Static, text: str | Content) -> None:
     if region.width <= 0 or not widget.display:
         widget.update(content)
         return
-    height = content.get_height(widget.styles, region.width)
+    height = text_height(content, widget, region.width)
     widget.update(content, layout=height != region.height)

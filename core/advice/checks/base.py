@@ -8,7 +8,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from vramplan.core.advice.frameworks import unsupported
 from vramplan.core.advice.moves import BROAD, Move, memory_moves
+from vramplan.core.advice.speedup import speed_up
 from vramplan.core.advice.whatif import FRAGMENTATION_RISK, Effect, WhatIf
 from vramplan.core.memory.result import Estimate
 from vramplan.core.plan import presets
@@ -66,12 +68,13 @@ class Context:
     plan: Plan
     est: Estimate
     whatif: WhatIf
+    framework: str = "all"  # the memory fix: only plans this framework runs, as the fit advisor's suggestions
     _remedies: dict[str, tuple[Effect, ...]] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, plan: Plan, est: Estimate | None = None, st: StepTime | None = None) -> Context:
+    def of(cls, plan: Plan, est: Estimate | None = None, st: StepTime | None = None, framework: str = "all") -> Context:
         w = WhatIf(plan, est, st)
-        return cls(plan, w.est, w)
+        return cls(plan, w.est, w, framework)
 
     @property
     def st(self) -> StepTime:
@@ -108,6 +111,26 @@ class Context:
             if e is not None:
                 out.append(e)
         return out
+
+    def runs(self, e: Effect) -> bool:
+        """Whether the framework runs the changed plan (always, for ``all``)."""
+        return not unsupported(e.plan, self.framework)
+
+    def reaches_goal(self, est: Estimate) -> bool:
+        """`goal` for an estimate, in a plan the framework runs (the fit advisor's test of a change set)."""
+        if unsupported(est.plan, self.framework):
+            return False
+        return est.fits if not self.est.fits else est.headroom_fraction >= FRAGMENTATION_RISK
+
+    def fastest_fix(self) -> Effect | None:
+        """The fastest single memory move (same training or numerics) that solves the problem, with the speed
+        moves its spare memory pays for (`core.advice.speedup`): the fit advisor's ranking, on single moves."""
+        found = []
+        for mv in memory_moves(self.plan):
+            e = self.measure(mv.title, dict(mv.changes)) if mv.tier <= 1 else None
+            if e is not None and e.saves_memory and self.goal(e) and self.runs(e):
+                found.append(speed_up(self.whatif, (mv,), e, self.reaches_goal)[0])
+        return min(found, key=lambda e: (e.relative_step_time, e.memory_on_gpu), default=None)
 
     def remedies(self, target: str | None = None) -> tuple[Effect, ...]:
         """Measured memory moves (same training or numerics, not a method change) that lower the peak: for one

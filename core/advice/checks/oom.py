@@ -75,10 +75,10 @@ def capacity(c: Context) -> Item:
             f"{gib(total)} of {gib(cap)} per GPU at {where}; {gib(est.headroom)} ({pct(est.headroom_fraction)}) free."
         )
     if status != "ok":
-        alternatives = c.remedies()
-        fix = _best(c, alternatives)
+        alternatives = tuple(e for e in c.remedies() if c.runs(e))
+        fix = c.fastest_fix() or _best(c, alternatives)
         if fix is not None and c.goal(fix):
-            detail += f" Fastest single change that solves it: {fix.title}."
+            detail += f" Fastest change that solves it: {fix.title}."
         elif fix is not None:
             detail += " No single change solves it: see `vramplan fit` for combinations."
     return Item("oom.capacity", "oom", status, "Fits in GPU memory", detail, FRAGMENTATION_SRC, fix, alternatives)
