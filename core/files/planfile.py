@@ -26,7 +26,7 @@ import tomli_w
 
 from vramplan import __version__
 from vramplan.core.memory.result import Estimate
-from vramplan.core.plan.errors import PlanError
+from vramplan.core.plan.errors import PlanError, shown
 from vramplan.core.plan.plan import Plan
 from vramplan.core.plan.units import GiB
 
@@ -91,10 +91,10 @@ def parse_meta(raw: Any) -> Meta:
         raise PlanError("must be a table ([meta])", "meta")
     fv = raw.get("format_version", FORMAT_VERSION)
     if isinstance(fv, bool) or not isinstance(fv, int) or fv < 1:
-        raise PlanError(f"must be a positive integer (got {fv!r})", "meta.format_version")
+        raise PlanError(f"must be a positive integer (got {shown(fv)})", "meta.format_version")
     written_by = raw.get("vramplan_version")
     if written_by is not None and not isinstance(written_by, str):
-        raise PlanError(f"must be a string (got {written_by!r})", "meta.vramplan_version")
+        raise PlanError(f"must be a string (got {shown(written_by)})", "meta.vramplan_version")
     if fv > FORMAT_VERSION:
         by = f"vramplan {written_by}" if written_by else "a newer vramplan"
         raise PlanError(
@@ -108,7 +108,7 @@ def parse_meta(raw: Any) -> Meta:
         if key == "created" and isinstance(value, _dt.datetime | _dt.date):  # a TOML date-time, not a string
             value = value.isoformat()
         if value is not None and not isinstance(value, str):
-            raise PlanError(f"must be a string (got {value!r})", f"meta.{key}")
+            raise PlanError(f"must be a string (got {shown(value)})", f"meta.{key}")
         values[key] = value
     meta = Meta(**values)
     unknown = [k for k in raw if k not in META_KEYS]
