@@ -86,6 +86,8 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     from vramplan.core.memory.peak import estimate
     from vramplan.core.time.step import step_time
 
+    _broken_presets()
+
     plan = resolve_plan(args.plan, args.model, args.gpu, args.sets, args.hf_config)
     est = estimate(plan)
     st = step_time(plan)
@@ -98,6 +100,15 @@ def cmd_estimate(args: argparse.Namespace) -> int:
             estimate_table(est, hardware_note=_detected_note(args, plan.hardware.gpu)) + "\n" + time_table(st)
         )
     return 0
+
+
+def _broken_presets() -> None:
+    """A broken user preset file is said, as ``vramplan presets`` says it: one that has a built-in's id would
+    otherwise be replaced by the built-in without a word."""
+    from vramplan.core.plan.presets import registry
+
+    for line in registry().problem_lines():
+        warnings.warn(line, PlanNotice, stacklevel=2)
 
 
 def _detected_note(args: argparse.Namespace, gpu_id: str) -> str:
@@ -117,6 +128,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     from vramplan.core.files.planio import resolve_plan
     from vramplan.core.plan.describe import plan_title
 
+    _broken_presets()
+
     plan = resolve_plan(args.plan, args.model, args.gpu, args.sets, args.hf_config)
     cl = checklist(plan)
     if args.json:
@@ -131,6 +144,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
     from vramplan.core.advice.advisor import advise
     from vramplan.core.files.planio import resolve_plan
     from vramplan.core.plan.describe import plan_title
+
+    _broken_presets()
 
     plan = resolve_plan(args.plan, args.model, args.gpu, args.sets, args.hf_config)
     advice = advise(plan, limit=args.limit, framework=args.framework)
@@ -167,8 +182,8 @@ def cmd_presets(args: argparse.Namespace) -> int:
     if args.kind in (None, "hardware"):
         parts.append(hardware_listing(reg))
     sys.stdout.write("\n".join(parts))
-    for problem in reg.problems:  # broken user presets: reported, the others still listed
-        print(f"vramplan: skipped user preset: {problem}", file=sys.stderr)
+    for line in reg.problem_lines():  # broken user presets: reported, the others still listed
+        print(f"vramplan: {line}", file=sys.stderr)
     return 0
 
 
@@ -177,6 +192,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     from vramplan.core.files.planio import load_plan_file, starting_plan
     from vramplan.core.files.safewrite import OverwriteRefused, write_atomic
     from vramplan.core.plan.keys import apply_overrides
+
+    _broken_presets()
 
     meta = None
     if args.plan:

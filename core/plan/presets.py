@@ -142,6 +142,16 @@ class Registry:
     problems: list[str] = field(default_factory=list)  # broken user files: "path: problem"
     broken: dict[str, str] = field(default_factory=dict)  # "models/<file stem>" -> its problem line
 
+    def problem_lines(self) -> list[str]:
+        """One line per broken user file; one that has a built-in preset's id says that the built-in is used."""
+        lines = []
+        for key, line in self.broken.items():
+            kind, _, stem = key.partition("/")
+            table: PresetTable[Any] = self.models if kind == "models" else self.gpus
+            shadowed = stem in table and self.origin.get(key) == "built-in"
+            lines.append(f"skipped user preset: {line}" + (f" (the built-in {stem} is used)" if shadowed else ""))
+        return lines
+
     def is_user(self, kind: str, preset_id: str) -> bool:
         return self.origin.get(f"{kind}/{preset_id}", "built-in") not in ("built-in", "detected")
 
@@ -175,21 +185,38 @@ def _model_keys(parent: list[str]) -> list[str]:
 def _validate_user(schema: type[T], path: Path, reg: Registry) -> T:
     """A user file: the schema, and for a model its ``[config]`` as a plan's ``[model]`` table (so a typo is
     reported now, with the file, not when the preset is used). ``hf_config`` is relative to the file; ``preset``
-    names a built-in preset (or a user one read before this file) that the config starts from."""
+    names a preset the config starts from: a built-in one or a user one read before this file, and for the
+    preset's own id the built-in it replaces (``llama-7b.toml`` with ``preset = "llama-7b"``: LLaMA-7B with the
+    keys the file changes). That preset's keys are merged in now, so a user preset never refers to another one
+    when it is used (no chain, no loop)."""
     item = _validate(schema, path)
     if isinstance(item, ModelPreset):
         preset: ModelPreset = item
         config = dict(preset.config)
         if isinstance(config.get("hf_config"), str):
             config["hf_config"] = str(absolute(path.parent / user_path(config["hf_config"])))
-            item = item.model_copy(update={"config": config})
         try:
-            ModelConfig.model_validate(resolve_model(config, reg, (preset.id,)))
+            if "preset" in config:
+                config = _flatten(config, reg)
+            ModelConfig.model_validate(resolve_model(config, reg))
         except (PlanError, ValidationError) as exc:
             err = pydantic_error(exc, _model_keys) if isinstance(exc, ValidationError) else exc
             key = (err.where or "").removeprefix("model.")
             raise PlanError(err.message, f"{path}: config" + (f".{key}" if key else "")) from None
+        item = item.model_copy(update={"config": config})
     return item
+
+
+def _flatten(config: dict[str, Any], reg: Registry) -> dict[str, Any]:
+    """A user preset's ``[config]`` with the keys of the preset it starts from merged under its own."""
+    name = config["preset"]
+    if not isinstance(name, str):
+        raise PlanError(f"must be a preset id (got {shown(name)})", "model.preset")
+    base = {k: v for k, v in resolve_model({"preset": name}, reg).items() if k != "preset"}
+    own = {k: v for k, v in config.items() if k != "preset"}
+    if own.get("hf_config") is not None and own["hf_config"] != base.get("hf_config"):
+        raise PlanError("give preset or hf_config, not both", "model.hf_config")
+    return {**base, **own}
 
 
 MAX_PRESET_CHAIN = 8  # a user preset may start from a preset that starts from another, this deep

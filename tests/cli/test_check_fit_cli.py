@@ -81,7 +81,7 @@ def test_check_exit_codes(tmp_plan, capsys: pytest.CaptureFixture[str]) -> None:
         (["check", "--set", "strategy.zero_stage=7"], "strategy.zero_stage"),
         (["check", "--set", 'checklist.ticked=["slow.dataloader"]'], "did you mean slow.data_loading"),
         (["fit", "--set", "training.bogus=1"], "training.bogus: unknown key"),
-        (["fit", "--limit", "x"], "invalid int value"),
+        (["fit", "--limit", "x"], "expected a whole number of at least 1"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args: list[str], expected: str) -> None:
