@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
@@ -33,7 +34,9 @@ def shown(value: object, limit: int = MAX_SHOWN) -> str:
     characters, control characters escaped. A huge integer is described, not printed (Python refuses to print
     one of more than 4,300 digits)."""
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 256:
-        return f"a {value.bit_length() * 30103 // 100000 + 1}-digit number"
+        digits = int(math.log10(abs(value))) + 1
+        digits -= 10 ** (digits - 1) > abs(value)  # log10 rounds up just below a power of ten
+        return f"a {digits}-digit number"
     iso = getattr(value, "isoformat", None)
     text = iso() if callable(iso) else repr(value)
     return clip(printable(text), limit)

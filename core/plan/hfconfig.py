@@ -22,6 +22,7 @@ from vramplan.core.plan.errors import PlanError, clip, printable, shown
 from vramplan.core.plan.families import FAMILIES
 from vramplan.core.plan.hffamilies import NEW_MAPPERS, window_keys
 from vramplan.core.plan.hfkeys import MISSING, ConfigKeys, ignored_keys
+from vramplan.core.plan.model import upper_bound
 from vramplan.core.plan.paths import user_path
 from vramplan.core.plan.readfile import path_problem, read_regular
 from vramplan.core.plan.tomlio import depth_problem
@@ -140,6 +141,10 @@ def map_config_noted(raw: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ..
         raise PlanError(f"unsupported model_type {shown(mt)}{what}; supported: {', '.join(SUPPORTED)}", "model_type")
     keys = ConfigKeys(raw, mt)
     model = {"model_type": mt, **_MAPPERS[mt](keys)}
+    for key, value in model.items():  # a size beyond the plan's bounds is named here, with the file
+        limit = upper_bound(key)
+        if limit is not None and isinstance(value, int | float) and value > limit:
+            raise PlanError(f"must be at most {limit:,} (got {shown(value)})", key)
     return model, ignored_keys(raw, keys.read)
 
 

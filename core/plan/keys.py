@@ -10,7 +10,7 @@ from typing import Any
 
 from vramplan.core.plan import presets
 from vramplan.core.plan.errors import PlanError, PlanNotice, shown
-from vramplan.core.plan.paths import absolute, user_path
+from vramplan.core.plan.paths import absolute
 from vramplan.core.plan.plan import Plan
 from vramplan.core.plan.tomlio import loads
 

@@ -91,7 +91,12 @@ class ModelConfig(BaseModel):
         data = strict_scalars(cls, data, "model")
         if isinstance(data, dict) and "num_key_value_heads" not in data and "num_attention_heads" in data:
             data = {**data, "num_key_value_heads": data["num_attention_heads"]}  # HF default: MHA
-        if isinstance(data, dict) and "tie_word_embeddings" not in data and isinstance(data.get("model_type"), str) and data["model_type"] in FAMILIES:
+        if (
+            isinstance(data, dict)
+            and "tie_word_embeddings" not in data
+            and isinstance(data.get("model_type"), str)
+            and data["model_type"] in FAMILIES
+        ):
             data = {**data, "tie_word_embeddings": FAMILIES[data["model_type"]].default_tied}
         return data
 
@@ -195,6 +200,13 @@ class ModelConfig(BaseModel):
                 )
             },
         )
+
+
+def upper_bound(key: str) -> float | None:
+    """The largest value the ``[model]`` key takes (its physical bound), or None."""
+    info = ModelConfig.model_fields.get(key)
+    limits = [getattr(m, "le", None) for m in info.metadata] if info is not None else []
+    return next((lim for lim in limits if lim is not None), None)
 
 
 def _family_default(fam: Family, key: str) -> Any:

@@ -242,11 +242,18 @@ class OverheadConfig(BaseModel):
     def _strict(cls, data: Any) -> Any:
         return strict_scalars(cls, data, "overhead")
 
-    cuda_context_mib: int = Field(default=512, ge=0, le=1024 * 1024, description="CUDA context, kernels, cuBLAS handles")
+    cuda_context_mib: int = Field(
+        default=512, ge=0, le=1024 * 1024, description="CUDA context, kernels, cuBLAS handles"
+    )
     allocator_reserve_percent: float = Field(default=5.0, ge=0, le=100, description="caching-allocator slack")
-    nccl_mib_per_group: int = Field(default=768, ge=0, le=1024 * 1024, description="NCCL buffers per process group in use")
+    nccl_mib_per_group: int = Field(
+        default=768, ge=0, le=1024 * 1024, description="NCCL buffers per process group in use"
+    )
     zero_bucket_elements: int | None = Field(
-        default=None, ge=0, le=10**13, description="DeepSpeed reduce_bucket_size; unset: hidden_size^2 (HF Trainer's 'auto')"
+        default=None,
+        ge=0,
+        le=10**13,
+        description="DeepSpeed reduce_bucket_size; unset: hidden_size^2 (HF Trainer's 'auto')",
     )
     ddp_gradient_as_bucket_view: bool = Field(default=False, description="DDP's default keeps a bucket copy")
     expandable_segments: bool = Field(

@@ -57,7 +57,10 @@ class GpuSpec(BaseModel):
     fp16_tflops: float = Field(ge=0, le=MAX_TFLOPS, description="dense FP16 tensor TFLOP/s with FP32 accumulate")
     fp32_tflops: float = Field(ge=MIN_TFLOPS, le=MAX_TFLOPS, description="FP32 (non-tensor) TFLOP/s")
     fp8_tflops: float | None = Field(
-        default=None, ge=0, le=MAX_TFLOPS, description="dense FP8 tensor TFLOP/s with FP32 accumulate; unset: no fp8 tensor cores"
+        default=None,
+        ge=0,
+        le=MAX_TFLOPS,
+        description="dense FP8 tensor TFLOP/s with FP32 accumulate; unset: no fp8 tensor cores",
     )
     tf32_tflops: float | None = Field(default=None, ge=0, le=MAX_TFLOPS)
     memory_bandwidth_gbs: float = Field(ge=1, le=MAX_GBS)
@@ -65,7 +68,9 @@ class GpuSpec(BaseModel):
     gpu_link_gbs: float = Field(ge=0.1, le=MAX_GBS, description="GPU-GPU bandwidth inside a node, GB/s per direction")
     host_link: str
     host_link_gbs: float = Field(ge=0.1, le=MAX_GBS, description="GPU-host bandwidth, GB/s per direction")
-    internode_gbs: float = Field(ge=0.01, le=MAX_GBS, description="network bandwidth per GPU between nodes, GB/s per direction")
+    internode_gbs: float = Field(
+        ge=0.01, le=MAX_GBS, description="network bandwidth per GPU between nodes, GB/s per direction"
+    )
     flash_attention: bool = Field(description="FlashAttention-2 kernels available (Ampere and newer)")
     match: tuple[str, ...] = ()
     price_per_gpu_hour: float | None = Field(default=None, ge=0, le=1e6)
