@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -21,20 +22,30 @@ ORIGINAL = b"[model]\npreset = 'llama-7b'\n"
 def test_non_regular_targets_are_never_replaced_even_with_overwrite(tmp_path: Path) -> None:
     fifo = tmp_path / "pipe.toml"
     os.mkfifo(fifo)
-    for target, kind in ((fifo, "named pipe"), (Path("/dev/null"), "device")):
-        for overwrite in (False, True):
-            with pytest.raises(WriteError, match=f"{kind}.*never replaced") as info:
-                write_atomic(target, "x", overwrite=overwrite)
-            assert not isinstance(info.value, OverwriteRefused)  # no "use --force": forcing cannot help
-    assert fifo.is_fifo() and Path("/dev/null").is_char_device()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe.toml"]
+    sock_path = tmp_path / "sock.toml"
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(sock_path))
+    try:
+        for target, kind in ((fifo, "named pipe"), (sock_path, "socket")):
+            for overwrite in (False, True):
+                with pytest.raises(WriteError, match=f"{kind}.*never replaced") as info:
+                    write_atomic(target, "x", overwrite=overwrite)
+                assert not isinstance(info.value, OverwriteRefused)  # no "use --force": forcing cannot help
+    finally:
+        sock.close()
+    assert fifo.is_fifo() and sock_path.is_socket()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe.toml", "sock.toml"]
 
 
-def test_a_link_to_a_device_is_not_written_through(tmp_path: Path) -> None:
+def test_devices_are_refused_before_anything_is_written(tmp_path: Path) -> None:
+    """``/dev/null`` (``export -o /dev/null --force`` as root replaced it): checked with `check_target`, which
+    writes nothing, so a regression here can never destroy the machine's /dev/null."""
     link = tmp_path / "out.toml"
     link.symlink_to("/dev/null")
-    with pytest.raises(WriteError, match="device"):
-        write_atomic(link, "x", overwrite=True)
+    for target in (Path("/dev/null"), link):
+        for overwrite in (False, True):
+            with pytest.raises(WriteError, match="device.*never replaced"):
+                check_target(target, overwrite)
     assert Path("/dev/null").is_char_device() and link.is_symlink()
 
 
