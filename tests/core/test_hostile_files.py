@@ -28,7 +28,7 @@ def test_non_regular_targets_are_never_replaced_even_with_overwrite(tmp_path: Pa
     try:
         for target, kind in ((fifo, "named pipe"), (sock_path, "socket")):
             for overwrite in (False, True):
-                with pytest.raises(WriteError, match=f"{kind}.*never replaced") as info:
+                with pytest.raises(WriteError, match=rf"{kind}.*never replaced") as info:
                     write_atomic(target, "x", overwrite=overwrite)
                 assert not isinstance(info.value, OverwriteRefused)  # no "use --force": forcing cannot help
     finally:
@@ -44,7 +44,7 @@ def test_devices_are_refused_before_anything_is_written(tmp_path: Path) -> None:
     link.symlink_to("/dev/null")
     for target in (Path("/dev/null"), link):
         for overwrite in (False, True):
-            with pytest.raises(WriteError, match="device.*never replaced"):
+            with pytest.raises(WriteError, match=r"device.*never replaced"):
                 check_target(target, overwrite)
     assert Path("/dev/null").is_char_device() and link.is_symlink()
 
