@@ -30,16 +30,52 @@ def clip(text: str, limit: int = MAX_SHOWN) -> str:
 
 
 def shown(value: object, limit: int = MAX_SHOWN) -> str:
-    """A user's value as an error line echoes it: its repr (a date as written in the file), cut to ``limit``
-    characters, control characters escaped. A huge integer is described, not printed (Python refuses to print
-    one of more than 4,300 digits)."""
+    """A user's value as an error line echoes it: as written in a file (``[1, "a"]``, a date as ISO 8601, never
+    ``datetime.datetime(...)``), cut to ``limit`` characters, control characters escaped. A huge integer is
+    described, not printed (Python refuses to print one of more than 4,300 digits)."""
+    if isinstance(value, str) and len(value) > limit:
+        return printable(repr(value[:limit]))[: limit - 25] + f"... ({len(value):,} characters)"
+    parts: list[str] = []
+    _render(value, parts, limit + 1, 0)
+    return clip(printable("".join(parts)), limit)
+
+
+def _render(value: object, parts: list[str], budget: int, depth: int) -> int:
+    """Append ``value``'s text to ``parts``, stopping once ``budget`` characters are written; the budget left."""
+    if budget <= 0:
+        return 0
+    if isinstance(value, list | tuple | dict) and depth < 8:
+        items = list(value.items()) if isinstance(value, dict) else list(value)
+        parts.append("{" if isinstance(value, dict) else "[")
+        budget -= 1
+        for i, item in enumerate(items):
+            if budget <= 0:
+                break
+            if i:
+                parts.append(", ")
+                budget -= 2
+            if isinstance(value, dict):
+                key, item = item
+                budget = _render(key, parts, budget, depth + 1)
+                parts.append(": ")
+                budget -= 2
+            budget = _render(item, parts, budget, depth + 1)
+        parts.append("}" if isinstance(value, dict) else "]")
+        return budget - 1
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 256:
         digits = int(math.log10(abs(value))) + 1
         digits -= 10 ** (digits - 1) > abs(value)  # log10 rounds up just below a power of ten
-        return f"a {digits}-digit number"
-    iso = getattr(value, "isoformat", None)
-    text = iso() if callable(iso) else repr(value)
-    return clip(printable(text), limit)
+        text = f"a {digits}-digit number"
+    elif isinstance(value, list | tuple | dict):
+        text = "[...]"
+    elif callable(getattr(value, "isoformat", None)):
+        text = value.isoformat()  # type: ignore[attr-defined]
+    elif isinstance(value, str) and len(value) > budget:
+        text = repr(value[:budget]) + f"... ({len(value):,} characters)"
+    else:
+        text = repr(value)
+    parts.append(text)
+    return budget - len(text)
 
 
 class PlanError(ValueError):
@@ -85,6 +121,7 @@ def pydantic_error(exc: ValidationError, known_keys: Callable[[list[str]], list[
     ctx_error = (err.get("ctx") or {}).get("error")
     if isinstance(ctx_error, PlanError):
         return PlanError(ctx_error.message, ctx_error.where or ".".join(loc) or None)
+    loc = [clip(printable(part)) for part in loc]  # an unknown key may be 20 KB long
     key = ".".join(loc)
     if err["type"] == "extra_forbidden":
         parent = loc[:-1]
