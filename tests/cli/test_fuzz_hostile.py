@@ -104,7 +104,7 @@ def test_fuzzed_plan_files(data: dict[str, Any], garbage: str | bytes | None) ->
         path.write_bytes(payload)
         for command in ("estimate", "check"):
             check_outcome(*cli(command, str(path), "--json"))
-        check_outcome(*cli("export", str(path), "-o", "-", "--format", "deepspeed"), json_out=False)
+        check_outcome(*cli("export", str(path), "-o", "-", "--format", "deepspeed"))  # DeepSpeed JSON: strict
 
 
 @FUZZ

@@ -4,6 +4,7 @@ typed into fields and a long run of digits in an integer field show an error; th
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 
 from textual.widgets import Input, Static
@@ -12,7 +13,7 @@ from tests.hostile import write_config_files, write_plan_files
 from tests.tui.conftest import text_of
 from vramplan.core.plan.plan import default_plan
 from vramplan.tui.app import VramplanApp, open_plan
-from vramplan.tui.screens.files import OpenScreen
+from vramplan.tui.screens.files import ExportScreen, OpenScreen
 
 
 def test_every_broken_plan_file_opens_the_default_plan_with_a_reason(tmp_path: Path) -> None:
@@ -113,3 +114,26 @@ async def test_a_long_run_of_digits_and_a_letter_does_not_hang_an_integer_field(
             assert field.value == "1" * 30 + "a"
             assert text_of(app, "#notice").startswith(f"✘ {key}: "), key
         assert app.planner.plan == default_plan() and app.is_running
+
+
+async def test_export_never_offers_to_replace_a_fifo_or_a_dangling_link(tmp_path: Path) -> None:
+    """The export dialog's "Replace (y)" replaced a FIFO (or /dev/null) with a file: such targets are an error
+    before any confirmation."""
+    fifo = tmp_path / "pipe.toml"
+    os.mkfifo(fifo)
+    dangling = tmp_path / "link.toml"
+    dangling.symlink_to(tmp_path / "nowhere.toml")
+    app = VramplanApp(plan=default_plan())
+    async with app.run_test() as pilot:
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        dialog = app.screen
+        assert isinstance(dialog, ExportScreen)
+        for target, expected in ((fifo, "named pipe"), (dangling, "dangling")):
+            dialog.query_one("#export-path", Input).value = str(target)
+            await pilot.press("enter")
+            await pilot.pause()
+            assert app.screen is dialog and not dialog.confirming  # no "Replace it?" to say y to
+            assert expected in str(dialog.query_one("#export-error", Static).visual)
+        assert fifo.is_fifo() and dangling.is_symlink()
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["link.toml", "pipe.toml"]
