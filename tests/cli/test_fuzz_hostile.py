@@ -34,6 +34,10 @@ FUZZ = settings(
 KEYS = [k.key for k in settable_keys()]
 INTERNALS = ("Traceback", "set_int_max_str_digits", "datetime.datetime", "instance of", "\x1b")
 
+# the keys of an exported file's [meta] and [estimate] (read back, never trusted)
+RESERVED_KEYS = ("format_version", "vramplan_version", "created", "title", "total_bytes", "gpu_capacity_bytes")
+RESERVED_KEYS += ("per_gpu_bytes", "fits", "peak_phase")
+
 # values as a hostile file or command line gives them: odd numbers, types where others are expected, control
 # characters, deep and wide structures
 odd_ints = st.one_of(
@@ -81,7 +85,8 @@ def plan_tables(draw: st.DrawFn) -> dict[str, Any]:
         table, _, name = key.partition(".")
         data.setdefault(table, {})[name] = draw(values)
     if draw(st.booleans()):
-        data.setdefault(draw(st.sampled_from([*TABLES, "meta", "estimate", "zzz"])), {})[draw(odd_text)] = draw(values)
+        table = draw(st.sampled_from([*TABLES, "meta", "estimate", "zzz"]))
+        data.setdefault(table, {})[draw(st.one_of(odd_text, st.sampled_from(RESERVED_KEYS)))] = draw(values)
     return data
 
 

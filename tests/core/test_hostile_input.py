@@ -81,6 +81,33 @@ def test_what_each_plan_file_error_says(tmp_path: Path, name: str, expected: str
         load_plan_file(path)
 
 
+@pytest.mark.parametrize(
+    "tables",
+    [
+        f"[estimate]\ntotal_bytes = {BIG_INT}\n",
+        f"[estimate]\ngpu_capacity_bytes = {BIG_INT}\n",
+        f"[estimate]\nper_gpu_bytes = {{parameters = {BIG_INT}}}\n",
+        f'[meta]\nvramplan_version = "{HUGE_INT}"\n',
+    ],
+)
+def test_odd_export_tables_are_read_back_without_crashing(tmp_path: Path, tables: str) -> None:
+    """``[estimate]`` is never input: figures beyond float range are only "different" (they overflowed the
+    division into GiB); a 5000-digit version is no newer version (int() refused it)."""
+    path = tmp_path / "plan.toml"
+    path.write_text(f'[model]\npreset = "llama-7b"\n{tables}')
+    pf = load_plan_file(path)
+    assert pf.plan == default_plan()
+    assert all(len(line) < 300 for line in pf.notices)
+
+
+def test_a_huge_format_version_is_one_short_line(tmp_path: Path) -> None:
+    path = tmp_path / "plan.toml"
+    path.write_text(f'[meta]\nformat_version = {"9" * 4000}\n[model]\npreset = "llama-7b"\n')
+    with pytest.raises(PlanError, match=r"meta\.format_version: must be a whole number from 1 to 1,000,000") as info:
+        load_plan_file(path)
+    assert len(info.value.line()) < 300
+
+
 def test_devices_are_not_read(tmp_path: Path) -> None:
     with deadline(), pytest.raises(PlanError, match="is a device, not a file"):
         load_plan_file("/dev/zero")
