@@ -137,3 +137,22 @@ async def test_export_never_offers_to_replace_a_fifo_or_a_dangling_link(tmp_path
             assert expected in str(dialog.query_one("#export-error", Static).visual)
         assert fifo.is_fifo() and dangling.is_symlink()
         assert sorted(p.name for p in tmp_path.iterdir()) == ["link.toml", "pipe.toml"]
+
+
+async def test_the_app_starts_beside_a_fifo_and_a_broken_user_gpu(tmp_path: Path, monkeypatch) -> None:
+    """A FIFO in the presets directory hung every command and the app; a broken user file with a built-in GPU's
+    id is said to be replaced by the built-in."""
+    from vramplan.core.plan import presets
+
+    (tmp_path / "models").mkdir()
+    os.mkfifo(tmp_path / "models" / "pipe.toml")
+    (tmp_path / "hardware").mkdir()
+    (tmp_path / "hardware" / "a100-80gb.toml").write_text("name = 'mine'\nmemory_mib = 'lots'\n")
+    monkeypatch.setenv("VRAMPLAN_CONFIG_DIR", str(tmp_path))
+    presets.reload()
+    app = VramplanApp(plan=default_plan())
+    async with app.run_test() as pilot:
+        await pilot.pause()
+        notice = text_of(app, "#notice")
+        assert "pipe.toml: is a named pipe" in notice
+        assert "a100-80gb.toml" in notice and "(the built-in a100-80gb is used)" in notice
