@@ -113,10 +113,14 @@ def test_fuzzed_plan_files(data: dict[str, Any], garbage: str | bytes | None) ->
 
 
 @FUZZ
-@given(sets=st.lists(st.tuples(st.sampled_from([*KEYS, "model.zzz", "nope"]), values), min_size=1, max_size=3))
-def test_fuzzed_set_values(sets: list[tuple[str, Any]]) -> None:
+@given(
+    sets=st.lists(st.tuples(st.sampled_from([*KEYS, "model.zzz", "nope"]), values), min_size=1, max_size=3),
+    model=st.sampled_from(sorted(presets.registry().models)),
+    gpu=st.sampled_from(sorted(presets.registry().gpus)),
+)
+def test_fuzzed_set_values(sets: list[tuple[str, Any]], model: str, gpu: str) -> None:
     args = [arg for key, value in sets for arg in ("--set", f"{key}={toml_literal(value)}")]
-    check_outcome(*cli("estimate", *args, "--json"))
+    check_outcome(*cli("estimate", "--model", model, "--gpu", gpu, *args, "--json"))
 
 
 def toml_literal(value: Any) -> str:
