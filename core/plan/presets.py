@@ -168,9 +168,10 @@ class Registry:
 
 
 def _first_error(exc: ValidationError) -> str:
-    err = exc.errors()[0]
-    loc = ".".join(str(p) for p in err["loc"])
-    return f"{loc}: {err['msg']}" if loc else err["msg"]
+    """The first problem of a preset file, as plan errors say it (``memory_mib: must be a whole number (got
+    'lots')``): no pydantic wording, the value cut short."""
+    err = pydantic_error(exc, lambda parent: [])
+    return f"{err.where}: {err.message}" if err.where else err.message
 
 
 def _validate(schema: type[T], path: Path) -> T:
