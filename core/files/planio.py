@@ -38,7 +38,7 @@ def load_plan_file(path: str | Path) -> PlanFile:
     raw = read_toml(path)
     model = raw.get("model")
     missing = ""
-    if isinstance(model, dict) and isinstance(model.get("hf_config"), str):
+    if isinstance(model, dict) and isinstance(model.get("hf_config"), str) and model["hf_config"].strip():
         model["hf_config"] = str(absolute(Path(path).parent / user_path(model["hf_config"])))
         if not Path(model["hf_config"]).exists():
             missing = model["hf_config"]

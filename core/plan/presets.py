@@ -199,7 +199,7 @@ def _validate_user(schema: type[T], path: Path, reg: Registry) -> T:
     if isinstance(item, ModelPreset):
         preset: ModelPreset = item
         config = dict(preset.config)
-        if isinstance(config.get("hf_config"), str):
+        if isinstance(config.get("hf_config"), str) and config["hf_config"].strip():
             config["hf_config"] = str(absolute(path.parent / user_path(config["hf_config"])))
         try:
             if "preset" in config:
@@ -246,6 +246,8 @@ def resolve_model(data: dict[str, Any], reg: Registry | None = None, seen: tuple
             base = resolve_model(base, reg, (*seen, name))
         data = {**base, **data}
     if isinstance(data.get("hf_config"), str):
+        if not data["hf_config"].strip():
+            raise PlanError("must not be empty (give a config.json or a checkpoint directory)", "model.hf_config")
         path = str(user_path(data["hf_config"]).absolute())  # relative: to the working directory
         if not Path(path).exists() and states_every_key(data):
             # a plan exported elsewhere: its model keys decide, hf_config is where they came from (provenance)

@@ -169,6 +169,7 @@ def test_read_hf_config_names_a_looping_path(tmp_path: Path) -> None:
         ("strategy.zero_stage", False, "must be a number, not false"),
         ("strategy.compile", 1, "must be true or false"),
         ("model.model_type", [], "must be a string"),
+        ("model.hf_config", " ", "must not be empty"),
     ],
 )
 def test_values_out_of_physical_range_or_type_are_refused(key: str, value: object, expected: str) -> None:
@@ -275,3 +276,10 @@ def test_an_endless_nvidia_smi_is_cut_short(tmp_path: Path, monkeypatch: pytest.
     monkeypatch.setattr(detect, "TIMEOUT_S", 60.0)  # the bound on bytes stops it, long before any timeout
     with deadline(10):
         assert detect.query() is None
+
+
+def test_an_empty_hf_config_in_a_plan_file_is_not_its_directory(tmp_path: Path) -> None:
+    path = tmp_path / "plan.toml"
+    path.write_text('[model]\nhf_config = ""\n')
+    with pytest.raises(PlanError, match="model.hf_config: must not be empty"):
+        load_plan_file(path)
