@@ -281,5 +281,5 @@ def test_an_endless_nvidia_smi_is_cut_short(tmp_path: Path, monkeypatch: pytest.
 def test_an_empty_hf_config_in_a_plan_file_is_not_its_directory(tmp_path: Path) -> None:
     path = tmp_path / "plan.toml"
     path.write_text('[model]\nhf_config = ""\n')
-    with pytest.raises(PlanError, match="model.hf_config: must not be empty"):
+    with pytest.raises(PlanError, match=r"model\.hf_config: must not be empty"):
         load_plan_file(path)
