@@ -158,13 +158,13 @@ def write_atomic(path: str | Path, data: bytes | str, *, overwrite: bool = False
             except Interrupted as exc:
                 _discard(tmp)
                 _restore(previous)
-                _redeliver(exc.signum, previous)
+                _redeliver(exc.signum)
                 raise WriteError("interrupted; nothing written", str(path)) from None
             except BaseException:  # KeyboardInterrupt mid-write: no half-written file either
                 _discard(tmp)
                 raise
     except Interrupted as exc:  # the signal came between the write and leaving the handlers' scope
-        _redeliver(exc.signum, {})
+        _redeliver(exc.signum)
         raise WriteError("interrupted", str(path)) from None
     _fsync_dir(directory)
     return target
@@ -182,9 +182,20 @@ def _write_and_place(tmp: Path, target: Path, payload: bytes, overwrite: bool) -
     finally:
         os.close(fd)
     if overwrite:
+        _refuse_non_regular(target)  # a FIFO or a device put there since `check_target`: still refused
         os.replace(tmp, target)
     else:
         _link_no_clobber(tmp, target)
+
+
+def _refuse_non_regular(target: Path) -> None:
+    try:
+        mode = os.lstat(target).st_mode
+    except FileNotFoundError:
+        return
+    problem = None if stat.S_ISLNK(mode) else kind_problem(mode)
+    if problem:
+        raise WriteError(f"{problem}: never replaced", str(target))
 
 
 class Interrupted(BaseException):
@@ -227,7 +238,7 @@ def _restore(previous: dict[int, Any]) -> None:
     previous.clear()
 
 
-def _redeliver(signum: int, previous: dict[int, Any]) -> None:
+def _redeliver(signum: int) -> None:
     """Pass on a signal caught during a write (handlers already restored): the default action ends the process
     as it would have; a handler of the program's own is called."""
     handler = signal.getsignal(signum)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from vramplan.core.files import safewrite
 from vramplan.core.files.safewrite import OverwriteRefused, WriteError, check_target, write_atomic
 
 ORIGINAL = b"[model]\npreset = 'llama-7b'\n"
@@ -147,3 +148,19 @@ def test_sigterm_or_sighup_during_the_write_leaves_no_temporary_file(tmp_path: P
     assert proc.returncode == -signum  # the signal still ends the process, as it would have
     assert [p.name for p in tmp_path.iterdir()] == ["plan.toml"]
     assert target.read_bytes() == ORIGINAL
+
+
+def test_a_fifo_made_during_the_write_is_not_replaced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check before writing and the final rename are separate steps: the rename checks again."""
+    target = tmp_path / "plan.toml"
+    real_fsync = os.fsync
+
+    def fsync_then_fifo(fd: int) -> None:
+        real_fsync(fd)
+        if not target.exists():
+            os.mkfifo(target)  # another program puts a FIFO there while ours is being written
+
+    monkeypatch.setattr(safewrite.os, "fsync", fsync_then_fifo)
+    with pytest.raises(WriteError, match="named pipe"):
+        write_atomic(target, "ours", overwrite=True)
+    assert target.is_fifo() and [p.name for p in tmp_path.iterdir()] == ["plan.toml"]
