@@ -53,6 +53,7 @@ class DetectedGpus:
 MAX_GPUS = 4096  # lines of output read (a node has 8-16 GPUs)
 MAX_OUTPUT_BYTES = 256 * 1024  # what is read from nvidia-smi at most; more means it is not the CSV asked for
 MAX_NAME = 96  # characters of a GPU name kept
+MAX_MEMORY_MIB = 2**24  # 16 TiB: the GPU presets' bound (a larger figure is not a GPU's memory)
 _ANSI = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)?|[@-Z\\-_])")
 
 
@@ -64,7 +65,7 @@ def clean_name(name: str) -> str:
 
 def parse(output: str) -> list[tuple[str, int]]:
     """(name, memory MiB) per GPU line; an empty list if any line does not parse. The memory is ASCII digits
-    only (``str.isdigit`` also takes superscripts, which ``int`` refuses) and at most 9 of them."""
+    only (``str.isdigit`` also takes superscripts, which ``int`` refuses), at most `MAX_MEMORY_MIB`."""
     gpus = []
     lines = output.strip().splitlines()
     if len(lines) > MAX_GPUS:
@@ -72,7 +73,7 @@ def parse(output: str) -> list[tuple[str, int]]:
     for line in lines:
         name, sep, mem = line.rpartition(",")
         name, mem = clean_name(name), mem.strip()
-        if not sep or not name or not re.fullmatch(r"[0-9]{1,9}", mem) or int(mem) <= 0:
+        if not sep or not name or not re.fullmatch(r"[0-9]{1,9}", mem) or not 0 < int(mem) <= MAX_MEMORY_MIB:
             return []
         gpus.append((name, int(mem)))
     return gpus

@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 
 from tests.hostile import strict_json
 from vramplan.cli.commands import run
-from vramplan.core.plan import presets
+from vramplan.core.files.planio import starting_plan
+from vramplan.core.plan import detect, presets
 from vramplan.core.plan.detect import parse
 from vramplan.core.plan.keyref import settable_keys
 from vramplan.core.plan.plan import TABLES
@@ -216,16 +217,36 @@ def test_fuzzed_user_presets(
             presets.reload()
 
 
-@settings(max_examples=2 * EXAMPLES, deadline=None)
+@settings(max_examples=2 * EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
-    st.lists(
-        st.tuples(st.text(max_size=30), st.one_of(st.integers(-5, 10**6).map(str), st.text(max_size=8))),
+    lines=st.lists(
+        st.tuples(
+            st.one_of(st.text(max_size=30), st.sampled_from(["NVIDIA H100 80GB HBM3", "Tesla T4", "\x1b[2J GPU"])),
+            st.one_of(
+                st.integers(-5, 10**6).map(str),
+                st.sampled_from(["999999999", str(2**24), str(2**24 + 1), "8155\u00b9", "1" * 5000]),
+                st.text(max_size=8),
+            ),
+        ),
         max_size=5,
     ),
-    st.text(max_size=60),
+    tail=st.text(max_size=60),
 )
-def test_fuzzed_nvidia_smi_output(lines: list[tuple[str, str]], tail: str) -> None:
+def test_fuzzed_nvidia_smi_output(lines: list[tuple[str, str]], tail: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What nvidia-smi prints, parsed and then taken as the starting plan's hardware."""
     output = "".join(f"{name}, {mem}\n" for name, mem in lines) + tail
     for name, mem in parse(output):
         assert name and "\x1b" not in name and name.isprintable() and len(name) < 120
-        assert 0 < mem < 10**9
+        assert 0 < mem <= 2**24
+    with monkeypatch.context() as m:
+        m.setattr(detect, "query", lambda: output)
+        m.setenv("VRAMPLAN_DETECT", "1")
+        presets.reload()  # forgets the detected GPUs too
+        try:
+            det = detect.detected_gpus()
+            plan = starting_plan()
+            if det is not None:
+                assert plan.hardware.gpu == det.gpu_id and "\x1b" not in det.label
+        finally:
+            m.undo()
+            presets.reload()

@@ -259,6 +259,7 @@ def test_nvidia_smi_lines_with_odd_digits_or_escapes() -> None:
     assert parse("NVIDIA H100 80GB HBM3, 8155\u00b9\n") == []  # a superscript: isdigit() but not int()
     assert parse("NVIDIA H100 80GB HBM3, \u0661\u0662\n") == []  # Arabic-Indic digits
     assert parse(f"NVIDIA H100, {HUGE_INT}\n") == []
+    assert parse("Foo GPU, 999999999\n") == []  # beyond any GPU preset's memory bound: was a ValidationError
     assert parse("NVIDIA H100 80GB HBM3, 81559\n" * 5000) == []  # no node has 5000 GPUs
     ((name, mem),) = parse("\x1b[31mEVIL\x1b]0;title\x07 GPU\x1b[0m, 1000\n")
     assert (name, mem) == ("EVIL GPU", 1000)
