@@ -284,3 +284,23 @@ def test_an_empty_hf_config_in_a_plan_file_is_not_its_directory(tmp_path: Path) 
     path.write_text('[model]\nhf_config = ""\n')
     with pytest.raises(PlanError, match=r"model\.hf_config: must not be empty"):
         load_plan_file(path)
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("memory_bandwidth_gbs", 1e-300),
+        ("gpu_link_gbs", 1e-300),
+        ("host_link_gbs", 0.0),
+        ("internode_gbs", float("inf")),
+        ("fp32_tflops", 5e-324),
+        ("bf16_tflops", 1e-9),
+        ("memory_mib", 10**30),
+        ("bf16", 1),
+    ],
+)
+def test_a_user_gpu_with_absurd_figures_is_refused(key: str, value: object) -> None:
+    """A near-zero bandwidth or throughput made every step time infinite (``NaN``/``Infinity`` in --json)."""
+    good = presets.gpu("a100-80gb").model_dump()
+    with pytest.raises(ValueError, match=key):
+        presets.GpuSpec.model_validate({**good, "id": "mine", key: value})
