@@ -6,7 +6,9 @@ Every user error is one line on stderr and exit code 2 (`PlanError`, argparse us
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import sys
 import warnings
 from collections.abc import Callable, Sequence
@@ -14,7 +16,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from vramplan.cli.importing import add_from_arg, resolve, with_import
-from vramplan.core.plan.errors import PlanError, PlanNotice
+from vramplan.core.plan.errors import PlanError, PlanNotice, shown
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -30,19 +32,39 @@ class OneLineParser(argparse.ArgumentParser):
         raise CliError(f"{self.prog}: {message} (see {self.prog} --help)")
 
 
+def _positive(text: str) -> int:
+    """``--limit N``: a whole number of at least 1 (argparse turns the ValueError into a usage line)."""
+    try:
+        value = int(text.strip()) if len(text) < 20 else -1
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {shown(text)}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {shown(text)}")
+    return value
+
+
+def _named(text: str) -> str:
+    """``--model``, ``--gpu``, ``--hf-config``: never empty (an empty value is a mistake, not "unset")."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text
+
+
 def _plan_args(p: argparse.ArgumentParser, required: bool = False) -> None:
     if required:
         p.add_argument("plan", metavar="PLAN.toml", help="plan file")
     else:
         p.add_argument("plan", nargs="?", metavar="PLAN.toml", help="plan file (default: the built-in default plan)")
-    p.add_argument("--model", metavar="ID", help="model preset id (vramplan presets models)")
+    p.add_argument("--model", type=_named, metavar="ID", help="model preset id (vramplan presets models)")
     p.add_argument(
         "--hf-config",
+        type=_named,
         metavar="PATH",
         help="the model of a local Hugging Face config.json, or of a checkpoint directory holding one",
     )
     p.add_argument(
         "--gpu",
+        type=_named,
         metavar="ID",
         help="hardware preset id (vramplan presets hardware), or its nvidia-smi name; h100: the SXM part",
     )
@@ -65,6 +87,8 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     from vramplan.core.memory.peak import estimate
     from vramplan.core.time.step import step_time
 
+    _broken_presets()
+
     plan = resolve(args)
     est = estimate(plan)
     st = step_time(plan)
@@ -77,6 +101,15 @@ def cmd_estimate(args: argparse.Namespace) -> int:
             estimate_table(est, hardware_note=_detected_note(args, plan.hardware.gpu)) + "\n" + time_table(st)
         )
     return 0
+
+
+def _broken_presets() -> None:
+    """A broken user preset file is said, as ``vramplan presets`` says it: one that has a built-in's id would
+    otherwise be replaced by the built-in without a word."""
+    from vramplan.core.plan.presets import registry
+
+    for line in registry().problem_lines():
+        warnings.warn(line, PlanNotice, stacklevel=2)
 
 
 def _detected_note(args: argparse.Namespace, gpu_id: str) -> str:
@@ -95,6 +128,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     from vramplan.core.advice.checklist import checklist
     from vramplan.core.plan.describe import plan_title
 
+    _broken_presets()
+
     plan = resolve(args)
     cl = checklist(plan, framework=args.framework)
     if args.json:
@@ -108,6 +143,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
     from vramplan.cli.report import advice_text
     from vramplan.core.advice.advisor import advise
     from vramplan.core.plan.describe import plan_title
+
+    _broken_presets()
 
     plan = resolve(args)
     advice = advise(plan, limit=args.limit, framework=args.framework)
@@ -144,8 +181,8 @@ def cmd_presets(args: argparse.Namespace) -> int:
     if args.kind in (None, "hardware"):
         parts.append(hardware_listing(reg))
     sys.stdout.write("\n".join(parts))
-    for problem in reg.problems:  # broken user presets: reported, the others still listed
-        print(f"vramplan: skipped user preset: {problem}", file=sys.stderr)
+    for line in reg.problem_lines():  # broken user presets: reported, the others still listed
+        print(f"vramplan: {line}", file=sys.stderr)
     return 0
 
 
@@ -155,6 +192,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     from vramplan.core.files.planio import load_plan_file, starting_plan
     from vramplan.core.files.safewrite import OverwriteRefused, write_atomic
     from vramplan.core.plan.keys import apply_overrides
+
+    _broken_presets()
 
     meta = None
     if args.plan:
@@ -172,6 +211,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     fmt = args.format or (output_format(out) if out and out != "-" else "toml")
     title = args.title if args.title is not None else (meta.title if meta else None)
     note = args.note if args.note is not None else (meta.note if meta else None)
+    if out is not None and not out.strip():
+        raise PlanError("empty path; give a file name, or - for stdout", "-o")
     path = out or default_file_name(plan, fmt)
     plan_dir = None if out == "-" else Path(path).absolute().parent  # hf_config is written relative to it
     rendered = render(fmt, plan, title=title or None, note=note or None, plan_dir=plan_dir)
@@ -232,7 +273,7 @@ def build_parser() -> OneLineParser:
     p = sub.add_parser("fit", help="the smallest sets of changes that make a plan fit, fastest first")
     _plan_args(p)
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
-    p.add_argument("--limit", type=int, default=10, metavar="N", help="at most N suggestions (default 10)")
+    p.add_argument("--limit", type=_positive, default=10, metavar="N", help="at most N suggestions (default 10)")
     p.add_argument(
         "--framework",
         choices=("all", "hf-deepspeed", "fsdp", "megatron"),
@@ -273,6 +314,14 @@ def _print_notices(caught: list[warnings.WarningMessage]) -> None:
             warnings.showwarning(w.message, w.category, w.filename, w.lineno)
 
 
+def _silence_stdout() -> None:
+    """After a broken pipe: stdout goes to /dev/null, so the flush at exit raises nothing ("Exception ignored")."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
 def run(argv: Sequence[str]) -> int:
     """Run a headless command; user errors become one line on stderr and exit code 2."""
     try:
@@ -296,7 +345,8 @@ def run(argv: Sequence[str]) -> int:
     except PlanError as exc:
         print(f"vramplan: {exc.line()}", file=sys.stderr)
         return 2
-    except BrokenPipeError:  # pragma: no cover - e.g. `vramplan presets | head`
+    except BrokenPipeError:  # e.g. `vramplan presets | head -1`: the reader has what it wanted
+        _silence_stdout()
         return 0
     except OSError as exc:
         print(f"vramplan: {exc.filename or ''}{': ' if exc.filename else ''}{exc.strerror or exc}", file=sys.stderr)

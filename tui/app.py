@@ -58,7 +58,7 @@ class VramplanApp(App[int]):
             self._detection_pending = not done
             if det is not None and self.start_plan.hardware.gpu == det.gpu_id:
                 notices.append(detection.detected_notice(det))
-        notices[:0] = [f"✘ skipped user preset: {problem}" for problem in presets.registry().problems]
+        notices[:0] = [f"✘ {line}" for line in presets.registry().problem_lines()]  # broken user presets
         self._notice = "\n".join(notices)
         self._meta = meta
         self._quit_asked = False

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    closed = _closed_streams()
     from vramplan.cli.commands import COMMANDS, run
 
+    if "output" in closed:  # `vramplan estimate >&-`: nothing can be shown; say so where possible
+        print("vramplan: standard output is closed: nothing can be written", file=sys.stderr)
+        return 2
     if args and (args[0] in COMMANDS or args[0] in ("-h", "--help", "--version")):
         if args[0] == "--version":
             from vramplan import __version__
@@ -18,6 +23,23 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         return run(args)
     return run_app(args)
+
+
+def _closed_streams() -> list[str]:
+    """Which of stdout/stderr were closed when vramplan started (Python sets them to None). Their file
+    descriptors are then taken by /dev/null, so no file vramplan opens later gets descriptor 1 or 2 (where a
+    stray print would land in it); a closed stderr is /dev/null from then on."""
+    closed = []
+    for name, fd in (("output", 1), ("error", 2)):
+        if getattr(sys, "std" + ("out" if fd == 1 else "err")) is None:
+            closed.append(name)
+            try:
+                os.fstat(fd)
+            except OSError:
+                os.open(os.devnull, os.O_RDWR)  # the lowest free descriptor: this one
+    if sys.stderr is None:
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - for the rest of the process
+    return closed
 
 
 def run_app(args: list[str]) -> int:

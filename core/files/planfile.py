@@ -26,7 +26,7 @@ import tomli_w
 
 from vramplan import __version__
 from vramplan.core.memory.result import Estimate
-from vramplan.core.plan.errors import PlanError
+from vramplan.core.plan.errors import PlanError, shown
 from vramplan.core.plan.plan import Plan
 from vramplan.core.plan.units import GiB
 
@@ -50,7 +50,7 @@ def version_tuple(text: str) -> tuple[int, ...]:
     """``"0.3.0"`` -> ``(0, 3, 0)``; pre-release suffixes are ignored (``"1.0rc1"`` -> ``(1, 0)``)."""
     parts = []
     for piece in text.split("."):
-        m = re.match(r"\d+", piece.strip())
+        m = re.match(r"\d{1,9}", piece.strip())  # a 5000-digit "version" is no version (and int() refuses it)
         if not m:
             break
         parts.append(int(m.group()))
@@ -90,11 +90,11 @@ def parse_meta(raw: Any) -> Meta:
     if not isinstance(raw, dict):
         raise PlanError("must be a table ([meta])", "meta")
     fv = raw.get("format_version", FORMAT_VERSION)
-    if isinstance(fv, bool) or not isinstance(fv, int) or fv < 1:
-        raise PlanError(f"must be a positive integer (got {fv!r})", "meta.format_version")
+    if isinstance(fv, bool) or not isinstance(fv, int) or not 1 <= fv <= 1_000_000:
+        raise PlanError(f"must be a whole number from 1 to 1,000,000 (got {shown(fv)})", "meta.format_version")
     written_by = raw.get("vramplan_version")
     if written_by is not None and not isinstance(written_by, str):
-        raise PlanError(f"must be a string (got {written_by!r})", "meta.vramplan_version")
+        raise PlanError(f"must be a string (got {shown(written_by)})", "meta.vramplan_version")
     if fv > FORMAT_VERSION:
         by = f"vramplan {written_by}" if written_by else "a newer vramplan"
         raise PlanError(
@@ -108,7 +108,7 @@ def parse_meta(raw: Any) -> Meta:
         if key == "created" and isinstance(value, _dt.datetime | _dt.date):  # a TOML date-time, not a string
             value = value.isoformat()
         if value is not None and not isinstance(value, str):
-            raise PlanError(f"must be a string (got {value!r})", f"meta.{key}")
+            raise PlanError(f"must be a string (got {shown(value)})", f"meta.{key}")
         values[key] = value
     meta = Meta(**values)
     unknown = [k for k in raw if k not in META_KEYS]
@@ -181,28 +181,35 @@ def checklist_summary(items: tuple[Mapping[str, Any], ...]) -> dict[str, Any]:
     return {**counts, "failing": failing, "warning": warning}
 
 
+def _bytes(value: Any) -> int | None:
+    """A stored byte count, if it is one (a whole number a GPU could hold; a 400-digit one would overflow the
+    division into GiB)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**64 else None
+
+
 def estimate_changes(stored: Mapping[str, Any], est: Estimate) -> str | None:
-    """What differs between a file's stored ``[estimate]`` and the recomputed one, in words; None if nothing."""
+    """What differs between a file's stored ``[estimate]`` and the recomputed one, in words; None if nothing.
+    ``[estimate]`` is never input: a value that is not what vramplan writes is only "different"."""
     fresh = estimate_table(est)
     if all(stored.get(k) == fresh[k] for k in COMPARED_KEYS):
         return None
-    old_total = stored.get("total_bytes")
+    old_total = _bytes(stored.get("total_bytes"))
     parts = []
-    if isinstance(old_total, int) and old_total != est.total:
+    if old_total is not None and old_total != est.total:
         parts.append(f"peak {old_total / GiB:.2f} -> {est.total / GiB:.2f} GiB per GPU")
     if stored.get("fits") != est.fits and isinstance(stored.get("fits"), bool):
         parts.append("now fits" if est.fits else "no longer fits")
     if stored.get("peak_phase") != est.peak_phase and isinstance(stored.get("peak_phase"), str):
         parts.append(f"peak phase {stored['peak_phase']} -> {est.peak_phase}")
-    old_cap = stored.get("gpu_capacity_bytes")
-    if isinstance(old_cap, int) and old_cap != est.gpu_capacity:
+    old_cap = _bytes(stored.get("gpu_capacity_bytes"))
+    if old_cap is not None and old_cap != est.gpu_capacity:
         parts.append(f"GPU memory {old_cap / GiB:.1f} -> {est.gpu_capacity / GiB:.1f} GiB")
     if not parts:
         old = stored.get("per_gpu_bytes")
         old = old if isinstance(old, dict) else {}
         for kind, new in fresh["per_gpu_bytes"].items():
             if old.get(kind) != new:
-                before = f"{old[kind] / GiB:.2f}" if isinstance(old.get(kind), int) else "none"
+                before = f"{old[kind] / GiB:.2f}" if _bytes(old.get(kind)) is not None else "none"
                 parts.append(f"{kind} {before} -> {new / GiB:.2f} GiB")
                 break
     return "; ".join(parts) or "stored figures unreadable"

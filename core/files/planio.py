@@ -16,7 +16,7 @@ from vramplan.core.memory.peak import estimate
 from vramplan.core.plan.detect import DetectedGpus, detected_gpus
 from vramplan.core.plan.errors import PlanError, PlanNotice
 from vramplan.core.plan.keys import apply_overrides
-from vramplan.core.plan.paths import user_path
+from vramplan.core.plan.paths import absolute, user_path
 from vramplan.core.plan.plan import Plan, default_only, default_plan, over_default_plan, plan_from_dict
 from vramplan.core.plan.tomlio import read_toml
 
@@ -38,8 +38,8 @@ def load_plan_file(path: str | Path) -> PlanFile:
     raw = read_toml(path)
     model = raw.get("model")
     missing = ""
-    if isinstance(model, dict) and isinstance(model.get("hf_config"), str):
-        model["hf_config"] = str((Path(path).parent / user_path(model["hf_config"])).resolve())
+    if isinstance(model, dict) and isinstance(model.get("hf_config"), str) and model["hf_config"].strip():
+        model["hf_config"] = str(absolute(Path(path).parent / user_path(model["hf_config"])))
         if not Path(model["hf_config"]).exists():
             missing = model["hf_config"]
     pf = plan_file_from_data(raw, str(path))

@@ -16,10 +16,15 @@ import contextlib
 import errno
 import os
 import secrets
+import signal
 import stat
+import threading
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from vramplan.core.plan.errors import PlanError
+from vramplan.core.plan.readfile import kind_problem, path_problem
 
 _REASONS = {
     errno.ENOSPC: "no space left on device",
@@ -52,23 +57,62 @@ def _error(exc: OSError, path: Path) -> WriteError:
 def check_target(path: str | Path, overwrite: bool = False) -> Path:
     """The path a write would go to (a symlink's target), or a `WriteError` saying why not; writes nothing.
 
+    Refused even with ``overwrite``: an empty path, a path ending in ``/`` (a directory), an existing target that
+    is not a regular file (``/dev/null``, a FIFO, a socket, a device: replacing it would destroy it), a dangling
+    symlink (writing would create a file wherever it points), a symlink in a world-writable sticky directory
+    such as ``/tmp`` (anyone may have planted it) and a symlink to a file owned by another user. An ordinary
+    symlink to the user's own file is written through (the link stays, its target gets the new content).
     Lets a dialog validate the path before asking for confirmation.
     """
-    if "\0" in str(path):  # the OS layer would raise ValueError
-        raise WriteError("a path cannot contain a NUL character", repr(str(path)))
+    text = str(path)
+    if "\0" in text:  # the OS layer would raise ValueError
+        raise WriteError("a path cannot contain a NUL character", repr(text))
+    if not text.strip():
+        raise WriteError("empty path; give a file name", "output")
     p = Path(path)
-    if p.is_symlink():  # write through the link: the link stays, its target gets the new content
-        p = Path(os.path.realpath(p))
+    if text.endswith(("/", os.sep)):
+        what = "is a directory" if p.is_dir() else "ends with / (a directory), and that directory does not exist"
+        raise WriteError(f"{what}; give a file name", text)
+    if p.is_symlink():
+        p = _link_target(p)
     if p.is_dir():
-        raise WriteError("is a directory; give a file name", str(path))
+        raise WriteError("is a directory; give a file name", text)
     parent = p.parent
     if not parent.exists():
-        raise WriteError(f"directory does not exist: {parent}", str(path))
+        raise WriteError(f"directory does not exist: {parent}", text)
     if not parent.is_dir():
-        raise WriteError(f"not a directory: {parent}", str(path))
-    if p.exists() and not overwrite:
-        raise OverwriteRefused("already exists, not overwritten", str(path))
+        raise WriteError(f"not a directory: {parent}", text)
+    try:
+        st = os.stat(p)
+    except OSError:
+        return p
+    problem = kind_problem(st.st_mode)
+    if problem:
+        raise WriteError(f"{problem}: never replaced", text)
+    if not overwrite:
+        raise OverwriteRefused("already exists, not overwritten", text)
     return p
+
+
+def _link_target(link: Path) -> Path:
+    """Where writing through ``link`` would go, if that is safe; `WriteError` otherwise."""
+    where = str(link)
+    try:
+        dir_st = os.stat(link.parent)
+    except OSError as exc:
+        raise _error(exc, link) from None
+    if dir_st.st_mode & stat.S_ISVTX and dir_st.st_mode & stat.S_IWOTH:
+        raise WriteError(
+            "is a symbolic link in a shared directory (world-writable, sticky): not written through", where
+        )
+    problem = path_problem(link)
+    if problem:
+        raise WriteError(f"{problem}: not written through", where)
+    target = Path(os.path.realpath(link))
+    owner = os.stat(target).st_uid
+    if hasattr(os, "geteuid") and owner != os.geteuid():
+        raise WriteError(f"is a symbolic link to a file of another user ({target}): not written through", where)
+    return target
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -95,38 +139,113 @@ def write_atomic(path: str | Path, data: bytes | str, *, overwrite: bool = False
     """Write ``data`` to ``path`` all at once or not at all; return the path written.
 
     Raises `OverwriteRefused` if the path exists and ``overwrite`` is false, `WriteError` for anything else
-    (directory missing, permission denied, disk full, path is a directory). After any error the path holds what
-    it held before and no temporary file is left behind.
+    (directory missing, permission denied, disk full, path is a directory or not a regular file). After any error,
+    an interrupt (SIGINT) or SIGTERM/SIGHUP the path holds what it held before and no temporary file is left
+    behind (the signal then takes its usual course).
     """
     target = check_target(path, overwrite)
     payload = data.encode("utf-8") if isinstance(data, str) else data
     directory = target.parent
-    tmp = directory / f".{target.name}.{secrets.token_hex(4)}.tmp"
+    # short: a target name of up to 255 bytes (the file system's limit) still has a legal temporary name
+    tmp = directory / f".vramplan-{secrets.token_hex(4)}.tmp"
     try:
-        # O_EXCL: never reuse a file someone else made; 0o666 & ~umask, like any new file.
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
-    except OSError as exc:
-        raise _error(exc, Path(path)) from None
-    try:
-        try:
-            if target.exists():  # replacing: keep the old file's permissions
-                os.chmod(tmp, stat.S_IMODE(target.stat().st_mode))
-            _write_all(fd, payload)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        if overwrite:
-            os.replace(tmp, target)
-        else:
-            _link_no_clobber(tmp, target)
-        _fsync_dir(directory)
-    except OSError as exc:
-        _discard(tmp)
-        raise _error(exc, Path(path)) from None
-    except BaseException:  # KeyboardInterrupt mid-write: no half-written file either
-        _discard(tmp)
-        raise
+        with _signals_interrupt() as previous:
+            try:
+                _write_and_place(tmp, target, payload, overwrite)
+            except OSError as exc:
+                _discard(tmp)
+                raise _error(exc, Path(path)) from None
+            except Interrupted as exc:
+                _discard(tmp)
+                _restore(previous)
+                _redeliver(exc.signum)
+                raise WriteError("interrupted; nothing written", str(path)) from None
+            except BaseException:  # KeyboardInterrupt mid-write: no half-written file either
+                _discard(tmp)
+                raise
+    except Interrupted as exc:  # the signal came between the write and leaving the handlers' scope
+        _redeliver(exc.signum)
+        raise WriteError("interrupted", str(path)) from None
+    _fsync_dir(directory)
     return target
+
+
+def _write_and_place(tmp: Path, target: Path, payload: bytes, overwrite: bool) -> None:
+    """The temporary file written and synced (O_EXCL: never reuse a file someone else made; 0o666 & ~umask,
+    like any new file), then moved into place."""
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+    try:
+        if target.exists():  # replacing: keep the old file's permissions
+            os.chmod(tmp, stat.S_IMODE(target.stat().st_mode))
+        _write_all(fd, payload)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if overwrite:
+        _refuse_non_regular(target)  # a FIFO or a device put there since `check_target`: still refused
+        os.replace(tmp, target)
+    else:
+        _link_no_clobber(tmp, target)
+
+
+def _refuse_non_regular(target: Path) -> None:
+    try:
+        mode = os.lstat(target).st_mode
+    except FileNotFoundError:
+        return
+    problem = None if stat.S_ISLNK(mode) else kind_problem(mode)
+    if problem:
+        raise WriteError(f"{problem}: never replaced", str(target))
+
+
+class Interrupted(BaseException):
+    """SIGTERM or SIGHUP (as an SSH disconnect sends) arrived during a write: raised there so the temporary file
+    is removed, then the signal goes to what handled it before."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise Interrupted(signum)
+
+
+@contextlib.contextmanager
+def _signals_interrupt() -> Iterator[dict[int, Any]]:
+    """While a write is under way, SIGTERM and SIGHUP raise `Interrupted`; the previous handlers come back
+    after. Only the main thread can set handlers (elsewhere nothing changes); an ignored signal stays ignored."""
+    previous: dict[int, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        for name in ("SIGTERM", "SIGHUP"):
+            signum = getattr(signal, name, None)
+            if signum is None:  # pragma: no cover - Windows has no SIGHUP
+                continue
+            old = signal.getsignal(signum)
+            if old is signal.SIG_IGN or old is None:
+                continue
+            previous[signum] = old
+            signal.signal(signum, _interrupt)
+    try:
+        yield previous
+    finally:
+        _restore(previous)
+
+
+def _restore(previous: dict[int, Any]) -> None:
+    for signum, old in list(previous.items()):
+        signal.signal(signum, old)
+    previous.clear()
+
+
+def _redeliver(signum: int) -> None:
+    """Pass on a signal caught during a write (handlers already restored): the default action ends the process
+    as it would have; a handler of the program's own is called."""
+    handler = signal.getsignal(signum)
+    if callable(handler):
+        handler(signum, None)
+    elif handler == signal.SIG_DFL:
+        os.kill(os.getpid(), signum)
 
 
 def _link_no_clobber(tmp: Path, target: Path) -> None:

@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import os
 import re
+import select
 import shutil
 import subprocess
+import time
 from collections import Counter
 from dataclasses import dataclass
 
 from vramplan.core.plan import presets
+from vramplan.core.plan.errors import clip, printable
 from vramplan.core.plan.memo import memoised
 from vramplan.core.plan.presets import GpuSpec
 
@@ -47,13 +50,30 @@ class DetectedGpus:
         return text
 
 
+MAX_GPUS = 4096  # lines of output read (a node has 8-16 GPUs)
+MAX_OUTPUT_BYTES = 256 * 1024  # what is read from nvidia-smi at most; more means it is not the CSV asked for
+MAX_NAME = 96  # characters of a GPU name kept
+MAX_MEMORY_MIB = 2**24  # 16 TiB: the GPU presets' bound (a larger figure is not a GPU's memory)
+_ANSI = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)?|[@-Z\\-_])")
+
+
+def clean_name(name: str) -> str:
+    """A GPU name as vramplan shows it: terminal escape sequences removed, other control characters escaped,
+    cut to `MAX_NAME` characters (a name reaches the terminal and the plan's labels)."""
+    return clip(printable(_ANSI.sub("", name)).strip(), MAX_NAME)
+
+
 def parse(output: str) -> list[tuple[str, int]]:
-    """(name, memory MiB) per GPU line; an empty list if any line does not parse."""
+    """(name, memory MiB) per GPU line; an empty list if any line does not parse. The memory is ASCII digits
+    only (``str.isdigit`` also takes superscripts, which ``int`` refuses), at most `MAX_MEMORY_MIB`."""
     gpus = []
-    for line in output.strip().splitlines():
+    lines = output.strip().splitlines()
+    if len(lines) > MAX_GPUS:
+        return []
+    for line in lines:
         name, sep, mem = line.rpartition(",")
-        name, mem = name.strip(), mem.strip()
-        if not sep or not name or not mem.isdigit() or int(mem) <= 0:
+        name, mem = clean_name(name), mem.strip()
+        if not sep or not name or not re.fullmatch(r"[0-9]{1,9}", mem) or not 0 < int(mem) <= MAX_MEMORY_MIB:
             return []
         gpus.append((name, int(mem)))
     return gpus
@@ -108,15 +128,59 @@ def custom_spec(name: str, memory_mib: int) -> GpuSpec:
 
 
 def query() -> str | None:
-    """nvidia-smi's CSV output, or None (not installed, failed, timed out)."""
+    """nvidia-smi's CSV output, or None (not installed, failed, timed out, printed more than `MAX_OUTPUT_BYTES`
+    or something that is not text). At most `MAX_OUTPUT_BYTES` are read: one that prints without end is stopped
+    there, not read into memory for the whole timeout."""
     exe = shutil.which("nvidia-smi")
     if exe is None:
         return None
     try:
-        r = subprocess.run([exe, *QUERY], capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
-    except (OSError, subprocess.SubprocessError, ValueError):
+        proc = subprocess.Popen(
+            [exe, *QUERY], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+        )
+    except (OSError, ValueError, subprocess.SubprocessError):
         return None
-    return r.stdout if r.returncode == 0 else None
+    try:
+        out = _read_bounded(proc, TIMEOUT_S)
+        code = proc.wait(timeout=max(0.05, TIMEOUT_S / 4)) if out is not None else None
+    except (subprocess.TimeoutExpired, OSError, ValueError):  # ValueError: select() on a Windows pipe
+        out, code = None, None
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+    if out is None or code != 0:
+        return None
+    try:
+        return out.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _read_bounded(proc: subprocess.Popen[bytes], timeout: float) -> bytes | None:
+    """What the process prints until it closes its output, or None past ``timeout`` seconds or
+    `MAX_OUTPUT_BYTES` bytes (then it is killed by the caller)."""
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    deadline = time.monotonic() + timeout
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None
+        ready, _, _ = select.select([fd], [], [], left)
+        if not ready:
+            return None
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            return b"".join(chunks)
+        size += len(chunk)
+        if size > MAX_OUTPUT_BYTES:
+            return None
+        chunks.append(chunk)
 
 
 @memoised(None, group="presets")

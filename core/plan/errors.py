@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
@@ -10,16 +11,84 @@ if TYPE_CHECKING:  # pydantic is imported by the modules that validate, not by e
     from pydantic import ValidationError
 
 
+MAX_SHOWN = 80  # characters of a user's value echoed in an error line
+MAX_MESSAGE = 600  # an error line's message is cut here (a safety net: values are cut to MAX_SHOWN first)
+MAX_WHERE = 300  # the file and key an error names
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters (terminal escape sequences, newlines, C1 codes) written as escapes
+    (``\\x1b``), so a name read from a file or a program never reaches the terminal raw."""
+    return "".join(ch if ch.isprintable() or ch == " " else ascii(ch)[1:-1] for ch in text)
+
+
+def clip(text: str, limit: int = MAX_SHOWN) -> str:
+    """``text`` cut to about ``limit`` characters, saying how much was left out."""
+    if len(text) <= limit:
+        return text
+    return f"{text[: limit - 20]}... ({len(text):,} characters)"
+
+
+def shown(value: object, limit: int = MAX_SHOWN) -> str:
+    """A user's value as an error line echoes it: as written in a file (``[1, "a"]``, a date as ISO 8601, never
+    ``datetime.datetime(...)``), cut to ``limit`` characters, control characters escaped. A huge integer is
+    described, not printed (Python refuses to print one of more than 4,300 digits)."""
+    if isinstance(value, str) and len(value) > limit:
+        return printable(repr(value[:limit]))[: limit - 25] + f"... ({len(value):,} characters)"
+    parts: list[str] = []
+    _render(value, parts, limit + 1, 0)
+    return clip(printable("".join(parts)), limit)
+
+
+def _render(value: object, parts: list[str], budget: int, depth: int) -> int:
+    """Append ``value``'s text to ``parts``, stopping once ``budget`` characters are written; the budget left."""
+    if budget <= 0:
+        return 0
+    if isinstance(value, list | tuple | dict) and depth < 8:
+        items = list(value.items()) if isinstance(value, dict) else list(value)
+        parts.append("{" if isinstance(value, dict) else "[")
+        budget -= 1
+        for i, item in enumerate(items):
+            if budget <= 0:
+                break
+            if i:
+                parts.append(", ")
+                budget -= 2
+            if isinstance(value, dict):
+                key, item = item
+                budget = _render(key, parts, budget, depth + 1)
+                parts.append(": ")
+                budget -= 2
+            budget = _render(item, parts, budget, depth + 1)
+        parts.append("}" if isinstance(value, dict) else "]")
+        return budget - 1
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 256:
+        digits = int(math.log10(abs(value))) + 1
+        digits -= 10 ** (digits - 1) > abs(value)  # log10 rounds up just below a power of ten
+        text = f"a {digits}-digit number"
+    elif isinstance(value, list | tuple | dict):
+        text = "[...]"
+    elif callable(getattr(value, "isoformat", None)):
+        text = value.isoformat()  # type: ignore[attr-defined]
+    elif isinstance(value, str) and len(value) > budget:
+        text = repr(value[:budget]) + f"... ({len(value):,} characters)"
+    else:
+        text = repr(value)
+    parts.append(text)
+    return budget - len(text)
+
+
 class PlanError(ValueError):
     """A problem with user input: a plan file, a key, a value, a preset id.
 
     `where` names the file and/or the dotted key (``plan.toml: training.seq_len``); `message` says what is wrong
-    and, where we can, what would be right.
+    and, where we can, what would be right. Both are made safe to print: control characters escaped, cut to a
+    few hundred characters (values echoed in a message are cut to `MAX_SHOWN` by `shown`).
     """
 
     def __init__(self, message: str, where: str | None = None) -> None:
-        self.message = message
-        self.where = where
+        self.message = clip(printable(message), MAX_MESSAGE)
+        self.where = clip(printable(where), MAX_WHERE) if where is not None else None
         super().__init__(self.line())
 
     def line(self) -> str:
@@ -52,6 +121,7 @@ def pydantic_error(exc: ValidationError, known_keys: Callable[[list[str]], list[
     ctx_error = (err.get("ctx") or {}).get("error")
     if isinstance(ctx_error, PlanError):
         return PlanError(ctx_error.message, ctx_error.where or ".".join(loc) or None)
+    loc = [clip(printable(part)) for part in loc]  # an unknown key may be 20 KB long
     key = ".".join(loc)
     if err["type"] == "extra_forbidden":
         parent = loc[:-1]
@@ -60,11 +130,30 @@ def pydantic_error(exc: ValidationError, known_keys: Callable[[list[str]], list[
         what = "table" if not parent else "key"
         known_list = f" (known: {', '.join(known)})" if known else ""
         return PlanError(f"unknown {what}{hint or ''}" + ("" if hint else known_list), key)
-    msg = err["msg"]
+    msg = _PLAIN.get(err["type"], err["msg"]).replace("Input should be", "must be")
     if msg.startswith("Value error, "):
         msg = msg[len("Value error, ") :]
     if err["type"] == "missing":
         msg = "missing (no preset gives it)" if loc and loc[0] == "model" else "missing"
     if "input" in err and err["type"] not in ("missing",) and not isinstance(err["input"], dict):
-        msg = f"{msg} (got {err['input']!r})"
+        msg = f"{msg} (got {shown(err['input'])})"
     return PlanError(msg, key or None)
+
+
+# pydantic's wording where it names Python or pydantic internals ("instance of HardwareConfig")
+_PLAIN = {
+    "model_type": "must be a table",
+    "model_attributes_type": "must be a table",
+    "dict_type": "must be a table",
+    "finite_number": "must be a finite number (not inf or nan)",
+    "int_type": "must be a whole number",
+    "int_parsing": "must be a whole number",
+    "int_from_float": "must be a whole number",
+    "float_type": "must be a number",
+    "float_parsing": "must be a number",
+    "bool_type": "must be true or false",
+    "bool_parsing": "must be true or false",
+    "string_type": "must be a string",
+    "tuple_type": "must be a list",
+    "list_type": "must be a list",
+}

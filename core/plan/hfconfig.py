@@ -18,11 +18,14 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from vramplan.core.plan.errors import PlanError
+from vramplan.core.plan.errors import PlanError, clip, printable, shown
 from vramplan.core.plan.families import FAMILIES
 from vramplan.core.plan.hffamilies import NEW_MAPPERS, window_keys
 from vramplan.core.plan.hfkeys import MISSING, ConfigKeys, ignored_keys
+from vramplan.core.plan.model import upper_bound
 from vramplan.core.plan.paths import user_path
+from vramplan.core.plan.readfile import path_problem, read_regular
+from vramplan.core.plan.tomlio import depth_problem
 
 SUPPORTED: tuple[str, ...] = tuple(FAMILIES)
 # keys whose presence (with a value > 0) marks a mixture-of-experts model
@@ -48,15 +51,22 @@ class HFModel:
 
 
 def config_path(path: str | Path) -> Path:
-    """The config.json a path names: the file itself, or ``config.json`` inside a checkpoint directory."""
+    """The config.json a path names: the file itself, or ``config.json`` inside a checkpoint directory. A
+    symlink loop or a dangling link (the path, or a directory's config.json) is said so."""
     p = user_path(path)
     if p.is_dir():
         inner = p / "config.json"
-        if not inner.is_file():
-            raise PlanError("no config.json in this directory", str(p))
-        return inner
-    if not p.exists():
+        if inner.is_symlink() or inner.exists():
+            problem = path_problem(inner)
+            if problem:
+                raise PlanError(problem, str(inner))
+            return inner
+        raise PlanError("no config.json in this directory", str(p))
+    problem = path_problem(p)
+    if problem == "no such file":
         raise PlanError("no such file or directory (give a config.json or a checkpoint directory)", str(p))
+    if problem:
+        raise PlanError(problem, str(p))
     return p
 
 
@@ -65,23 +75,19 @@ def read_hf_config(path: str | Path) -> HFModel:
     p = config_path(path)
     try:
         st = p.stat()
-    except OSError as exc:
-        raise PlanError(f"cannot read: {exc.strerror or exc}", str(p)) from None
-    return _read(str(p.resolve()), st.st_size, st.st_mtime_ns)
+        resolved = str(p.resolve())
+    except (OSError, RuntimeError) as exc:  # RuntimeError: pathlib's symlink loop on Python < 3.13
+        raise PlanError(f"cannot read: {getattr(exc, 'strerror', None) or exc}", str(p)) from None
+    return _read(resolved, st.st_size, st.st_mtime_ns)
 
 
 @lru_cache(maxsize=64)
 def _read(path: str, size: int, mtime_ns: int) -> HFModel:
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PlanError(f"cannot read: {getattr(exc, 'strerror', None) or exc}", path) from None
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise PlanError(f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})", path) from None
-    if not isinstance(raw, dict):
-        raise PlanError("not a config.json: expected a JSON object", path)
+        text = read_regular(path).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise PlanError(f"not UTF-8 text (byte {exc.start})", path) from None
+    raw = parse_json(text, path)
     try:
         model, ignored = map_config_noted(raw)
     except PlanError as exc:
@@ -89,7 +95,32 @@ def _read(path: str, size: int, mtime_ns: int) -> HFModel:
     name = raw.get("_name_or_path")
     if not isinstance(name, str) or not name.strip():
         name = os.path.basename(os.path.dirname(path)) or path
+    name = clip(printable(name), 120)  # shown in titles: never an escape sequence to the terminal
     return HFModel(Path(path), name, model["model_type"], model, ignored)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def parse_json(text: str, where: str) -> dict[str, Any]:
+    """A config.json's object; `PlanError` for invalid JSON, ``NaN``/``Infinity`` (not JSON), integers of more than
+    4,300 digits, and nesting deep enough to exhaust the stack."""
+    try:
+        raw = json.loads(text, parse_constant=_no_constant)
+    except json.JSONDecodeError as exc:
+        raise PlanError(f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})", where) from None
+    except RecursionError:
+        raise PlanError("not readable: objects or arrays nested too deeply", where) from None
+    except ValueError as exc:  # NaN / Infinity, or int("9" * 5000)
+        what = "a number with more than 4,300 digits" if "digits" in str(exc) else str(exc)
+        raise PlanError(f"not valid JSON: {what}", where) from None
+    if not isinstance(raw, dict):
+        raise PlanError("not a config.json: expected a JSON object", where)
+    problem = depth_problem(raw)
+    if problem:
+        raise PlanError(problem, where)
+    return raw
 
 
 def map_config(raw: dict[str, Any]) -> dict[str, Any]:
@@ -100,14 +131,20 @@ def map_config(raw: dict[str, Any]) -> dict[str, Any]:
 def map_config_noted(raw: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
     """The plan's [model] keys and the config's keys ignored (neither read nor known to be harmless)."""
     mt = raw.get("model_type")
+    if mt is not None and not isinstance(mt, str):
+        raise PlanError(f"must be a string (got {shown(mt)})", "model_type")
     if mt is None:
         raise PlanError(f'no "model_type" key; supported: {", ".join(SUPPORTED)}')
     if mt not in _MAPPERS:
         moe = [(k, raw[k]) for k in MOE_KEYS if _positive(raw.get(k))]
         what = f" (a mixture-of-experts config: {moe[0][0]} = {moe[0][1]})" if moe else ""
-        raise PlanError(f"unsupported model_type {mt!r}{what}; supported: {', '.join(SUPPORTED)}", "model_type")
+        raise PlanError(f"unsupported model_type {shown(mt)}{what}; supported: {', '.join(SUPPORTED)}", "model_type")
     keys = ConfigKeys(raw, mt)
     model = {"model_type": mt, **_MAPPERS[mt](keys)}
+    for key, value in model.items():  # a size beyond the plan's bounds is named here, with the file
+        limit = upper_bound(key)
+        if limit is not None and isinstance(value, int | float) and value > limit:
+            raise PlanError(f"must be at most {limit:,} (got {shown(value)})", key)
     return model, ignored_keys(raw, keys.read)
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from vramplan.core.plan.errors import PlanError
+from vramplan.core.plan.errors import PlanError, shown
 from vramplan.core.plan.hfkeys import ConfigKeys
 
 
@@ -32,7 +32,7 @@ def window_keys(k: ConfigKeys, n_layers: int, default: int | None, every: int) -
     if w is None or w == 0:
         return {}
     if not isinstance(w, int) or isinstance(w, bool) or w < 1:
-        raise PlanError(f"must be a positive integer or null (got {w!r})", "sliding_window")
+        raise PlanError(f"must be a positive integer or null (got {shown(w)})", "sliding_window")
     types = k.raw.get("layer_types")
     if isinstance(types, list) and types:
         n = sum(1 for t in types[:n_layers] if t == "sliding_attention")
@@ -59,7 +59,7 @@ def _dense_layers(k: ConfigKeys, n_layers: int) -> int:
     only = k.raw.get("mlp_only_layers") or []
     k.read.add("mlp_only_layers")
     if not isinstance(only, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in only):
-        raise PlanError(f"must be a list of layer indices (got {only!r})", "mlp_only_layers")
+        raise PlanError(f"must be a list of layer indices (got {shown(only)})", "mlp_only_layers")
     return sum(1 for i in range(n_layers) if i in only or (i + 1) % step)
 
 
@@ -153,7 +153,7 @@ def _nonneg(k: ConfigKeys, name: str, default: int) -> int:
     v = k.raw.get(name, default)
     v = default if v is None and name != "q_lora_rank" else (v or 0)
     if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-        raise PlanError(f"must be a non-negative integer (got {v!r})", name)
+        raise PlanError(f"must be a non-negative integer (got {shown(v)})", name)
     return v
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from vramplan.core.plan.arch import ACTIVATIONS
-from vramplan.core.plan.errors import PlanError
+from vramplan.core.plan.errors import PlanError, shown
 
 MISSING = object()
 
@@ -122,25 +122,25 @@ class ConfigKeys:
         if v is None:
             return None
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-            raise PlanError(f"must be a positive integer (got {v!r})", key)
+            raise PlanError(f"must be a positive integer (got {shown(v)})", key)
         return v
 
     def flag(self, *names: str, default: Any = MISSING) -> bool:
         key, v = self._get(names, default)
         if not isinstance(v, bool):
-            raise PlanError(f"must be true or false (got {v!r})", key)
+            raise PlanError(f"must be true or false (got {shown(v)})", key)
         return v
 
     def fraction(self, *names: str, default: Any = MISSING) -> float:
         key, v = self._get(names, default)
         if not isinstance(v, (int, float)) or isinstance(v, bool) or not 0 < v <= 1:
-            raise PlanError(f"must be a number in (0, 1] (got {v!r})", key)
+            raise PlanError(f"must be a number in (0, 1] (got {shown(v)})", key)
         return float(v)
 
     def act(self, *names: str, default: str) -> str:
         key, v = self._get(names, default)
-        if v not in ACTIVATIONS:
-            raise PlanError(f"activation {v!r} is not modelled; supported: {', '.join(ACTIVATIONS)}", key)
+        if not isinstance(v, str) or v not in ACTIVATIONS:
+            raise PlanError(f"activation {shown(v)} is not modelled; supported: {', '.join(ACTIVATIONS)}", key)
         return str(v)
 
     def rotary(self, *names: str, default: float) -> float:

@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from vramplan.core.plan import presets
-from vramplan.core.plan.errors import PlanError, PlanNotice
-from vramplan.core.plan.paths import user_path
+from vramplan.core.plan.errors import PlanError, PlanNotice, shown
+from vramplan.core.plan.paths import absolute
 from vramplan.core.plan.plan import Plan
 from vramplan.core.plan.tomlio import loads
 
@@ -27,7 +27,7 @@ def parse_set(item: str) -> tuple[str, Any]:
     key, sep, value = item.partition("=")
     key = key.strip()
     if not sep or not key:
-        raise PlanError(f"expected table.key=value, got {item!r}", "--set")
+        raise PlanError(f"expected table.key=value, got {shown(item)}", "--set")
     if key.count(".") != 1:
         raise PlanError("keys are table.key, e.g. strategy.zero_stage", f"--set {key}")
     return key, parse_value(value.strip())
@@ -66,7 +66,7 @@ def apply_overrides(
     if model:
         changes["model.preset"] = model
     if hf_config:
-        changes["model.hf_config"] = str(user_path(hf_config).resolve())
+        changes["model.hf_config"] = str(absolute(hf_config))
     if gpu:
         gpu_id, note = presets.resolve_gpu_id(gpu)
         if note:

@@ -11,13 +11,14 @@ from __future__ import annotations
 from functools import cached_property
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from vramplan.core.plan.arch import ACTIVATIONS, OPTION_KEYS, Arch, build_arch
-from vramplan.core.plan.errors import PlanError
+from vramplan.core.plan.errors import PlanError, shown
 from vramplan.core.plan.families import FAMILIES, Family
+from vramplan.core.plan.values import strict_scalars
 
-_FROZEN = ConfigDict(frozen=True, extra="forbid")
+_FROZEN = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 MOE_PLAN_KEYS: tuple[str, ...] = (
     "num_experts",
     "num_experts_per_tok",
@@ -45,14 +46,14 @@ class ModelConfig(BaseModel):
     preset: str | None = None
     hf_config: str | None = None
     model_type: str
-    vocab_size: PositiveInt
-    hidden_size: PositiveInt
-    intermediate_size: PositiveInt
-    num_hidden_layers: PositiveInt
-    num_attention_heads: PositiveInt
-    num_key_value_heads: PositiveInt
+    vocab_size: int = Field(ge=1, le=10**8)
+    hidden_size: int = Field(ge=1, le=2**20)
+    intermediate_size: int = Field(ge=1, le=2**24)
+    num_hidden_layers: int = Field(ge=1, le=100_000)
+    num_attention_heads: int = Field(ge=1, le=2**16)
+    num_key_value_heads: int = Field(ge=1, le=2**16)
     tie_word_embeddings: bool
-    head_dim: PositiveInt | None = None
+    head_dim: int | None = Field(default=None, ge=1, le=2**16)
     # structure beyond the sizes (None: the family's default; see core.plan.arch.FAMILIES)
     attention_bias: bool | None = None
     mlp_bias: bool | None = None
@@ -60,36 +61,42 @@ class ModelConfig(BaseModel):
     num_ln_in_parallel_attn: int | None = Field(default=None, ge=1, le=2, description="Falcon: 1 or 2 LayerNorms")
     hidden_act: str | None = None
     partial_rotary_factor: float | None = Field(default=None, gt=0, le=1, description="GPT-NeoX rotary_pct")
-    max_position_embeddings: PositiveInt | None = Field(default=None, description="GPT-2 n_positions")
+    max_position_embeddings: int | None = Field(default=None, ge=1, le=10**9, description="GPT-2 n_positions")
     alibi: bool | None = None
     new_decoder_architecture: bool | None = None
     # mixture of experts (core.plan.moe): routed experts per MoE layer, top-k, one expert's width, the shared
     # experts' summed width, and how many layers are dense (DeepSeek first_k_dense_replace, Qwen mlp_only_layers)
-    num_experts: PositiveInt | None = None
-    num_experts_per_tok: PositiveInt | None = None
-    moe_intermediate_size: PositiveInt | None = None
-    shared_expert_intermediate_size: int | None = Field(default=None, ge=0)
-    dense_layers: int | None = Field(default=None, ge=0)
+    num_experts: int | None = Field(default=None, ge=1, le=2**16)
+    num_experts_per_tok: int | None = Field(default=None, ge=1, le=2**16)
+    moe_intermediate_size: int | None = Field(default=None, ge=1, le=2**24)
+    shared_expert_intermediate_size: int | None = Field(default=None, ge=0, le=2**24)
+    dense_layers: int | None = Field(default=None, ge=0, le=100_000)
     # DeepSeek multi-head latent attention and multi-token prediction; Phi's q/k LayerNorm
-    q_lora_rank: int | None = Field(default=None, ge=0)
-    kv_lora_rank: PositiveInt | None = None
-    qk_nope_head_dim: PositiveInt | None = None
-    qk_rope_head_dim: PositiveInt | None = None
-    v_head_dim: PositiveInt | None = None
-    mtp_layers: int | None = Field(default=None, ge=0)
+    q_lora_rank: int | None = Field(default=None, ge=0, le=2**20)
+    kv_lora_rank: int | None = Field(default=None, ge=1, le=2**20)
+    qk_nope_head_dim: int | None = Field(default=None, ge=1, le=2**16)
+    qk_rope_head_dim: int | None = Field(default=None, ge=1, le=2**16)
+    v_head_dim: int | None = Field(default=None, ge=1, le=2**16)
+    mtp_layers: int | None = Field(default=None, ge=0, le=1000)
     qk_layernorm: bool | None = None
     # sliding-window attention (Mistral, Gemma 2/3, gpt-oss): the window and how many layers use it
-    sliding_window: PositiveInt | None = None
-    sliding_layers: int | None = Field(default=None, ge=0)
+    sliding_window: int | None = Field(default=None, ge=1, le=10**9)
+    sliding_layers: int | None = Field(default=None, ge=0, le=100_000)
 
     @model_validator(mode="before")
     @classmethod
     def _family_defaults(cls, data: Any) -> Any:
         """Keys transformers defaults: multi-head attention, and the family's tying of embedding and lm_head.
         (A preset's or config.json's keys are merged in before: `vramplan.core.plan.presets.resolve_model`.)"""
+        data = strict_scalars(cls, data, "model")
         if isinstance(data, dict) and "num_key_value_heads" not in data and "num_attention_heads" in data:
             data = {**data, "num_key_value_heads": data["num_attention_heads"]}  # HF default: MHA
-        if isinstance(data, dict) and "tie_word_embeddings" not in data and data.get("model_type") in FAMILIES:
+        if (
+            isinstance(data, dict)
+            and "tie_word_embeddings" not in data
+            and isinstance(data.get("model_type"), str)
+            and data["model_type"] in FAMILIES
+        ):
             data = {**data, "tie_word_embeddings": FAMILIES[data["model_type"]].default_tied}
         return data
 
@@ -97,14 +104,14 @@ class ModelConfig(BaseModel):
     @classmethod
     def _known_family(cls, v: str) -> str:
         if v not in FAMILIES:
-            raise ValueError(f"unsupported model_type {v!r}; supported: {', '.join(FAMILIES)}")
+            raise ValueError(f"unsupported model_type {shown(v)}; supported: {', '.join(FAMILIES)}")
         return v
 
     @field_validator("hidden_act")
     @classmethod
     def _known_act(cls, v: str | None) -> str | None:
         if v is not None and v not in ACTIVATIONS:
-            raise ValueError(f"activation {v!r} is not modelled; supported: {', '.join(ACTIVATIONS)}")
+            raise ValueError(f"activation {shown(v)} is not modelled; supported: {', '.join(ACTIVATIONS)}")
         return v
 
     @model_validator(mode="after")
@@ -193,6 +200,13 @@ class ModelConfig(BaseModel):
                 )
             },
         )
+
+
+def upper_bound(key: str) -> float | None:
+    """The largest value the ``[model]`` key takes (its physical bound), or None."""
+    info = ModelConfig.model_fields.get(key)
+    limits = [getattr(m, "le", None) for m in info.metadata] if info is not None else []
+    return next((lim for lim in limits if lim is not None), None)
 
 
 def _family_default(fam: Family, key: str) -> Any:

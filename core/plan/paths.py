@@ -17,3 +17,13 @@ def user_path(path: str | os.PathLike[str]) -> Path:
     if "\0" in text:
         raise PlanError("a path cannot contain a NUL character", repr(text))
     return Path(os.path.expanduser(text))
+
+
+def absolute(path: str | os.PathLike[str]) -> Path:
+    """``path`` made absolute: symlinks resolved where they lead somewhere, else (a dangling link, a symlink loop,
+    which `Path.resolve` raises RuntimeError for on Python < 3.13) the path as written, so the error names it."""
+    p = user_path(path)
+    try:
+        return p.resolve(strict=True)
+    except (OSError, RuntimeError):
+        return Path(os.path.abspath(p))

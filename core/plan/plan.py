@@ -8,17 +8,17 @@ troubleshooting checklist's by-hand items the user has ticked). Every change goe
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from vramplan.core.plan import presets
 from vramplan.core.plan.arch import ALL_ROLES
 from vramplan.core.plan.combinations import check_combinations
-from vramplan.core.plan.errors import PlanError, pydantic_error, suggest
+from vramplan.core.plan.errors import PlanError, pydantic_error, shown, suggest
 from vramplan.core.plan.model import ModelConfig
 from vramplan.core.plan.units import parse_number
-from vramplan.core.plan.values import caseless_choices, count_value
+from vramplan.core.plan.values import caseless_choices, count_value, strict_scalars
 
 Precision = Literal["fp32", "bf16-autocast", "fp16-autocast", "bf16-master", "fp16-master", "bf16-pure", "bf16-fsdp"]
 Optimizer = Literal[
@@ -38,7 +38,10 @@ TABLES = ("model", "hardware", "training", "strategy", "overhead", "checklist")
 # The checklist items vramplan cannot judge (core/checklist.py): the user ticks them when checked.
 MANUAL_CHECKS: tuple[str, ...] = ("oom.other_processes", "nan.learning_rate", "nan.data", "slow.data_loading")
 
-_FROZEN = ConfigDict(frozen=True, extra="forbid")
+MIN_MFU = 0.001  # 0.1% of the dense peak: below it step times are nonsense (and 5e-324 makes them NaN)
+MAX_PRICE_PER_GPU_HOUR = 1e6
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 class HardwareConfig(BaseModel):
@@ -47,7 +50,14 @@ class HardwareConfig(BaseModel):
     gpu: str = "a100-80gb"
     gpus_per_node: int = Field(default=8, ge=1, le=1024)
     nodes: int = Field(default=1, ge=1, le=100_000)
-    price_per_gpu_hour: float | None = Field(default=None, ge=0, description="overrides the preset's price")
+    price_per_gpu_hour: float | None = Field(
+        default=None, ge=0, le=MAX_PRICE_PER_GPU_HOUR, description="overrides the preset's price"
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _strict(cls, data: Any) -> Any:
+        return strict_scalars(cls, data, "hardware")
 
     @field_validator("gpus_per_node", "nodes", mode="before")
     @classmethod
@@ -67,6 +77,7 @@ class HardwareConfig(BaseModel):
 
 class TrainingConfig(BaseModel):
     model_config = _FROZEN
+    TABLE: ClassVar[str] = "training"
 
     micro_batch_size: int = Field(default=1, ge=1, le=1_000_000)
     seq_len: int = Field(default=2048, ge=1, le=100_000_000)
@@ -101,13 +112,13 @@ class TrainingConfig(BaseModel):
     quant_compute_dtype: Literal["bf16", "fp16", "fp32"] | None = Field(
         default=None, description="bnb_4bit_compute_dtype; unset: the precision's 16-bit type"
     )
-    learning_rate: float | None = Field(default=None, gt=0)
-    grad_clip: float | None = Field(default=None, ge=0)
+    learning_rate: float | None = Field(default=None, gt=0, le=100)
+    grad_clip: float | None = Field(default=None, ge=0, le=1e9)
     loss_scaling: Literal["dynamic", "static", "none"] = "dynamic"
-    tokens: int | None = Field(default=None, ge=1, description="token budget for time-to-train")
+    tokens: int | None = Field(default=None, ge=1, le=10**18, description="token budget for time-to-train")
     mfu: float | None = Field(
         default=None,
-        gt=0,
+        ge=MIN_MFU,
         le=1,
         description="fraction of the dense peak the math reaches; unset: 0.45 (core.time.step)",
     )
@@ -128,7 +139,7 @@ class TrainingConfig(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _caseless(cls, data: Any) -> Any:
-        return caseless_choices(cls, data)
+        return caseless_choices(cls, strict_scalars(cls, data, cls.TABLE))
 
     @field_validator("lora_targets", mode="before")
     @classmethod
@@ -147,7 +158,7 @@ class TrainingConfig(BaseModel):
         for t in v:
             if t not in (*ALL_ROLES, "all-linear"):
                 raise ValueError(
-                    f"unknown target {t!r}; use q k v o gate up down, qkv or gate_up (fused), or all-linear"
+                    f"unknown target {shown(t)}; use q k v o gate up down, qkv or gate_up (fused), or all-linear"
                 )
         return tuple(dict.fromkeys(v))
 
@@ -173,6 +184,7 @@ class TrainingConfig(BaseModel):
 
 class StrategyConfig(BaseModel):
     model_config = _FROZEN
+    TABLE: ClassVar[str] = "strategy"
 
     gradient_checkpointing: Checkpointing = Field(
         default="none", description="selective: the attention core (Megatron); op: torchtitan's per-op policy"
@@ -212,7 +224,7 @@ class StrategyConfig(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _caseless(cls, data: Any) -> Any:
-        return caseless_choices(cls, data)
+        return caseless_choices(cls, strict_scalars(cls, data, cls.TABLE))
 
     @field_validator("checkpoint_every", "loss_chunks", "tensor_parallel", "pipeline_parallel", mode="before")
     @classmethod
@@ -225,11 +237,23 @@ class OverheadConfig(BaseModel):
 
     model_config = _FROZEN
 
-    cuda_context_mib: int = Field(default=512, ge=0, description="CUDA context, kernels, cuBLAS handles")
+    @model_validator(mode="before")
+    @classmethod
+    def _strict(cls, data: Any) -> Any:
+        return strict_scalars(cls, data, "overhead")
+
+    cuda_context_mib: int = Field(
+        default=512, ge=0, le=1024 * 1024, description="CUDA context, kernels, cuBLAS handles"
+    )
     allocator_reserve_percent: float = Field(default=5.0, ge=0, le=100, description="caching-allocator slack")
-    nccl_mib_per_group: int = Field(default=768, ge=0, description="NCCL buffers per process group in use")
+    nccl_mib_per_group: int = Field(
+        default=768, ge=0, le=1024 * 1024, description="NCCL buffers per process group in use"
+    )
     zero_bucket_elements: int | None = Field(
-        default=None, ge=0, description="DeepSpeed reduce_bucket_size; unset: hidden_size^2 (HF Trainer's 'auto')"
+        default=None,
+        ge=0,
+        le=10**13,
+        description="DeepSpeed reduce_bucket_size; unset: hidden_size^2 (HF Trainer's 'auto')",
     )
     ddp_gradient_as_bucket_view: bool = Field(default=False, description="DDP's default keeps a bucket copy")
     expandable_segments: bool = Field(
@@ -255,7 +279,7 @@ class ChecklistConfig(BaseModel):
         for item in v:
             if item not in MANUAL_CHECKS:
                 hint = suggest(item, MANUAL_CHECKS) or f" (one of {', '.join(MANUAL_CHECKS)})"
-                raise ValueError(f"not a by-hand checklist item: {item!r}{hint}")
+                raise ValueError(f"not a by-hand checklist item: {shown(item)}{hint}")
         return tuple(sorted(set(v)))  # a set: ticking in another order gives the same plan
 
 

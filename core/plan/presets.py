@@ -15,49 +15,75 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from vramplan.core.plan import memo
-from vramplan.core.plan.errors import PlanError, pydantic_error, suggest
+from vramplan.core.plan.errors import PlanError, pydantic_error, shown, suggest
 from vramplan.core.plan.hfconfig import read_hf_config
 from vramplan.core.plan.memo import memoised
 from vramplan.core.plan.model import ModelConfig
-from vramplan.core.plan.paths import user_path
+from vramplan.core.plan.paths import absolute, user_path
 from vramplan.core.plan.tomlio import read_toml
 from vramplan.core.plan.units import MiB
+from vramplan.core.plan.values import strict_scalars
 from vramplan.presets import DATA_DIR
 
 T = TypeVar("T", bound=BaseModel)
 
 
-class GpuSpec(BaseModel):
-    """One accelerator. Throughputs are dense (no 2:4 sparsity); link bandwidths are per direction."""
+_SPEC = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+MAX_TFLOPS = 1e6  # 1 EFLOP/s on one chip
+MIN_TFLOPS = 0.01
+MAX_GBS = 1e6  # 1 PB/s
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+
+class GpuSpec(BaseModel):
+    """One accelerator. Throughputs are dense (no 2:4 sparsity); link bandwidths are per direction. Figures have
+    physical bounds: a near-zero bandwidth or throughput would make every step time infinite."""
+
+    model_config = _SPEC
+
+    @model_validator(mode="before")
+    @classmethod
+    def _strict(cls, data: Any) -> Any:
+        return strict_scalars(cls, data, "")
 
     id: str
     name: str
     vendor: str = "nvidia"
-    memory_mib: PositiveInt = Field(description="usable device memory, as nvidia-smi reports memory.total")
+    memory_mib: int = Field(ge=1, le=2**24, description="usable device memory, as nvidia-smi reports memory.total")
     bf16: bool = Field(description="native BF16 tensor math")
-    bf16_tflops: float = Field(ge=0, description="dense BF16 tensor TFLOP/s with FP32 accumulate")
-    fp16_tflops: float = Field(ge=0, description="dense FP16 tensor TFLOP/s with FP32 accumulate")
-    fp32_tflops: float = Field(gt=0, description="FP32 (non-tensor) TFLOP/s")
+    bf16_tflops: float = Field(ge=0, le=MAX_TFLOPS, description="dense BF16 tensor TFLOP/s with FP32 accumulate")
+    fp16_tflops: float = Field(ge=0, le=MAX_TFLOPS, description="dense FP16 tensor TFLOP/s with FP32 accumulate")
+    fp32_tflops: float = Field(ge=MIN_TFLOPS, le=MAX_TFLOPS, description="FP32 (non-tensor) TFLOP/s")
     fp8_tflops: float | None = Field(
-        default=None, ge=0, description="dense FP8 tensor TFLOP/s with FP32 accumulate; unset: no fp8 tensor cores"
+        default=None,
+        ge=0,
+        le=MAX_TFLOPS,
+        description="dense FP8 tensor TFLOP/s with FP32 accumulate; unset: no fp8 tensor cores",
     )
-    tf32_tflops: float | None = Field(default=None, ge=0)
-    memory_bandwidth_gbs: float = Field(gt=0)
+    tf32_tflops: float | None = Field(default=None, ge=0, le=MAX_TFLOPS)
+    memory_bandwidth_gbs: float = Field(ge=1, le=MAX_GBS)
     gpu_link: str
-    gpu_link_gbs: float = Field(gt=0, description="GPU-GPU bandwidth inside a node, GB/s per direction")
+    gpu_link_gbs: float = Field(ge=0.1, le=MAX_GBS, description="GPU-GPU bandwidth inside a node, GB/s per direction")
     host_link: str
-    host_link_gbs: float = Field(gt=0, description="GPU-host bandwidth, GB/s per direction")
-    internode_gbs: float = Field(gt=0, description="network bandwidth per GPU between nodes, GB/s per direction")
+    host_link_gbs: float = Field(ge=0.1, le=MAX_GBS, description="GPU-host bandwidth, GB/s per direction")
+    internode_gbs: float = Field(
+        ge=0.01, le=MAX_GBS, description="network bandwidth per GPU between nodes, GB/s per direction"
+    )
     flash_attention: bool = Field(description="FlashAttention-2 kernels available (Ampere and newer)")
     match: tuple[str, ...] = ()
-    price_per_gpu_hour: float | None = Field(default=None, ge=0)
+    price_per_gpu_hour: float | None = Field(default=None, ge=0, le=1e6)
     source: str
     note: str = ""
+
+    @field_validator("bf16_tflops", "fp16_tflops", "fp8_tflops", "tf32_tflops")
+    @classmethod
+    def _zero_or_real(cls, v: float | None) -> float | None:
+        """0 means "no such tensor cores"; anything else is a real throughput (a tiny one makes times infinite)."""
+        if v is not None and 0 < v < MIN_TFLOPS:
+            raise ValueError(f"must be 0 (none) or at least {MIN_TFLOPS} TFLOP/s (got {v:g})")
+        return v
 
     @property
     def memory_bytes(self) -> int:
@@ -69,12 +95,12 @@ class GpuSpec(BaseModel):
 
 
 class ModelPreset(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = _SPEC
 
     id: str
     name: str
-    order: int = 1000
-    params: PositiveInt | None = Field(default=None, description="published total parameter count")
+    order: int = Field(default=1000, ge=-(10**9), le=10**9)
+    params: int | None = Field(default=None, ge=1, le=10**15, description="published total parameter count")
     source: str
     config: dict[str, Any]
 
@@ -121,6 +147,16 @@ class Registry:
     problems: list[str] = field(default_factory=list)  # broken user files: "path: problem"
     broken: dict[str, str] = field(default_factory=dict)  # "models/<file stem>" -> its problem line
 
+    def problem_lines(self) -> list[str]:
+        """One line per broken user file; one that has a built-in preset's id says that the built-in is used."""
+        lines = []
+        for key, line in self.broken.items():
+            kind, _, stem = key.partition("/")
+            table: PresetTable[Any] = self.models if kind == "models" else self.gpus
+            shadowed = stem in table and self.origin.get(key) == "built-in"
+            lines.append(f"skipped user preset: {line}" + (f" (the built-in {stem} is used)" if shadowed else ""))
+        return lines
+
     def is_user(self, kind: str, preset_id: str) -> bool:
         return self.origin.get(f"{kind}/{preset_id}", "built-in") not in ("built-in", "detected")
 
@@ -132,9 +168,10 @@ class Registry:
 
 
 def _first_error(exc: ValidationError) -> str:
-    err = exc.errors()[0]
-    loc = ".".join(str(p) for p in err["loc"])
-    return f"{loc}: {err['msg']}" if loc else err["msg"]
+    """The first problem of a preset file, as plan errors say it (``memory_mib: must be a whole number (got
+    'lots')``): no pydantic wording, the value cut short."""
+    err = pydantic_error(exc, lambda parent: [])
+    return f"{err.where}: {err.message}" if err.where else err.message
 
 
 def _validate(schema: type[T], path: Path) -> T:
@@ -154,21 +191,38 @@ def _model_keys(parent: list[str]) -> list[str]:
 def _validate_user(schema: type[T], path: Path, reg: Registry) -> T:
     """A user file: the schema, and for a model its ``[config]`` as a plan's ``[model]`` table (so a typo is
     reported now, with the file, not when the preset is used). ``hf_config`` is relative to the file; ``preset``
-    names a built-in preset (or a user one read before this file) that the config starts from."""
+    names a preset the config starts from: a built-in one or a user one read before this file, and for the
+    preset's own id the built-in it replaces (``llama-7b.toml`` with ``preset = "llama-7b"``: LLaMA-7B with the
+    keys the file changes). That preset's keys are merged in now, so a user preset never refers to another one
+    when it is used (no chain, no loop)."""
     item = _validate(schema, path)
     if isinstance(item, ModelPreset):
         preset: ModelPreset = item
         config = dict(preset.config)
-        if isinstance(config.get("hf_config"), str):
-            config["hf_config"] = str((path.parent / user_path(config["hf_config"])).resolve())
-            item = item.model_copy(update={"config": config})
+        if isinstance(config.get("hf_config"), str) and config["hf_config"].strip():
+            config["hf_config"] = str(absolute(path.parent / user_path(config["hf_config"])))
         try:
-            ModelConfig.model_validate(resolve_model(config, reg, (preset.id,)))
+            if "preset" in config:
+                config = _flatten(config, reg)
+            ModelConfig.model_validate(resolve_model(config, reg))
         except (PlanError, ValidationError) as exc:
             err = pydantic_error(exc, _model_keys) if isinstance(exc, ValidationError) else exc
             key = (err.where or "").removeprefix("model.")
             raise PlanError(err.message, f"{path}: config" + (f".{key}" if key else "")) from None
+        item = item.model_copy(update={"config": config})
     return item
+
+
+def _flatten(config: dict[str, Any], reg: Registry) -> dict[str, Any]:
+    """A user preset's ``[config]`` with the keys of the preset it starts from merged under its own."""
+    name = config["preset"]
+    if not isinstance(name, str):
+        raise PlanError(f"must be a preset id (got {shown(name)})", "model.preset")
+    base = {k: v for k, v in resolve_model({"preset": name}, reg).items() if k != "preset"}
+    own = {k: v for k, v in config.items() if k != "preset"}
+    if own.get("hf_config") is not None and own["hf_config"] != base.get("hf_config"):
+        raise PlanError("give preset or hf_config, not both", "model.hf_config")
+    return {**base, **own}
 
 
 MAX_PRESET_CHAIN = 8  # a user preset may start from a preset that starts from another, this deep
@@ -192,6 +246,8 @@ def resolve_model(data: dict[str, Any], reg: Registry | None = None, seen: tuple
             base = resolve_model(base, reg, (*seen, name))
         data = {**base, **data}
     if isinstance(data.get("hf_config"), str):
+        if not data["hf_config"].strip():
+            raise PlanError("must not be empty (give a config.json or a checkpoint directory)", "model.hf_config")
         path = str(user_path(data["hf_config"]).absolute())  # relative: to the working directory
         if not Path(path).exists() and states_every_key(data):
             # a plan exported elsewhere: its model keys decide, hf_config is where they came from (provenance)
@@ -283,7 +339,7 @@ def model_preset(preset_id: str, where: str = "model.preset", reg: Registry | No
         if f"models/{preset_id}" in reg.broken:
             raise PlanError(f"user preset file is broken: {reg.broken[f'models/{preset_id}']}", where) from None
         hint = suggest(preset_id, reg.models) or " (vramplan presets models lists them)"
-        raise PlanError(f"unknown model preset {preset_id!r}{hint}", where) from None
+        raise PlanError(f"unknown model preset {shown(preset_id)}{hint}", where) from None
 
 
 def gpu(gpu_id: str, where: str = "hardware.gpu") -> GpuSpec:
@@ -298,7 +354,7 @@ def gpu(gpu_id: str, where: str = "hardware.gpu") -> GpuSpec:
             hint = f"; which one: {', '.join(sorted(family))}?"
         else:
             hint = suggest(gpu_id, reg.gpus) or " (vramplan presets hardware lists them)"
-        raise PlanError(f"unknown GPU preset {gpu_id!r}{hint}", where) from None
+        raise PlanError(f"unknown GPU preset {shown(gpu_id)}{hint}", where) from None
 
 
 _VARIANTS = ("pcie", "nvl")  # a card's other form factors: --gpu h100 means the SXM part nvidia-smi shows on HGX

@@ -3,10 +3,12 @@ numbers with suffixes (``4k``, ``32K``, ``1e3``, ``2_048``) and choices in any c
 
 from __future__ import annotations
 
-from typing import Any, Literal, get_args, get_origin
+import types
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel
 
+from vramplan.core.plan.errors import PlanError, shown
 from vramplan.core.plan.units import parse_number
 
 BINARY_K_KEYS = frozenset({"training.seq_len"})  # where 4k is 4096 (context lengths), elsewhere K is 1000
@@ -47,3 +49,33 @@ def caseless_choices(model: type[BaseModel], data: Any) -> Any:
             if value not in allowed:
                 out[name] = next((a for a in allowed if a.lower() == value.strip().lower()), value)
     return out
+
+
+def scalar_types(annotation: Any) -> set[type]:
+    """The plain types a field's annotation admits: ``int | None`` -> {int, NoneType}, ``PositiveInt`` -> {int}."""
+    origin = get_origin(annotation)
+    if origin is Annotated:
+        return scalar_types(get_args(annotation)[0])
+    if origin in (Union, types.UnionType):
+        return {t for arg in get_args(annotation) for t in scalar_types(arg)}
+    if origin is Literal:
+        return {type(a) for a in get_args(annotation)}
+    return {annotation} if isinstance(annotation, type) else set()
+
+
+def strict_scalars(model: type[BaseModel], data: Any, table: str) -> Any:
+    """Refuse what pydantic would coerce silently: ``true`` for a number (``micro_batch_size = true`` is not 1)
+    and a number for a switch (``compile = 1``). A `PlanError` names ``table.key``."""
+    if not isinstance(data, dict):
+        return data
+    for name, value in data.items():
+        field = model.model_fields.get(name)
+        if field is None or value is None:
+            continue
+        kinds = scalar_types(field.annotation)
+        number = bool(kinds & {int, float})
+        if isinstance(value, bool) and number and bool not in kinds:
+            raise PlanError(f"must be a number, not {str(value).lower()}", f"{table}.{name}" if table else name)
+        if not isinstance(value, bool) and isinstance(value, int | float) and bool in kinds and not number:
+            raise PlanError(f"must be true or false (got {shown(value)})", f"{table}.{name}" if table else name)
+    return data

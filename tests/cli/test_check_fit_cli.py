@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 import shlex
 import subprocess
 import sys
@@ -11,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.hostile import strict_json
 from vramplan.cli.commands import run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,7 +57,7 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
 def json_of(args: list[str], capsys: pytest.CaptureFixture[str], code: int = 0) -> dict:
     assert run(args) == code
     out = capsys.readouterr().out
-    return json.loads(out)  # exactly one JSON object
+    return strict_json(out)  # exactly one JSON object
 
 
 # -- vramplan check ---------------------------------------------------------------------------------------------
@@ -81,7 +81,7 @@ def test_check_exit_codes(tmp_plan, capsys: pytest.CaptureFixture[str]) -> None:
         (["check", "--set", "strategy.zero_stage=7"], "strategy.zero_stage"),
         (["check", "--set", 'checklist.ticked=["slow.dataloader"]'], "did you mean slow.data_loading"),
         (["fit", "--set", "training.bogus=1"], "training.bogus: unknown key"),
-        (["fit", "--limit", "x"], "invalid int value"),
+        (["fit", "--limit", "x"], "expected a whole number of at least 1"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args: list[str], expected: str) -> None:
@@ -252,12 +252,12 @@ def test_fit_gives_the_largest_sequence_length_that_fits() -> None:
         cmd = [sys.executable, "-m", "vramplan", *args]
         return subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=True).stdout
 
-    data = json.loads(cli("fit", "--json"))
+    data = strict_json(cli("fit", "--json"))
     seq = data["max_seq_len"]
     assert seq > 2048
     assert f"Largest sequence length that fits as is: {seq:,}" in cli("fit")
-    fits = json.loads(cli("estimate", "--set", f"training.seq_len={seq}", "--json"))["memory"]["fits"]
-    over = json.loads(cli("estimate", "--set", f"training.seq_len={seq + 1}", "--json"))["memory"]["fits"]
+    fits = strict_json(cli("estimate", "--set", f"training.seq_len={seq}", "--json"))["memory"]["fits"]
+    over = strict_json(cli("estimate", "--set", f"training.seq_len={seq + 1}", "--json"))["memory"]["fits"]
     assert fits and not over
 
 
@@ -272,7 +272,7 @@ def test_fit_framework_restricts_suggestions_to_what_it_runs() -> None:
         r = subprocess.run([sys.executable, "-m", "vramplan", *base, "--framework", framework],
                            capture_output=True, text=True, timeout=120)  # fmt: skip
         assert r.returncode == 0, r.stderr
-        return [s["changes"] for s in json.loads(r.stdout)["suggestions"]]
+        return [s["changes"] for s in strict_json(r.stdout)["suggestions"]]
 
     anything = sets("all")
     assert any(c.get("strategy.sequence_parallel") for c in anything)

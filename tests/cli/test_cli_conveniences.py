@@ -4,11 +4,11 @@ settable key; `vramplan presets --json`. Checked on the CLI's real output (a sub
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
 
+from tests.hostile import strict_json
 from vramplan.core.plan.plan import Plan
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,7 +22,7 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
 def plan_of(*args: str) -> dict:
     got = cli("estimate", *args, "--json")
     assert got.returncode == 0, got.stderr
-    return json.loads(got.stdout)["plan"]
+    return strict_json(got.stdout)["plan"]
 
 
 def test_enums_in_any_case_and_lists_as_the_planner_takes_them() -> None:
@@ -41,7 +41,7 @@ def test_gpus_nodes_and_gpu_names() -> None:
     assert plan["hardware"]["gpus_per_node"] == 4 and plan["hardware"]["nodes"] == 2
     assert plan_of("--gpus", "4", "--set", "hardware.gpus_per_node=2")["hardware"]["gpus_per_node"] == 2
     got = cli("estimate", "--gpu", "h100", "--json")
-    assert got.returncode == 0 and json.loads(got.stdout)["plan"]["hardware"]["gpu"] == "h100-80gb"
+    assert got.returncode == 0 and strict_json(got.stdout)["plan"]["hardware"]["gpu"] == "h100-80gb"
     assert "--gpu h100: taken as h100-80gb (NVIDIA H100 80GB SXM5); h100-pcie" in got.stderr
     assert plan_of("--gpu", "NVIDIA H100 80GB HBM3")["hardware"]["gpu"] == "h100-80gb"  # as nvidia-smi names it
     assert plan_of("--gpu", "H100-PCIe")["hardware"]["gpu"] == "h100-pcie"
@@ -58,7 +58,7 @@ def test_keys_lists_every_settable_key() -> None:
     lines = [" ".join(line.split()) for line in got.stdout.splitlines()]
     assert "strategy.zero_stage int (default 3)" in lines
     assert "training.method full|lora|qlora (default full)" in lines
-    data = json.loads(cli("keys", "--json").stdout)
+    data = strict_json(cli("keys", "--json").stdout)
     assert [k["key"] for k in data] == every
     seq = next(k for k in data if k["key"] == "training.seq_len")
     assert seq["type"] == "int" and seq["default"] == "2048" and seq["meaning"]
@@ -67,9 +67,9 @@ def test_keys_lists_every_settable_key() -> None:
 def test_presets_json() -> None:
     got = cli("presets", "--json")
     assert got.returncode == 0
-    data = json.loads(got.stdout)
+    data = strict_json(got.stdout)
     llama = next(m for m in data["models"] if m["id"] == "llama-7b")
     assert llama["params"] == 6_738_415_616 and llama["model_type"] == "llama"
     h100 = next(g for g in data["hardware"] if g["id"] == "h100-80gb")
     assert h100["memory_mib"] == 81559 and "NVIDIA H100 80GB HBM3" in h100["nvidia_smi_names"]
-    assert set(json.loads(cli("presets", "hardware", "--json").stdout)) == {"hardware", "problems"}
+    assert set(strict_json(cli("presets", "hardware", "--json").stdout)) == {"hardware", "problems"}

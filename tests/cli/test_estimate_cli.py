@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.hostile import strict_json
 from vramplan.cli.commands import run
 from vramplan.core.files.planio import resolve_plan
 from vramplan.core.memory.peak import estimate
@@ -24,7 +24,7 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
 def test_estimate_json_is_one_object_with_the_contract(capsys: pytest.CaptureFixture[str]) -> None:
     assert run(["estimate", "--json"]) == 0
     out = capsys.readouterr().out
-    data = json.loads(out)  # exactly one JSON object: json.loads fails on trailing data
+    data = strict_json(out)  # exactly one JSON object: json.loads fails on trailing data
     assert set(data) >= {"version", "plan", "parameters", "memory"}
     assert set(data["plan"]) >= {"model", "hardware", "training", "strategy"}
     assert set(data["parameters"]) == {"total", "active", "trainable", "experts"}
@@ -56,7 +56,7 @@ def test_estimate_json_equals_core(capsys: pytest.CaptureFixture[str]) -> None:
         "--json",
     ]
     assert run(args) == 0
-    data = json.loads(capsys.readouterr().out)
+    data = strict_json(capsys.readouterr().out)
     est = estimate(
         resolve_plan(
             None,
@@ -89,7 +89,7 @@ precision = "bf16-master"
 """
     )
     assert run(["estimate", str(path), "--json"]) == 0
-    data = json.loads(capsys.readouterr().out)
+    data = strict_json(capsys.readouterr().out)
     assert data["plan"]["model"]["num_hidden_layers"] == 16
     assert data["plan"]["model"]["hidden_size"] == 4096  # from the preset
     assert data["plan"]["training"]["seq_len"] == 4096
@@ -187,7 +187,7 @@ def test_estimate_json_has_the_time_object(capsys: pytest.CaptureFixture[str]) -
     from vramplan.core.time.step import step_time
 
     assert run(["estimate", "--json"]) == 0
-    data = json.loads(capsys.readouterr().out)
+    data = strict_json(capsys.readouterr().out)
     time = data["time"]
     assert isinstance(time["flops_per_step"], int)
     for key in ("step_seconds", "tokens_per_second", "tokens_per_second_per_gpu", "mfu"):
@@ -204,7 +204,7 @@ def test_estimate_json_has_the_time_object(capsys: pytest.CaptureFixture[str]) -
 def test_estimate_json_time_to_train_with_a_token_budget(capsys: pytest.CaptureFixture[str]) -> None:
     args = ["estimate", "--json", "--set", "training.tokens=2e9", "--set", "hardware.price_per_gpu_hour=2.0"]
     assert run(args) == 0
-    time = json.loads(capsys.readouterr().out)["time"]
+    time = strict_json(capsys.readouterr().out)["time"]
     # 2e9 tokens at the predicted throughput; GPU-hours = hours x 8 GPUs; cost = GPU-hours x 2.0
     assert time["train_hours"] == pytest.approx(2e9 / time["tokens_per_second"] / 3600)
     assert time["gpu_hours"] == pytest.approx(time["train_hours"] * 8)
@@ -223,15 +223,15 @@ def test_a_plan_file_is_the_default_plan_plus_what_it_says(tmp_path: Path) -> No
     17.8 GiB), not DDP without checkpointing (158 GiB); what the file states still wins."""
     only = tmp_path / "only.toml"
     only.write_text('[model]\npreset = "llama-7b"\n')
-    default = json.loads(cli("estimate", "--json").stdout)
+    default = strict_json(cli("estimate", "--json").stdout)
     got = cli("estimate", str(only), "--json")
     assert got.returncode == 0, got.stderr
-    data = json.loads(got.stdout)
+    data = strict_json(got.stdout)
     assert data["plan"] == default["plan"]
     assert data["memory"]["per_gpu"]["total"] == default["memory"]["per_gpu"]["total"] < 20 * 2**30
     stated = tmp_path / "stated.toml"
     stated.write_text('[model]\npreset = "llama-7b"\n[strategy]\nzero_stage = 1\n[training]\nseq_len = 1024\n')
-    plan = json.loads(cli("estimate", str(stated), "--json").stdout)["plan"]
+    plan = strict_json(cli("estimate", str(stated), "--json").stdout)["plan"]
     assert plan["strategy"]["zero_stage"] == 1 and plan["strategy"]["gradient_checkpointing"] == "full"
     assert plan["training"]["seq_len"] == 1024 and plan["hardware"]["gpus_per_node"] == 8
     # a default that clashes with what the file says is named as the default plan's
@@ -247,8 +247,8 @@ def test_counts_take_suffixes_exponents_and_underscores() -> None:
     for typed, seq_len in (("4k", 4096), ("32K", 32768), ("1e3", 1000), ("2_048", 2048)):
         got = cli("estimate", "--set", f"training.seq_len={typed}", "--json")
         assert got.returncode == 0, got.stderr
-        assert json.loads(got.stdout)["plan"]["training"]["seq_len"] == seq_len
+        assert strict_json(got.stdout)["plan"]["training"]["seq_len"] == seq_len
     got = cli("estimate", "--set", "hardware.gpus_per_node=4e0", "--set", "training.micro_batch_size=2", "--json")
-    assert json.loads(got.stdout)["plan"]["hardware"]["gpus_per_node"] == 4
+    assert strict_json(got.stdout)["plan"]["hardware"]["gpus_per_node"] == 4
     bad = cli("estimate", "--set", "training.seq_len=4x")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "enter a number: 2048, 4k" in bad.stderr

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import errno
-import json
 import os
 import re
 import subprocess
@@ -12,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.hostile import strict_json
 from vramplan.cli.commands import run
 from vramplan.core.files import safewrite as safewrite_module
 from vramplan.core.files.planio import load_plan_file
@@ -47,10 +47,10 @@ def test_export_then_estimate_gives_the_same_numbers(tmp_path: Path, capsys: pyt
     assert run(["export", *sets, "-o", str(out)]) == 0
     assert capsys.readouterr().out == f"wrote {out}\n"
     assert run(["estimate", *sets, "--json"]) == 0
-    direct = json.loads(capsys.readouterr().out)
+    direct = strict_json(capsys.readouterr().out)
     assert run(["estimate", str(out), "--json"]) == 0
     captured = capsys.readouterr()
-    assert json.loads(captured.out) == direct
+    assert strict_json(captured.out) == direct
     assert captured.err == ""  # unchanged estimate: no notice
 
 
@@ -62,7 +62,7 @@ def test_dash_writes_to_stdout(fmt: str, tmp_path: Path) -> None:
     if fmt == "toml":
         assert tomllib.loads(r.stdout)["model"]["preset"] == "llama-7b"
     elif fmt == "deepspeed":
-        assert json.loads(r.stdout)["train_batch_size"] == 8
+        assert strict_json(r.stdout)["train_batch_size"] == 8
     else:
         assert r.stdout.startswith("# LLaMA-7B on 8 x ")
 
@@ -73,7 +73,7 @@ def test_default_file_name_and_format_from_extension(tmp_path: Path) -> None:
     assert r.stdout == "wrote llama-7b-8xa100-80gb-full-zero3.toml\n"
     assert load_plan_file(tmp_path / "llama-7b-8xa100-80gb-full-zero3.toml").plan == default_plan()
     r = cli("export", "-o", "ds.json", cwd=tmp_path)
-    assert r.returncode == 0 and "zero_optimization" in json.loads((tmp_path / "ds.json").read_text())
+    assert r.returncode == 0 and "zero_optimization" in strict_json((tmp_path / "ds.json").read_text())
     r = cli("export", "-o", "review.md", cwd=tmp_path)
     assert r.returncode == 0 and (tmp_path / "review.md").read_text().startswith("# ")
 
@@ -103,7 +103,7 @@ def test_deepspeed_export_warns_about_what_it_cannot_express(tmp_path: Path) -> 
     assert r.returncode == 0
     line = one_line(r.stderr)
     assert line.startswith("vramplan: the DeepSpeed config cannot express: strategy.pipeline_parallel = 2")
-    assert json.loads((tmp_path / "ds.json").read_text())["_vramplan"]["not_expressed"]
+    assert strict_json((tmp_path / "ds.json").read_text())["_vramplan"]["not_expressed"]
 
 
 def stale_copy(tmp_path: Path) -> Path:
@@ -175,6 +175,8 @@ def test_os_failures_keep_the_original_and_leave_no_temporary_file(
     real = getattr(os, call)
 
     def failing(*args, **kwargs):
+        if call == "open" and not str(args[0]).startswith(str(tmp_path)):  # reading presets: not the failure
+            return real(*args, **kwargs)
         if call == "write":  # half of the file reaches the disk first
             real(args[0], bytes(args[1][: len(args[1]) // 2]))
         raise OSError(err, os.strerror(err))
@@ -221,7 +223,7 @@ def test_an_extension_that_names_no_format_is_an_error(tmp_path: Path) -> None:
     )
     assert list(tmp_path.iterdir()) == []
     assert cli("export", "-o", "ds_config.yaml", "--format", "deepspeed", cwd=tmp_path).returncode == 0
-    assert json.loads((tmp_path / "ds_config.yaml").read_text())["zero_optimization"]["stage"] == 3
+    assert strict_json((tmp_path / "ds_config.yaml").read_text())["zero_optimization"]["stage"] == 3
     assert cli("export", "-o", "plan", cwd=tmp_path).returncode == 0
     assert load_plan_file(tmp_path / "plan").plan == default_plan()
 

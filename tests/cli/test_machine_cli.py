@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.core.published_configs import REAL
+from tests.hostile import strict_json
 from vramplan.cli.commands import run
 from vramplan.core.plan import presets
 
@@ -33,7 +34,7 @@ def checkpoint(tmp_path: Path, name: str, config: dict | None = None) -> Path:
 def test_estimate_from_a_checkpoint_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     d = checkpoint(tmp_path, "gpt2")
     assert run(["estimate", "--hf-config", str(d), "--set", "training.seq_len=1024", "--json"]) == 0
-    data = json.loads(capsys.readouterr().out)
+    data = strict_json(capsys.readouterr().out)
     assert data["parameters"]["total"] == 124_439_808
     assert data["plan"]["model"]["hf_config"] == str(d.resolve())
     assert data["plan"]["model"]["model_type"] == "gpt2"
@@ -46,7 +47,7 @@ def test_hf_config_in_a_plan_file(tmp_path: Path, capsys: pytest.CaptureFixture[
     plan = tmp_path / "plan.toml"
     plan.write_text('[model]\nhf_config = "pythia-160m"\n[training]\nmicro_batch_size = 4\n')
     assert run(["estimate", str(plan), "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["parameters"]["total"] == 162_322_944
+    assert strict_json(capsys.readouterr().out)["parameters"]["total"] == 162_322_944
 
 
 @pytest.mark.parametrize(
@@ -91,7 +92,7 @@ def test_estimate_starts_on_the_detected_gpus(tmp_path: Path, monkeypatch: pytes
     lines = r.stdout.splitlines()
     assert lines[0] == "LLaMA-7B on 8 x NVIDIA H100 80GB SXM5 (1 node)"
     assert lines[1] == "hardware detected: 8 x H100 80GB HBM3 (nvidia-smi)"
-    data = json.loads(cli("estimate", "--json").stdout)
+    data = strict_json(cli("estimate", "--json").stdout)
     assert (data["plan"]["hardware"]["gpu"], data["plan"]["hardware"]["gpus_per_node"]) == ("h100-80gb", 8)
     assert "detected" not in cli("estimate", "--gpu", "a100-80gb").stdout
 
@@ -135,7 +136,7 @@ def test_an_exported_plan_opens_without_its_config_json(tmp_path: Path) -> None:
     text = (out_dir / "p.toml").read_text()
     assert 'hf_config = "../pythia-160m"' in text
     assert str(tmp_path) not in text  # nothing absolute from this machine
-    before = json.loads(cli("estimate", str(out_dir / "p.toml"), "--json").stdout)["memory"]["per_gpu"]
+    before = strict_json(cli("estimate", str(out_dir / "p.toml"), "--json").stdout)["memory"]["per_gpu"]
 
     moved = tmp_path / "another" / "machine"
     moved.mkdir(parents=True)
@@ -143,7 +144,7 @@ def test_an_exported_plan_opens_without_its_config_json(tmp_path: Path) -> None:
     assert not (moved / ".." / "pythia-160m").exists()
     got = cli("estimate", str(moved / "p.toml"), "--json")
     assert got.returncode == 0, got.stderr
-    assert json.loads(got.stdout)["memory"]["per_gpu"] == before
+    assert strict_json(got.stdout)["memory"]["per_gpu"] == before
     assert "hf_config" in got.stderr and "not found; the model keys in the file are used" in got.stderr
     # without the model keys a missing config.json is still an error, one line, exit 2
     (moved / "bare.toml").write_text('[model]\nhf_config = "nowhere"\n')
@@ -188,7 +189,7 @@ def test_an_unknown_detected_gpu_is_timed_as_assumed(tmp_path: Path, monkeypatch
     text = " ".join(r.stdout.split())
     assert "! assumed: NVIDIA H800 PCIe has no preset, so its 100 TFLOP/s and 1000 GB/s are placeholders" in text
     assert f"add {tmp_path / 'cfg'}/hardware/detected-h800-pcie.toml" in text
-    data = json.loads(cli("estimate", "--json").stdout)
+    data = strict_json(cli("estimate", "--json").stdout)
     assert data["time"]["assumed_figures"].startswith("assumed: NVIDIA H800 PCIe has no preset")
-    known = json.loads(cli("estimate", "--gpu", "a100-80gb", "--json").stdout)
+    known = strict_json(cli("estimate", "--gpu", "a100-80gb", "--json").stdout)
     assert known["time"]["assumed_figures"] is None

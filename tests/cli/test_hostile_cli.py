@@ -1,0 +1,140 @@
+"""Issue 15 through the real CLI: hostile input is one line on stderr and exit code 2, never a traceback or a
+hang; exports destroy nothing; a closed stdout is no crash."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.hostile import strict_json, write_config_files, write_plan_files
+from vramplan.cli.commands import run
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def cli(*args: str, cwd: Path = ROOT, **kw: object) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "vramplan", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, timeout=30, **kw)  # type: ignore[call-overload]
+
+
+def one_error_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert "Traceback" not in err and len(lines[0]) < 400, err
+    return lines[0]
+
+
+def test_every_broken_plan_file_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    files = write_plan_files(tmp_path)
+    fifo = files.pop("fifo.toml")
+    for name, path in files.items():
+        for command in ("estimate", "check", "fit", "export"):
+            code = run([command, str(path), *(["-o", "-"] if command == "export" else [])])
+            captured = capsys.readouterr()
+            assert code == 2, (name, command, captured)
+            assert name in one_error_line(captured.err)
+            assert captured.out == ""
+    r = cli("estimate", str(fifo))  # in a subprocess: a hang is a timeout, not a stuck suite
+    assert r.returncode == 2 and "named pipe" in one_error_line(r.stderr)
+
+
+def test_every_broken_config_json_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for name, path in write_config_files(tmp_path).items():
+        assert run(["estimate", "--hf-config", str(path)]) == 2, name
+        line = one_error_line(capsys.readouterr().err)
+        assert name in line and "no config.json in this directory" not in line
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["fit", "--limit", "-5"], "--limit: expected a whole number of at least 1, got '-5'"),
+        (["fit", "--limit", "0"], "--limit: expected a whole number of at least 1"),
+        (["estimate", "--model", ""], "--model: must not be empty"),
+        (["check", "--gpu", ""], "--gpu: must not be empty"),
+        (["estimate", "--hf-config", ""], "--hf-config: must not be empty"),
+        (["estimate", "--set", "training.micro_batch_size=true"], "training.micro_batch_size: must be a number"),
+        (["estimate", "--set", "hardware.price_per_gpu_hour=inf"], "must be a finite number"),
+        (["estimate", "--set", "training.learning_rate=inf"], "must be a finite number"),
+        (["estimate", "--set", "training.grad_clip=nan"], "must be a finite number"),
+        (["estimate", "--set", "training.mfu=5e-324"], "training.mfu: must be greater than or equal to 0.001"),
+        (["estimate", "--set", f"training.tokens={'9' * 5000}"], "training.tokens"),
+        (["estimate", "--set", f"model.hidden_size={'9' * 301}"], "model.hidden_size"),
+        (["estimate", "--set", "model.preset=" + "x" * 20_000], "characters)"),
+        (["export", "-o", ""], "-o: empty path"),
+    ],
+)
+def test_bad_values_are_one_short_line(args: list[str], expected: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(args) == 2
+    captured = capsys.readouterr()
+    line = one_error_line(captured.err)
+    assert expected in line and len(line) < 250, line
+    assert "sys.set_int_max_str_digits" not in line and "instance of" not in line
+    assert captured.out == ""
+
+
+def test_fit_limit_one_is_taken(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(["fit", "--limit", "1", "--json"]) == 0
+    assert len(strict_json(capsys.readouterr().out)["suggestions"]) <= 1
+
+
+def test_export_refuses_fifos_and_dangling_links(tmp_path: Path) -> None:
+    """(``/dev/null`` itself is tested through `check_target` in tests/core/test_hostile_files.py: a regression
+    run as root must not be able to replace the machine's /dev/null.)"""
+    fifo = tmp_path / "pipe.toml"
+    os.mkfifo(fifo)
+    dangling = tmp_path / "link.toml"
+    dangling.symlink_to(tmp_path / "nowhere.toml")
+    for target, expected in ((fifo, "named pipe"), (dangling, "dangling")):
+        r = cli("export", "-o", str(target), "--force")
+        assert r.returncode == 2 and expected in one_error_line(r.stderr), r.stderr
+    r = cli("export", "-o", "newdir/", cwd=tmp_path)
+    assert r.returncode == 2 and "ends with /" in one_error_line(r.stderr)
+    assert fifo.is_fifo() and dangling.is_symlink()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.toml", "pipe.toml"]
+
+
+def test_closed_stdout_is_one_line_not_a_traceback() -> None:
+    r = cli("estimate", stdout=None, pass_fds=(), preexec_fn=lambda: os.close(1))
+    assert r.returncode == 2 and "standard output is closed" in one_error_line(r.stderr)
+
+
+def test_a_reader_that_stops_early_is_no_error() -> None:
+    cmd = f"{sys.executable} -m vramplan keys | head -c 1 >/dev/null; exit ${{PIPESTATUS[0]}}"
+    r = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, cwd=ROOT, timeout=30)
+    assert r.returncode == 0 and r.stderr == ""
+
+
+def test_a_broken_user_gpu_file_shadowing_a_builtin_is_said(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from vramplan.core.plan import presets
+
+    (tmp_path / "hardware").mkdir()
+    (tmp_path / "hardware" / "a100-80gb.toml").write_text("name = 'mine'\nmemory_mib = 'lots'\n")
+    monkeypatch.setenv("VRAMPLAN_CONFIG_DIR", str(tmp_path))
+    presets.reload()
+    for command in ("estimate", "check", "fit"):
+        code = run([command, "--json"])
+        captured = capsys.readouterr()
+        assert code in (0, 1)
+        strict_json(captured.out)
+        assert "a100-80gb.toml" in captured.err and "the built-in a100-80gb is used" in captured.err, command
+
+
+def test_escape_sequences_in_a_config_name_never_reach_the_terminal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "config.json"
+    config.write_text(
+        '{"model_type": "llama", "_name_or_path": "\\u001b]0;pwned\\u0007\\u001b[31mred", "vocab_size": 64,'
+        ' "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2}'
+    )
+    assert run(["estimate", "--hf-config", str(config)]) == 0
+    captured = capsys.readouterr()
+    assert "\x1b" not in captured.out + captured.err and "\x07" not in captured.out + captured.err
+    assert "red" in captured.out
