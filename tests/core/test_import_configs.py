@@ -5,6 +5,7 @@ to the same training and strategy keys."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -335,17 +336,15 @@ def test_unsafe_or_unknown_files_are_refused_with_one_line(tmp_path: Path, text:
 def test_only_regular_files_under_the_size_limit_are_read(tmp_path: Path) -> None:
     big = tmp_path / "big.yaml"
     big.write_text("a: 1\n" + "# padding\n" * 200_000)
-    with pytest.raises(PlanError, match="too large for a training config"):
+    with pytest.raises(PlanError, match="too large"):
         import_config(big, default_plan())
     with pytest.raises(PlanError, match="is a directory"):
         import_config(tmp_path, default_plan())
     with pytest.raises(PlanError, match="no such file"):
         import_config(tmp_path / "missing.json", default_plan())
     fifo = tmp_path / "fifo.json"
-    import os
-
     os.mkfifo(fifo)
-    with pytest.raises(PlanError, match="not a regular file"):  # never blocks on a pipe
+    with pytest.raises(PlanError, match="named pipe"):  # never blocks on a pipe
         import_config(fifo, default_plan())
 
 

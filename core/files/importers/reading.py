@@ -4,13 +4,13 @@ object construction), refused with one line when it holds alias bombs (billion l
 from __future__ import annotations
 
 import json
-import stat
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from vramplan.core.plan.errors import PlanError
+from vramplan.core.plan.readfile import read_regular
 
 MAX_BYTES = 1 << 20  # 1 MiB: training configs are a few KiB
 MAX_DEPTH = 32  # nesting of mappings and lists
@@ -19,31 +19,14 @@ MAX_ALIASES = 100
 
 
 def read_text(path: str | Path) -> str:
-    """The text of a regular file of at most `MAX_BYTES`; anything else is a `PlanError` naming the file."""
-    p, where = Path(path), str(path)
-    try:
-        st = p.stat()
-    except FileNotFoundError:
-        raise PlanError("no such file", where) from None
-    except OSError as exc:
-        raise PlanError(f"cannot read: {exc.strerror or exc}", where) from None
-    if stat.S_ISDIR(st.st_mode):
-        raise PlanError("is a directory, not a config file", where)
-    if not stat.S_ISREG(st.st_mode):
-        raise PlanError("not a regular file (a config is read only from a regular file)", where)
-    if st.st_size > MAX_BYTES:
-        raise PlanError(f"{st.st_size:,} bytes: too large for a training config (limit {MAX_BYTES:,})", where)
-    try:
-        with p.open("rb") as f:
-            data = f.read(MAX_BYTES + 1)
-    except OSError as exc:
-        raise PlanError(f"cannot read: {exc.strerror or exc}", where) from None
-    if len(data) > MAX_BYTES:
-        raise PlanError(f"too large for a training config (limit {MAX_BYTES:,} bytes)", where)
+    """The text of a regular file of at most `MAX_BYTES` (`core.plan.readfile.read_regular`: no FIFO, device or
+    directory is opened for reading, the size is bounded as it is read); anything else is a `PlanError` naming the
+    file."""
+    data = read_regular(path, MAX_BYTES)
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise PlanError(f"not UTF-8 text (byte {exc.start})", where) from None
+        raise PlanError(f"not UTF-8 text (byte {exc.start})", str(path)) from None
 
 
 def _check_yaml_nodes(root: yaml.Node, where: str) -> None:
