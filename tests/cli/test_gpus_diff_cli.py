@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.hostile import strict_json
 from vramplan.cli.commands import run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -21,8 +22,8 @@ def out_of(args: list[str], capsys: pytest.CaptureFixture[str], code: int = 0) -
 
 
 def test_gpus_json_lists_every_gpu_preset_with_min_gpus(capsys: pytest.CaptureFixture[str]) -> None:
-    hardware = json.loads(out_of(["presets", "hardware", "--json"], capsys))["hardware"]
-    data = json.loads(out_of(["gpus", "--json", "--tokens", "10B", "--price", "h100=2.5"], capsys))
+    hardware = strict_json(out_of(["presets", "hardware", "--json"], capsys))["hardware"]
+    data = strict_json(out_of(["gpus", "--json", "--tokens", "10B", "--price", "h100=2.5"], capsys))
     rows = {g["gpu"]: g for g in data["gpus"]}
     assert set(rows) == {h["id"] for h in hardware}
     for g in rows.values():
@@ -31,7 +32,7 @@ def test_gpus_json_lists_every_gpu_preset_with_min_gpus(capsys: pytest.CaptureFi
     h100 = rows["h100-80gb"]  # --price h100: the SXM part, as --gpu h100 takes it
     assert h100["min_gpus"] == 2 and h100["cost"] == pytest.approx(h100["train_hours"] * 2 * 2.5)
     assert rows["a100-80gb"]["cost"] is None  # no price for it
-    est = json.loads(out_of(["estimate", "--json", "--gpu", "h100-80gb", "--gpus", "2"], capsys))
+    est = strict_json(out_of(["estimate", "--json", "--gpu", "h100-80gb", "--gpus", "2"], capsys))
     assert h100["step_seconds"] == est["time"]["step_seconds"]  # the same time model as `vramplan estimate`
 
 
@@ -57,7 +58,7 @@ def test_gpus_names_a_broken_user_preset(
     (tmp_path / "hardware" / "bad-gpu.toml").write_text('name = "Bad"\n')
     monkeypatch.setenv("VRAMPLAN_CONFIG_DIR", str(tmp_path))
     presets.reload()
-    data = json.loads(out_of(["gpus", "--json", "--no-advice"], capsys))
+    data = strict_json(out_of(["gpus", "--json", "--no-advice"], capsys))
     assert "bad-gpu" not in {g["gpu"] for g in data["gpus"]}
     assert run(["gpus", "--no-advice"]) == 0
     err = capsys.readouterr().err
@@ -78,7 +79,7 @@ def test_gpus_headless_command_is_fast() -> None:
     )
     elapsed = time.perf_counter() - start
     assert r.returncode == 0, r.stderr
-    assert len(json.loads(r.stdout)["gpus"]) >= 28
+    assert len(strict_json(r.stdout)["gpus"]) >= 28
     assert elapsed < 15  # about 0.6 s on an idle core (README); generous for a loaded CI machine
 
 
@@ -98,9 +99,9 @@ def test_diff_shows_per_kind_memory_and_step_time_deltas(capsys: pytest.CaptureF
         assert f"\n  {label}" in text
     assert "\nstep time" in text and "each change alone, applied to A:" in text
     assert "strategy.zero_stage 3 -> 2: +" in text  # ZeRO-2 holds more per GPU
-    data = json.loads(out_of(["diff", a, b, "--json"], capsys))
-    ea = json.loads(out_of(["estimate", a, "--json"], capsys))
-    eb = json.loads(out_of(["estimate", b, "--json"], capsys))
+    data = strict_json(out_of(["diff", a, b, "--json"], capsys))
+    ea = strict_json(out_of(["estimate", a, "--json"], capsys))
+    eb = strict_json(out_of(["estimate", b, "--json"], capsys))
     assert data["delta"]["total"] == eb["memory"]["per_gpu"]["total"] - ea["memory"]["per_gpu"]["total"]
     assert data["delta"]["step_seconds"] == eb["time"]["step_seconds"] - ea["time"]["step_seconds"]
     assert sum(data["delta"]["memory_per_gpu"].values()) == data["delta"]["total"]
@@ -124,6 +125,6 @@ def test_gpus_takes_a_config_with_from(capsys: pytest.CaptureFixture[str], tmp_p
     assert run(["gpus", "--json", "--no-advice", "--from", str(ds), "--model", "llama-2-13b", "--gpus", "4"]) == 0
     captured = capsys.readouterr()
     assert "read from" in captured.err and "gradient_accumulation_steps" in captured.err
-    data = json.loads(captured.out)
-    plain = json.loads(out_of(["gpus", "--json", "--no-advice", "--model", "llama-2-13b", "--gpus", "4"], capsys))
+    data = strict_json(captured.out)
+    plain = strict_json(out_of(["gpus", "--json", "--no-advice", "--model", "llama-2-13b", "--gpus", "4"], capsys))
     assert data["gpus"] != plain["gpus"]  # micro-batch 2, accumulation 4, fp16 master weights

@@ -3,7 +3,6 @@ and ignored on stderr, ``"import"`` in ``--json``, and one line with exit code 2
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -11,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.hostile import strict_json
 from vramplan.cli.commands import run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,7 +35,7 @@ def test_the_seed_config_estimate_says_it_fits_and_what_it_read(capsys: pytest.C
 def test_json_carries_the_import(capsys: pytest.CaptureFixture[str]) -> None:
     args = ["--from", SEED, "--model", "llama-2-13b", "--gpus", "4", "--json"]
     assert run(["estimate", *args]) == 0
-    data = json.loads(capsys.readouterr().out)
+    data = strict_json(capsys.readouterr().out)
     assert data["memory"]["fits"] is True
     assert data["plan"]["training"]["micro_batch_size"] == 2
     imp = data["import"]
@@ -49,7 +49,7 @@ def test_json_carries_the_import(capsys: pytest.CaptureFixture[str]) -> None:
     }
     for command in ("check", "fit"):
         run([command, *args])
-        assert json.loads(capsys.readouterr().out)["import"]["format"] == "deepspeed"
+        assert strict_json(capsys.readouterr().out)["import"]["format"] == "deepspeed"
 
 
 def test_export_converts_an_imported_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -57,7 +57,7 @@ def test_export_converts_an_imported_config(tmp_path: Path, capsys: pytest.Captu
     assert run(["export", "--from", str(DATA / "axolotl_llama2_qlora_fsdp.yml"), "--gpus", "2", "-o", str(out)]) == 0
     assert capsys.readouterr().out == f"wrote {out}\n"
     assert run(["estimate", str(out), "--json"]) == 0
-    plan = json.loads(capsys.readouterr().out)["plan"]
+    plan = strict_json(capsys.readouterr().out)["plan"]
     assert plan["model"]["preset"] == "llama-2-7b" and plan["training"]["method"] == "qlora"
     assert plan["hardware"]["gpus_per_node"] == 2 and plan["strategy"]["offload_parameters"] == "cpu"
 
@@ -66,7 +66,7 @@ def test_a_plan_file_under_the_import(tmp_path: Path, capsys: pytest.CaptureFixt
     plan = tmp_path / "p.toml"
     plan.write_text('[model]\npreset = "llama-2-13b"\n[hardware]\ngpus_per_node = 4\n[training]\nseq_len = 4096\n')
     assert run(["estimate", str(plan), "--from", SEED, "--json"]) == 0
-    t = json.loads(capsys.readouterr().out)["plan"]["training"]
+    t = strict_json(capsys.readouterr().out)["plan"]["training"]
     assert (t["seq_len"], t["micro_batch_size"], t["precision"]) == (4096, 2, "fp16-master")  # the file's seq_len stays
 
 

@@ -62,7 +62,7 @@ async def test_bad_config_json_files_are_inline_errors(tmp_path: Path) -> None:
     app = VramplanApp(plan=default_plan())
     async with app.run_test(size=(120, 50)) as pilot:
         for name, path in files.items():
-            app.planner.action_load_config()  # the palette's "Load a config.json": the prompt, focused
+            await app.planner.action_load_config()  # the palette's "Load a config.json": the prompt, focused
             await pilot.pause()
             field = app.planner.query_one("#f-model-hf_config Input", Input)
             assert app.screen.focused is field
@@ -85,7 +85,7 @@ async def test_huge_numbers_typed_into_fields_are_errors(tmp_path: Path) -> None
             ("training.tokens", "9" * 400, "finite"),
             ("training.mfu", "5e-324", "greater than or equal to 0.001"),
         ):
-            app.planner.action_edit_field(key)  # its pane shown, the cursor in the field
+            await app.planner.action_edit_field(key)  # its pane shown, the cursor in the field
             await pilot.pause()
             field = app.screen.focused
             assert isinstance(field, Input)
@@ -103,7 +103,7 @@ async def test_a_long_run_of_digits_and_a_letter_does_not_hang_an_integer_field(
     app = VramplanApp(plan=default_plan())
     async with app.run_test(size=(120, 50)) as pilot:
         for key in ("model.vocab_size", "training.micro_batch_size", "training.seq_len", "hardware.gpus_per_node"):
-            app.planner.action_edit_field(key)
+            await app.planner.action_edit_field(key)
             await pilot.pause()
             field = app.screen.focused
             assert isinstance(field, Input) and field.type == "text" and not field.validators
