@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel
 
 from vramplan.core.plan.errors import PlanError, shown
+from vramplan.core.plan.memo import memoised
 from vramplan.core.plan.units import parse_number
 
 BINARY_K_KEYS = frozenset({"training.seq_len"})  # where 4k is 4096 (context lengths), elsewhere K is 1000
@@ -43,12 +44,32 @@ def caseless_choices(model: type[BaseModel], data: Any) -> Any:
         return data
     out = dict(data)
     for name, value in data.items():
-        field = model.model_fields.get(name)
-        if isinstance(value, str) and field is not None:
-            allowed = literal_values(field.annotation)
-            if value not in allowed:
+        if isinstance(value, str):
+            allowed = field_choices(model, name)
+            if allowed and value not in allowed:
                 out[name] = next((a for a in allowed if a.lower() == value.strip().lower()), value)
     return out
+
+
+@memoised(None, group="schema")
+def field_choices(model: type[BaseModel], name: str) -> tuple[str, ...]:
+    """The strings field `name` of `model` takes (its annotation read once per field, not per validation)."""
+    field = model.model_fields.get(name)
+    return literal_values(field.annotation) if field is not None else ()
+
+
+@memoised(None, group="schema")
+def field_strictness(model: type[BaseModel], name: str) -> str:
+    """``"number"`` for a field that takes numbers but no switch, ``"switch"`` for one that takes a switch but no
+    number, ``""`` otherwise (or no such field): the annotation is read once per field, not per validation."""
+    field = model.model_fields.get(name)
+    if field is None:
+        return ""
+    kinds = scalar_types(field.annotation)
+    number = bool(kinds & {int, float})
+    if number and bool not in kinds:
+        return "number"
+    return "switch" if bool in kinds and not number else ""
 
 
 def scalar_types(annotation: Any) -> set[type]:
@@ -69,13 +90,11 @@ def strict_scalars(model: type[BaseModel], data: Any, table: str) -> Any:
     if not isinstance(data, dict):
         return data
     for name, value in data.items():
-        field = model.model_fields.get(name)
-        if field is None or value is None:
+        kind = field_strictness(model, name)
+        if not kind:
             continue
-        kinds = scalar_types(field.annotation)
-        number = bool(kinds & {int, float})
-        if isinstance(value, bool) and number and bool not in kinds:
+        if kind == "number" and isinstance(value, bool):
             raise PlanError(f"must be a number, not {str(value).lower()}", f"{table}.{name}" if table else name)
-        if not isinstance(value, bool) and isinstance(value, int | float) and bool in kinds and not number:
+        if kind == "switch" and not isinstance(value, bool) and isinstance(value, int | float):
             raise PlanError(f"must be true or false (got {shown(value)})", f"{table}.{name}" if table else name)
     return data
