@@ -133,8 +133,8 @@ def _mlp(c: ActCtx, out: Saved, m_rg: bool, m_bytes: int, input_saved: bool) -> 
             out.add(f"{label} ({k} of {L} layers, averaged): split", part.split * k // L, 0, True)
             out.copies += part.copies * k // L
             out.frozen_copies += part.frozen_copies * k // L
-            out.cache = max(out.cache, part.cache)
-            out.work = max(out.work, part.work)
+            out.cache += part.cache * k // L  # per block, summed over the layers like the saved bytes
+            out.work = max(out.work, part.work)  # the largest transient of either kind of block
         return rg
     return _dense_mlp(c, out, m_rg, m_bytes, input_saved)
 
