@@ -9,6 +9,7 @@ from hypothesis import settings
 
 from vramplan.core.memory.activations.context import ActCtx, plan_ctx
 from vramplan.core.memory.result import Estimate
+from vramplan.core.plan import presets
 from vramplan.core.plan.plan import plan_from_dict
 
 # The suite is deterministic: the same examples on every run and machine (CI must pass on a clean clone).
@@ -156,3 +157,14 @@ def tmp_plan(tmp_path: Path):
         return p
 
     return write
+
+
+def user_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, files: dict[str, str]) -> Path:
+    """A user config directory holding ``files`` (relative path -> text), made the one vramplan reads."""
+    root = tmp_path / "cfg"
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    monkeypatch.setenv("VRAMPLAN_CONFIG_DIR", str(root))
+    presets.reload()
+    return root

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import user_dir
 from tests.hostile import BIG_INT, HUGE_INT, write_config_files, write_plan_files
 from vramplan.core.files.planio import load_plan_file
 from vramplan.core.plan import detect, presets
@@ -196,16 +197,6 @@ def test_error_lines_cut_long_values_and_escape_control_characters() -> None:
 
 SELF_BASED = 'name = "LLaMA-7B, 16 layers"\nsource = "mine"\n[config]\npreset = "llama-7b"\nnum_hidden_layers = 16\n'
 FROM_OTHER = 'name = "Half"\nsource = "mine"\n[config]\npreset = "llama-7b"\nnum_hidden_layers = 8\n'
-
-
-def user_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, files: dict[str, str]) -> Path:
-    root = tmp_path / "cfg"
-    for rel, text in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
-    monkeypatch.setenv("VRAMPLAN_CONFIG_DIR", str(root))
-    presets.reload()
-    return root
 
 
 def test_a_user_preset_starting_from_the_builtin_of_its_own_id(tmp_path: Path, monkeypatch) -> None:

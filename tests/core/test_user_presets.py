@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import user_dir
 from tests.core.published_configs import REAL
 from vramplan.core.memory.peak import estimate
 from vramplan.core.plan import presets
@@ -46,16 +47,6 @@ flash_attention = true
 match = ["Lab GPU 48GB"]
 source = "vendor sheet"
 """
-
-
-def user_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, files: dict[str, str]) -> Path:
-    root = tmp_path / "cfg"
-    for rel, text in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
-    monkeypatch.setenv("VRAMPLAN_CONFIG_DIR", str(root))
-    presets.reload()
-    return root
 
 
 def test_user_presets_load_beside_the_built_in_ones(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
