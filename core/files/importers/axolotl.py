@@ -50,12 +50,7 @@ def read(data: dict[str, Any], log: ImportLog) -> None:
             "strategy.activation_offload",
             "cpu" if on or on is None else "none",
         )
-    trainer.optimizer(top, "optimizer", log)
-    lr = number(top.get("learning_rate"))
-    if lr is not None and lr > 0:
-        log.set("learning_rate", top.data["learning_rate"], "training.learning_rate", lr)
-    trainer.grad_clip(top, "max_grad_norm", log)
-    uses_ds = trainer.deepspeed_path(top, "deepspeed", log)
+    uses_ds = trainer.trainer_arguments(top, log, "optimizer")
     _fsdp(top, log)
     zero3 = log.changes.get("strategy.zero_stage") == 3 and not uses_ds
     trainer.precision(top, log, method, uses_ds, fsdp_zero3=zero3)

@@ -54,12 +54,7 @@ def read(data: dict[str, Any], log: ImportLog) -> None:
         "none" if off else "full",
         "" if top.has("disable_gradient_checkpointing") else "LLaMA-Factory checkpoints by default",
     )
-    trainer.optimizer(top, "optim", log)
-    lr = number(top.get("learning_rate"))
-    if lr is not None and lr > 0:
-        log.set("learning_rate", top.data["learning_rate"], "training.learning_rate", lr)
-    trainer.grad_clip(top, "max_grad_norm", log)
-    uses_ds = trainer.deepspeed_path(top, "deepspeed", log)
+    uses_ds = trainer.trainer_arguments(top, log, "optim")
     trainer.precision(top, log, method, uses_ds, pure_key="pure_bf16")
     if top.has("flash_attn"):
         raw = str(top.get("flash_attn")).lower()

@@ -112,3 +112,14 @@ def counts(sec: Section, log: ImportLog, pairs: tuple[tuple[str, str], ...]) -> 
                 log.ignore(name, sec.get(name), "not a whole number >= 1")
             else:
                 log.set(name, sec.get(name), plan_key, n)
+
+
+def trainer_arguments(sec: Section, log: ImportLog, optim_key: str) -> bool:
+    """What axolotl and LLaMA-Factory pass on to HF Trainer alike: the optimizer (under `optim_key`), its learning
+    rate, ``max_grad_norm`` and a ``deepspeed`` config path (named, not followed); returns whether that path is set."""
+    optimizer(sec, optim_key, log)
+    lr = number(sec.get("learning_rate"))
+    if lr is not None and lr > 0:
+        log.set("learning_rate", sec.data["learning_rate"], "training.learning_rate", lr)
+    grad_clip(sec, "max_grad_norm", log)
+    return deepspeed_path(sec, "deepspeed", log)
