@@ -98,10 +98,17 @@ def _phases(ctx: ActCtx, stage: Stage, st: States, a: StageActs, lay: Layout) ->
         n = stage.layers
         layer_g = st.layer_grad
         head_g = st.head_grad
-        fresh = layer_g if (accum or z >= 2) else 0  # a block's new gradient before it is added or reduced
-        fresh += st.reduce_extra
-        head_fresh = head_g if z >= 2 else 0  # the lm_head's unsharded gradient still waiting in a reduce bucket
-        own = 0 if z >= 2 else layer_g  # the block's gradients: ZeRO-2/3 hold them unsharded in `fresh` instead
+        # A block's own weight gradients are made op by op as its backward frees its saved tensors; its worst
+        # transient comes first (the MLP's down projection and activation, layer_work), when only the down
+        # projection's gradient exists, in place of its freed input: a block's moment counts the gradients of the
+        # blocks behind it, not its own (measured, tests/data/moe_truth.json: mixtral_base's backward to the byte,
+        # qwen3_bf16mixed_gc's peak in the optimizer step). Its end, all of its gradients made and little activation
+        # memory left, is the next block's start (the `n - 1` blocks below) or, for the first block, the end of
+        # backward. With gradient accumulation each new gradient is added in place as it is made.
+        # ZeRO-2/3: the block behind's gradients wait unsharded while their reduce-scatter overlaps this block's
+        # backward (FSDP2 frees its input at the next reduce-scatter), the lm_head's before the last block.
+        pending = layer_g + st.reduce_extra if z >= 2 else 0
+        head_fresh = head_g if z >= 2 else 0
         copies_layers = a.copies - a.head_copies
         per_layer_copies = copies_layers // n if n else 0
         top_acts = others + a.saved - a.head
@@ -114,9 +121,9 @@ def _phases(ctx: ActCtx, stage: Stage, st: States, a: StageActs, lay: Layout) ->
                     "optimizer_states": OS,
                     "gathered_parameters": GA,
                     "checkpoint_buffers": CB,
-                    "gradients": new_grads(own + (0 if z >= 2 else head_g)),
+                    "gradients": new_grads(0 if z >= 2 else head_g),
                     "activations": top_acts + copies_layers,
-                    "temporaries": a.dy + a.layer_work + fresh + max(head_fresh, buffered),
+                    "temporaries": a.dy + a.layer_work + max(head_fresh, buffered),
                 },
             )
         )
@@ -124,15 +131,15 @@ def _phases(ctx: ActCtx, stage: Stage, st: States, a: StageActs, lay: Layout) ->
         phases.append(
             Phase(
                 "backward",
-                "backward of the first block: nearly all gradients exist, little activation memory is left",
+                "backward of the first block: every other block's gradients exist, little activation memory is left",
                 {
                     "parameters": P,
                     "optimizer_states": OS,
                     "gathered_parameters": GA,
                     "checkpoint_buffers": CB,
-                    "gradients": new_grads(head_g + (n - 1) * layer_g + own),
+                    "gradients": new_grads(head_g + (n - 1) * layer_g),
                     "activations": bottom_acts + per_layer_copies,
-                    "temporaries": a.dy + a.layer_work + fresh + buffered,
+                    "temporaries": a.dy + a.layer_work + (pending if n > 1 else head_fresh) + buffered,
                 },
             )
         )

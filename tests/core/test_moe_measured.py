@@ -50,6 +50,7 @@ WITHIN = (
     "mistral_swa_sdpa",
     "gemma2_eager_bf16mixed",
     "gemma2_eager_gc",
+    "qwen3_bf16mixed_gc",
 )
 
 
@@ -104,3 +105,21 @@ def test_latent_attention_and_gpt_oss_to_the_byte() -> None:
         act = f["activation_bytes"] - f["logits_like_bytes"] + f["saved_weight_copy_bytes"]
         assert abs(est.per_gpu()["activations"] - act) <= bound * act, cid
         assert abs(assert_issue_bounds(est, f)) <= 0.001, cid
+
+
+def test_a_block_backward_counts_the_gradients_behind_it_not_its_own() -> None:
+    """A block's worst backward moment comes before its own weight gradients are made (core/memory/peak.py): the
+    backward's highest moment, measured, is matched within 0.01% by Mixtral (no checkpointing; it was 5% over when
+    the block's own gradients were counted), and the checkpointed cases come within 5% (they were 9-10% over)."""
+
+    def backward_peaks(cid: str) -> tuple[int, int]:
+        rec = TRUTH[cid]
+        est = estimate(plan_from_dict(case_plan_data(rec["resolved_case"])), cpu=True)
+        predicted = max(p.total for p in est.phases if p.name == "backward")
+        return predicted, max(p["peak"] for p in rec["steady"]["phases"] if p["phase"] == "backward")
+
+    predicted, measured = backward_peaks("mixtral_base")
+    assert abs(predicted - measured) <= 1e-4 * measured
+    for cid in ("qwen3_bf16mixed_gc", "qwen3moe_gc", "qwen2moe_gc_bf16mixed", "gemma2_eager_gc"):
+        predicted, measured = backward_peaks(cid)
+        assert measured <= predicted <= 1.05 * measured, cid
