@@ -24,6 +24,9 @@ ROOT = Path(__file__).parent.parent
 PRECISION = {"fp32": "fp32", "bf16-mixed": "bf16-autocast", "bf16": "bf16-pure"}
 
 
+EXPERTS = {"grouped_mm": "grouped", "eager": "loop", "batched_mm": "batched"}  # transformers' names -> the plan's
+
+
 def case_plan_data(case: dict[str, Any], gpu: str = "h200") -> dict[str, Any]:
     """A measured case (tests/data/*truth.json ``resolved_case``) as plan data, with the mapping of
     ../shared/oracle/README.md (family -> model_type, bf16-mixed -> bf16-autocast, sdpa -> flash, ...)."""
@@ -99,6 +102,7 @@ def _hf_case_plan_data(case: dict[str, Any], gpu: str) -> dict[str, Any]:
             "gradient_checkpointing": "full" if case["gradient_checkpointing"] else "none",
             "attention": "flash" if case["attention"] == "sdpa" else "eager",
             "zero_stage": 0,
+            "experts": EXPERTS[case.get("experts_implementation") or "grouped_mm"],
         },
     }
 

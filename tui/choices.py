@@ -72,6 +72,11 @@ CHOICES: dict[str, tuple[Choice, ...]] = {
         Choice("flash", "flash", "strategy: flash attention"),
         Choice("eager", "eager", "strategy: eager attention"),
     ),
+    "strategy.experts": (
+        Choice("grouped", "grouped", "strategy: experts by grouped_mm (transformers >= 5)"),
+        Choice("loop", "loop", "strategy: experts one by one (per-expert loop, transformers 4.x)"),
+        Choice("batched", "batched", "strategy: experts by batched_mm (copies each token's expert weights)"),
+    ),
     "strategy.activation_compression": (
         Choice("none", "off", "strategy: int8 activations off"),
         Choice("int8", "on", "strategy: int8 activations"),

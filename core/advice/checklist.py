@@ -37,7 +37,7 @@ __all__ = [
 
 GROUPS: dict[str, str] = {"oom": "Out of memory", "nan": "NaN loss", "slow": "Slow training"}
 RULES = (*oom.RULES, *stack.OOM_RULES, *nan.RULES, *slow.RULES, *stack.SLOW_RULES)
-MOE_RULES = {"nan": moe.NAN_RULES, "slow": moe.SLOW_RULES}
+MOE_RULES = {"oom": moe.OOM_RULES, "nan": moe.NAN_RULES, "slow": moe.SLOW_RULES}
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from vramplan.core.plan.describe import plan_title
+from vramplan.core.plan.describe import loading_settings, plan_title
 from vramplan.core.plan.plan import Plan
 
 ACCELERATE_SOURCE = "huggingface/accelerate 1.15: commands/config/config_args.py, utils/launch.py, utils/dataclasses.py"
@@ -107,8 +107,7 @@ def accelerate_config(plan: Plan) -> AccelerateExport:
             notes.append(
                 "QLoRA with FSDP: BitsAndBytesConfig(bnb_4bit_quant_storage=torch.bfloat16) so FSDP can shard it"
             )
-    attn = "flash_attention_2 or sdpa" if s.attention == "flash" else "eager"
-    notes.append(f"load the model with attn_implementation = {attn}")
+    notes.append(f"load the model with {loading_settings(plan)}")
     return AccelerateExport(config, tuple(lacks), tuple(notes), plan_title(plan))
 
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vramplan.core.memory.overhead import zero_bucket_elements
+from vramplan.core.plan.describe import loading_settings
 from vramplan.core.plan.plan import Plan
 from vramplan.core.plan.precision import REGIMES, resolve_impl
 from vramplan.core.plan.units import MiB
@@ -354,8 +355,7 @@ def _model_side(b: _Builder) -> None:
                 "QLoRA with ZeRO-3: set BitsAndBytesConfig(bnb_4bit_quant_storage=torch.bfloat16) (the dtype of "
                 "the other weights) so ZeRO-3 can shard the 4-bit weights (PEFT's DeepSpeed guide)"
             )
-    attn = "flash_attention_2 or sdpa" if s.attention == "flash" else "eager"
-    b.note(f"attention: load the model with attn_implementation = {attn}")
+    b.note(f"load the model with {loading_settings(plan)}")
     if s.fused_cross_entropy:
         b.note("fused cross-entropy (strategy.fused_cross_entropy) is the model's loss (e.g. Liger), not DeepSpeed's")
     stack = {

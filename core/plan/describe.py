@@ -1,6 +1,6 @@
 """The words that describe a plan, written once for every front end and export: the model's name (its preset's, its
 config.json's, ``(modified)``, or ``custom llama``), the GPU's name, the method, the parallel layout and the
-plan's title."""
+plan's title, and how to load the model so that it runs as planned."""
 
 from __future__ import annotations
 
@@ -99,3 +99,17 @@ def parallel_summary(plan: Plan, *, offload: bool = False, data_parallel: bool =
 def plan_title(plan: Plan) -> str:
     """``LLaMA-7B on 8 x NVIDIA A100 80GB SXM4``: the headline of a plan."""
     return f"{model_name(plan.model)} on {plan.hardware.total_gpus} x {gpu_name(plan)}"
+
+
+EXPERTS_IMPLEMENTATION = {"grouped": "grouped_mm", "loop": "eager", "batched": "batched_mm"}  # transformers' names
+
+
+def loading_settings(plan: Plan) -> str:
+    """``attn_implementation = sdpa`` (and for a mixture of experts ``experts_implementation = grouped_mm``): the
+    ``from_pretrained`` keywords that make the model run as the plan says."""
+    s = plan.strategy
+    attn = "flash_attention_2 or sdpa" if s.attention == "flash" else "eager"
+    out = f"attn_implementation = {attn}"
+    if plan.model.arch().moe is not None:
+        out += f", experts_implementation = {EXPERTS_IMPLEMENTATION[s.experts]}"
+    return out

@@ -213,6 +213,12 @@ class StrategyConfig(BaseModel):
     tensor_parallel: int = Field(default=1, ge=1, le=1024)
     pipeline_parallel: int = Field(default=1, ge=1, le=1024)
     sequence_parallel: bool = False
+    experts: Literal["grouped", "loop", "batched"] = Field(
+        default="grouped",
+        description="mixture of experts: grouped: transformers >= 5's grouped_mm (its default); loop: the "
+        "per-expert Python loop (experts_implementation = eager; transformers 4.x's only path); batched: "
+        "batched_mm, which copies each token's expert weights",
+    )
     expert_parallel: int = Field(
         default=1,
         ge=1,

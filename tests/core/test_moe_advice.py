@@ -20,7 +20,7 @@ def _plan(model: str, nodes: int = 1, **strategy: Any) -> Any:
     )
 
 
-MOE_IDS = {"nan.moe_router", "nan.moe_aux_loss", "slow.moe_imbalance", "slow.moe_ep"}
+MOE_IDS = {"oom.moe_experts", "nan.moe_router", "nan.moe_aux_loss", "slow.moe_imbalance", "slow.moe_ep"}
 
 
 def test_moe_items_only_for_moe_models() -> None:
@@ -30,6 +30,17 @@ def test_moe_items_only_for_moe_models() -> None:
     assert {i.id for i in cl} >= MOE_IDS
     assert cl.item("nan.moe_aux_loss").status == "manual" and cl.item("slow.moe_imbalance").status == "manual"
     assert [i.group for i in cl] == sorted((i.group for i in cl), key=["oom", "nan", "slow"].index)
+
+
+def test_batched_experts_in_training_fail_with_the_grouped_fix() -> None:
+    """batched_mm keeps every token-expert pair's expert weights for backward: the plan no longer fits, and the
+    checklist names the path and measures grouped_mm as the fix; the loop and grouped_mm are fine."""
+    plan = _plan("qwen3-30b-a3b", zero_stage=3, experts="batched")
+    item = checklist(plan).item("oom.moe_experts")
+    assert item.status == "fail" and "batched_mm" in item.detail
+    assert item.fix is not None and dict(item.fix.changes) == {"strategy.experts": "grouped"} and item.fix.fits
+    for how in ("grouped", "loop"):
+        assert checklist(_plan("qwen3-30b-a3b", zero_stage=3, experts=how)).item("oom.moe_experts").status == "ok"
 
 
 def test_router_in_16_bit_is_flagged() -> None:

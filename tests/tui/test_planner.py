@@ -373,6 +373,33 @@ async def test_moe_model_shows_active_parameters_and_the_expert_parallel_control
         assert "46.70 B params, 12.88 B active (top-2 of 8 experts)" in text_of(app, "#model-details")
 
 
+async def test_moe_experts_path_is_a_strategy_with_its_effect() -> None:
+    """Issue 14: how the experts run (transformers' grouped_mm, the per-expert loop, batched_mm) is a Strategies
+    control for a mixture-of-experts model, with the memory each other choice would take; by keyboard."""
+    mixtral = {"model.preset": "mixtral-8x7b", "hardware.gpus_per_node": 8, "strategy.gradient_checkpointing": "none"}
+    app = VramplanApp(plan=default_plan().with_changes(mixtral))
+    async with app.run_test(size=(100, 40)) as pilot:
+        await pilot.press("4")
+        await pilot.pause()
+        row = app.planner.query_one("#f-strategy-experts")
+        assert row.display
+        await app.workers.wait_for_complete()
+        await pilot.pause(0.3)
+        effect = str(row.query_one(".field-effect").visual)
+        assert "loop:" in effect and "batched:" in effect, effect
+        before = estimate(app.planner.plan).total
+        app.planner.set_focus(row.query_one(ChoiceBar))
+        await pilot.press("right")
+        await pilot.pause()
+        plan = app.planner.plan
+        assert plan.strategy.experts == "loop"
+        assert estimate(plan).total != before
+        assert figure(estimate(plan).total) in text_of(app, "#headline")
+        app.planner.apply_changes({"model.preset": "llama-7b", "strategy.experts": "grouped"})
+        await pilot.pause()
+        assert not row.display  # a dense model has no experts
+
+
 async def test_moe_experts_are_named_under_the_legend() -> None:
     """Issue 14: the legend names a mixture-of-experts model's routed experts and how expert parallelism divides
     them; a dense model has no such line."""

@@ -1,5 +1,6 @@
 """The Strategies pane: checkpointing, attention kernel, int8 activations, fused cross-entropy, ZeRO stage,
-offloading, tensor/pipeline/sequence parallelism. Under each control, what the other choices would do (memory per
+offloading, tensor/pipeline/sequence parallelism, and for a mixture of experts expert parallelism and how the experts
+run. Under each control, what the other choices would do (memory per
 GPU and time per token, measured: `tui.effects`, a few ms, once the plan has settled); choices the plan cannot take
 are noted next to their control."""
 
@@ -49,6 +50,7 @@ class StrategyPane(PlanPane):
         yield IntField("strategy.tensor_parallel", "tensor parallel", effect=True)
         yield IntField("strategy.pipeline_parallel", "pipeline parallel", effect=True)
         yield IntField("strategy.expert_parallel", "expert parallel", effect=True)  # shown for MoE models
+        yield ChoiceField("strategy.experts", "experts run", effect=True)  # shown for MoE models
         yield ChoiceField("strategy.sequence_parallel", "sequence parallel", effect=True)
         yield ChoiceField("strategy.compile", "torch.compile", effect=True)
         yield ChoiceField("strategy.optimizer_in_backward", "optimizer in bwd", effect=True)
@@ -58,7 +60,9 @@ class StrategyPane(PlanPane):
 
     def show_estimate(self, est: Estimate) -> None:
         self.show_blocked(est, BLOCKABLE)
-        self.fields["strategy.expert_parallel"].display = est.plan.model.arch().moe is not None
+        moe = est.plan.model.arch().moe is not None
+        self.fields["strategy.expert_parallel"].display = moe
+        self.fields["strategy.experts"].display = moe
         self.show_effects()
 
     def _show_effects(self) -> None:
@@ -66,6 +70,6 @@ class StrategyPane(PlanPane):
         if est is None or not self.display:
             return  # hidden: the pane catches up when shown
         moe = est.plan.model.arch().moe is not None
-        keys = (*EFFECT_KEYS, "strategy.expert_parallel") if moe else EFFECT_KEYS
+        keys = (*EFFECT_KEYS, "strategy.expert_parallel", "strategy.experts") if moe else EFFECT_KEYS
         for key, pairs in toggle_effects(est.plan, est, keys).items():
             self.fields[key].set_effect(effects_line(pairs))

@@ -1,6 +1,6 @@
-"""Checklist rules for mixture-of-experts models (issue 14): router precision, the load-balancing loss, expert
-imbalance (by hand: it depends on the data) and expert parallelism across nodes. They apply to MoE models only;
-for a dense model each returns None and the checklist leaves it out."""
+"""Checklist rules for mixture-of-experts models (issue 14): how the experts run, router precision, the
+load-balancing loss, expert imbalance (by hand: it depends on the data) and expert parallelism across nodes. They
+apply to MoE models only; for a dense model each returns None and the checklist leaves it out."""
 
 from __future__ import annotations
 
@@ -29,6 +29,12 @@ IMBALANCE_SRC = (
 EP_SRC = (
     "DeepSpeed-MoE (Rajbhandari et al. 2022) §5 and Megatron-Core: keep the expert-parallel all-to-all inside a "
     "node (NVLink) where it fits; nccl-tests PERFORMANCE.md for the all-to-all bus bandwidth"
+)
+
+EXPERTS_SRC = (
+    "transformers integrations/moe.py: grouped_mm_experts_forward (the default), batched_mm_experts_forward "
+    "(gate_up_proj[expert_ids] per token-expert pair), and the experts classes' own per-expert loop "
+    "(experts_implementation = eager); measured on the CPU, tests/data/moe_truth.json"
 )
 
 
@@ -114,5 +120,34 @@ def expert_parallel_nodes(c: Context) -> Item | None:
     return Item("slow.moe_ep", "slow", "warn", title, detail, EP_SRC, fix)
 
 
+def experts_path(c: Context) -> Item | None:
+    moe = c.arch.moe
+    if moe is None:
+        return None
+    title = "How the experts run"
+    how = c.plan.strategy.experts
+    if how == "batched":
+        detail = (
+            "batched_mm copies each token-expert pair's expert weights and keeps them for backward "
+            f"({moe.top_k} x 3 x hidden x expert width per token, per MoE layer): an inference path; train with "
+            "grouped_mm (transformers' default) or the per-expert loop."
+        )
+        fix = c.measure("experts by grouped_mm", {"strategy.experts": "grouped"})
+        return Item("oom.moe_experts", "oom", "fail" if not c.est.fits else "warn", title, detail, EXPERTS_SRC, fix)
+    if how == "loop":
+        detail = (
+            "the per-expert loop (experts_implementation = eager, transformers 4.x) saves what grouped_mm saves, "
+            "in the compute dtype, plus each expert's 16-bit weight copies under autocast; it runs one small "
+            "GEMM per expert (slower)."
+        )
+    else:
+        detail = (
+            "grouped_mm (transformers >= 5's default): one GEMM for all experts, saved in the weights' dtype (it is "
+            "no autocast op: fp32 under bf16 autocast with fp32 weights)."
+        )
+    return Item("oom.moe_experts", "oom", "ok", title, detail, EXPERTS_SRC)
+
+
+OOM_RULES: tuple[MoeRule, ...] = (experts_path,)
 NAN_RULES: tuple[MoeRule, ...] = (router_precision, aux_loss)
 SLOW_RULES: tuple[MoeRule, ...] = (expert_imbalance, expert_parallel_nodes)

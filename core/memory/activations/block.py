@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from vramplan.core.memory.activations.attention import attention_saved
 from vramplan.core.memory.activations.context import ActCtx, Saved
+from vramplan.core.memory.activations.experts import moe_saved
 from vramplan.core.memory.activations.ops import linears_saved, norm_saved
 from vramplan.core.plan.arch import dense_layer_arch
 from vramplan.core.plan.memo import memoised
@@ -58,62 +59,6 @@ def _qk_norm(c: ActCtx, out: Saved) -> None:
         out.add("q/k norms: (1 + w) of q and of k", 2 * 4 * arch.d, 0, False)
 
 
-def _moe(c: ActCtx, out: Saved) -> bool:
-    """A mixture-of-experts MLP as transformers 5.24 runs it by default (``experts_implementation`` "grouped_mm",
-    ``integrations/moe.py:grouped_mm_experts_forward``; the per-expert Python loop is the fallback, not the
-    default, so it is not modelled). S = T x top_k (token, expert) pairs; measured tensor by tensor on the CPU
-    (tests/data/moe_truth.json):
-
-    - router (``*TopKRouter``): a copy of its input [T, h] (16-bit under autocast), the fp32 softmax [T, E], the
-      int64 top-k indices, the fp32 renormalising sum [T, 1] and the fp32 top-k values; under autocast its 16-bit
-      weight copy [h, E] (2 E h bytes).
-    - experts: perm, perm // k and inv_perm (int64 [S] each), int32 offsets [E], the gathered input [S, h], the
-      up/gate output [S, 2 i], act(gate) and the product [S, i] each, the routing weights [S] (compute dtype) and
-      the down output [S, h]. ``_grouped_mm`` is no autocast op and transformers casts its input to the weight's
-      dtype, so under autocast this path runs and saves in the weights' fp32 and makes no 16-bit weight copies.
-    - shared expert(s) (Qwen2-MoE, DeepSeek-V3): a dense SwiGLU of their summed width, saved as a dense MLP."""
-    arch, T = c.arch, c.T
-    moe = arch.moe
-    assert moe is not None
-    E, k, h, i = moe.n_experts, moe.top_k, arch.h, moe.expert_f
-    S, C, W = T * k, c.reg.act_bytes, c.reg.weight_bytes
-    full = c.full  # frozen experts and router (LoRA): no weight gradients, so no inputs kept for them
-    if full:
-        out.add("router: input copy", C * T * h, T * h, False)
-    fam = arch.fam
-    if fam.router_softmax_topk:  # gpt-oss GptOssTopKRouter: topk(logits), softmax of the k values (logits' dtype)
-        out.add("router: top-k indices (int64), softmax of the top-k logits", 8 * S + C * S, S, False)
-    else:
-        out.add("router: fp32 softmax, top-k indices, sum and values", 4 * T * E + 8 * S + 4 * T + 4 * S, T * E, False)
-    if c.reg.compute == "autocast":  # the router's bf16 weight copy [h, E] (measured: TBackward0 param_copy)
-        out.copies += 2 * E * h
-        out.cache += 2 * E * h
-    # expert biases (gpt-oss) are gathered per (token, expert) pair: one more int64 [S] index for their gradient
-    n_idx = 4 if moe.expert_bias else 3
-    out.add("experts: perm, perm // k, inv_perm (int64), bias index and offsets", n_idx * 8 * S + 4 * E, 0, True)
-    # frozen experts (LoRA on attention) keep one [S, h] of the two (measured: qwen3moe_lora_qv)
-    n_sh = 2 if full else 1
-    out.add("experts: gathered input and down output", n_sh * W * S * h, n_sh * S * h, True)
-    if fam.clamped_swiglu:
-        # gpt-oss GptOssExperts._apply_gate: clamp saves the gate_up output [S, 2i] it slices; sigmoid(alpha gate)
-        # its output, gate * sigmoid the clamped gate, (up + 1) * glu both factors, down the product: 5 [S, i]
-        out.add("experts: gate_up output, clamped gate, sigmoid, glu, up + 1, product", W * S * 7 * i, S * 7 * i, True)
-    else:
-        out.add("experts: gate/up output, act(gate), product", W * S * 4 * i, S * 4 * i, True)
-    out.add("experts: routing weights", C * S, S, True)
-    if moe.shared_f:  # reads the router's input; saves gate and up outputs, the activation's output, the product
-        f = moe.shared_f
-        out.add("shared expert: gate and up outputs, activation output, product", 4 * C * T * f, 4 * T * f, True)
-        if full and c.reg.compute == "autocast":  # its gate and up linears each cast the fp32 input (measured)
-            out.add("shared expert: bf16 copies of input (gate, up)", 2 * 2 * T * h, 2 * T * h, False)
-            out.copies += 2 * 3 * h * f
-            out.cache += 2 * 3 * h * f
-        if moe.shared_gate:
-            out.add("shared expert gate: sigmoid [T, 1] and the gated output", C * (T + T * h), T * h, True)
-    out.work = max(out.work, W * S * 4 * i + 2 * c.reg.resid_bytes * T * h)
-    return True
-
-
 def _mlp(c: ActCtx, out: Saved, m_rg: bool, m_bytes: int, input_saved: bool) -> bool:
     """The MLP's saved tensors. ``gelu_new`` (GPT-2) is Python ops: ``pow`` saves its input, then tanh, 1 + tanh
     and x / 2 are saved by their consumers; under CUDA autocast ``pow`` runs in fp32 (autocast's fp32 op list), so
@@ -122,11 +67,11 @@ def _mlp(c: ActCtx, out: Saved, m_rg: bool, m_bytes: int, input_saved: bool) -> 
     if arch.moe is not None:
         n, L = arch.moe.moe_layers, arch.L
         if n >= L:
-            return _moe(c, out)
+            return moe_saved(c, out)
         # DeepSeek-V3's first_k_dense_replace (and Qwen-MoE's mlp_only_layers): L - n blocks run the dense MLP
         # of width intermediate_size; the block's figure is the average over the layers, as for windowed layers
         parts = (Saved(), Saved())
-        _moe(c, parts[0])
+        moe_saved(c, parts[0])
         rg = _dense_mlp(c._replace(arch=dense_layer_arch(arch)), parts[1], m_rg, m_bytes, input_saved)
         for part, k, label in ((parts[0], n, "mixture-of-experts MLP"), (parts[1], L - n, "dense MLP")):
             out.add(f"{label} ({k} of {L} layers, averaged): replicated", part.rep * k // L, part.elems * k // L, False)

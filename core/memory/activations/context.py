@@ -56,6 +56,7 @@ class ActCtx(NamedTuple):
     reentrant: bool = False  # reentrant checkpointing (PEFT's prepare_model_for_kbit_training default)
     dequant_compute_bytes: int = 2  # bnb_4bit_compute_dtype: what a 4-bit linear casts its input to and computes in
     quant_state_bytes: int = 2  # the dtype a 4-bit weight dequantizes to (the weight's dtype when it was quantized)
+    experts: str = "grouped"  # how a mixture of experts runs: grouped (grouped_mm), loop (per expert), batched (bmm)
 
     @property
     def dequant_bytes(self) -> int:
@@ -170,6 +171,7 @@ def plan_ctx(plan: Plan, cpu: bool = False) -> ActCtx:
         reentrant=t.kbit_prepare and s.gradient_checkpointing == "full",
         dequant_compute_bytes=4 if compute == "fp32" else 2,
         quant_state_bytes=2,
+        experts=s.experts,
     )
 
 
