@@ -87,6 +87,16 @@ SHOTS = (
         changes={"strategy.pipeline_parallel": 2, "strategy.zero_stage": 1},
         actions=("export('deepspeed')",),
     ),
+    Shot(  # a mixture of experts: active vs total parameters, the experts in the legend, EP and the experts path
+        "moe-mixtral-160x48",
+        (160, 48),
+        changes={
+            "model.preset": "mixtral-8x7b",
+            "hardware.gpu": "h200",
+            "strategy.expert_parallel": 8,
+            "strategy.gradient_checkpointing": "none",
+        },
+    ),
     Shot("gpu-guide-80x24", (80, 24), keys=("g",), changes={"training.tokens": 10_000_000_000}),
     Shot("pinned-80x24", (80, 24), keys=("P", "z", "c")),
     Shot("compare-80x24", (80, 24), keys=("P", "z", "c", "d")),
