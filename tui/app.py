@@ -7,18 +7,21 @@ from __future__ import annotations
 from pathlib import Path
 from typing import ClassVar
 
-from textual.app import App
-from textual.screen import Screen
-from textual.timer import Timer
+from vramplan.tui.startup import long_lived
 
-from vramplan.core.files.planfile import Meta
-from vramplan.core.files.planio import load_plan_file, plan_on
-from vramplan.core.plan import presets
-from vramplan.core.plan.errors import PlanError
-from vramplan.core.plan.plan import Plan, default_plan
-from vramplan.tui import detection
-from vramplan.tui.commands import PlannerCommands
-from vramplan.tui.screens.planner import PlannerScreen
+with long_lived():  # no garbage collection while the app's modules load (see `startup`)
+    from textual.app import App
+    from textual.screen import Screen
+    from textual.timer import Timer
+
+    from vramplan.core.files.planfile import Meta
+    from vramplan.core.files.planio import load_plan_file, plan_on
+    from vramplan.core.plan import presets
+    from vramplan.core.plan.errors import PlanError
+    from vramplan.core.plan.plan import Plan, default_plan
+    from vramplan.tui import detection
+    from vramplan.tui.commands import PlannerCommands
+    from vramplan.tui.screens.planner import PlannerScreen
 
 
 def open_plan(path: str | Path) -> tuple[Plan, list[str], Meta | None]:
