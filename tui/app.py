@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import ClassVar
 
-from vramplan.tui.startup import long_lived
+from vramplan.tui.startup import FirstFrame, long_lived
 
 with long_lived():  # no garbage collection while the app's modules load (see `startup`)
     from textual.app import App
@@ -65,13 +65,21 @@ class VramplanApp(App[int]):
         self._notice = "\n".join(notices)
         self._meta = meta
         self._quit_asked = False
+        self._first_frame = FirstFrame()
 
     def get_default_screen(self) -> Screen[None]:
         return PlannerScreen(self.start_plan, self._notice, meta=self._meta)
 
+    def on_load(self) -> None:
+        self._first_frame.pause()  # no garbage collection until the first frame (see `startup.FirstFrame`)
+
     def on_mount(self) -> None:
+        self.call_after_refresh(self._first_frame.resume)
         if self._detection_pending:
             self._detect_timer = self.set_interval(0.05, self._check_detection)
+
+    def on_unmount(self) -> None:
+        self._first_frame.resume()  # an app that ends before its first frame
 
     def _check_detection(self) -> None:
         """Detection finished after start-up: the planner takes the detected GPUs if its plan is untouched."""

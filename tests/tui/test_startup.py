@@ -3,8 +3,13 @@ process imported before would hide what the app imports)."""
 
 from __future__ import annotations
 
+import gc
 import subprocess
 import sys
+
+from textual.screen import Screen
+
+from vramplan.tui.app import VramplanApp
 
 
 def run(code: str) -> None:
@@ -48,3 +53,34 @@ def test_the_first_frame_imports_neither_the_config_importers_nor_yaml_nor_the_p
         "assert loaded == [importers + 'detect'], loaded\n"
         "assert 'vramplan.core.advice.plandiff' not in sys.modules\n"
     )
+
+
+class Probe(VramplanApp):
+    """Notes whether the collector runs while the planner screen is made (before the first frame)."""
+
+    collecting: bool | None = None
+
+    def get_default_screen(self) -> Screen[None]:
+        self.collecting = gc.isenabled()
+        return super().get_default_screen()
+
+
+async def test_no_garbage_collection_until_the_first_frame_then_it_runs_again() -> None:
+    """7-8 ms of young collections fell in the first frame; they run once it is shown."""
+    assert gc.isenabled()
+    app = Probe()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert app.collecting is False
+        assert gc.isenabled()
+    assert gc.isenabled()
+
+
+async def test_an_app_that_ends_before_its_first_frame_turns_collection_back_on() -> None:
+    class Quits(VramplanApp):
+        def on_load(self) -> None:
+            self.exit()
+
+    async with Quits().run_test(size=(80, 24)):
+        pass
+    assert gc.isenabled()
