@@ -36,10 +36,10 @@ def test_importing_the_app_leaves_the_collector_off_if_it_was_off() -> None:
     run("import gc\ngc.disable()\nimport vramplan.tui.app\nassert not gc.isenabled()\n")
 
 
-def test_the_first_frame_imports_neither_the_config_importers_nor_yaml_nor_the_plan_comparison() -> None:
+def test_the_first_frame_imports_no_config_reader_nor_the_plan_comparison() -> None:
     """Importing a training config (DeepSpeed, axolotl...) is an action of the open prompt: its readers and PyYAML
     (some 35 ms) load when it is used; the words comparing two plans (`core.advice.plandiff`), when one is
-    pinned or compared."""
+    pinned or compared; the config.json reader (`core.plan.hfconfig`), when a model comes from one."""
     run(
         "import asyncio, sys\n"
         "from vramplan.tui.app import VramplanApp\n"
@@ -52,6 +52,7 @@ def test_the_first_frame_imports_neither_the_config_importers_nor_yaml_nor_the_p
         "loaded = [m for m in sys.modules if m.split('.')[0] == 'yaml' or m.startswith(importers)]\n"
         "assert loaded == [importers + 'detect'], loaded\n"
         "assert 'vramplan.core.advice.plandiff' not in sys.modules\n"
+        "assert 'vramplan.core.plan.hfconfig' not in sys.modules\n"
     )
 
 
