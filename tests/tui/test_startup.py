@@ -32,6 +32,28 @@ def test_importing_the_app_runs_no_garbage_collection_and_freezes_what_it_made()
     )
 
 
+def test_the_vramplan_command_loads_the_app_without_garbage_collection() -> None:
+    """``vramplan`` imports the GPU detection (which imports pydantic and the plan) before the app: both under the
+    pause. The app's ``run`` is replaced here (no terminal): what is measured is what comes before it."""
+    run(
+        "import builtins, gc, os\n"
+        "os.environ['VRAMPLAN_DETECT'] = '0'\n"
+        "real = builtins.__import__\n"
+        "def hooked(name, *args, **kw):\n"
+        "    module = real(name, *args, **kw)\n"
+        "    if name == 'vramplan.tui.app':\n"
+        "        module.VramplanApp.run = lambda self: None\n"
+        "    return module\n"
+        "builtins.__import__ = hooked\n"
+        "from vramplan.__main__ import run_app\n"
+        "before = [s['collections'] for s in gc.get_stats()]\n"
+        "assert run_app([]) == 0\n"
+        "after = [s['collections'] for s in gc.get_stats()]\n"
+        "assert after[1:] == before[1:] and after[0] <= before[0] + 3, (before, after)\n"
+        "assert gc.isenabled() and gc.get_freeze_count() > 50_000, gc.get_freeze_count()\n"
+    )
+
+
 def test_importing_the_app_leaves_the_collector_off_if_it_was_off() -> None:
     run("import gc\ngc.disable()\nimport vramplan.tui.app\nassert not gc.isenabled()\n")
 
