@@ -7,18 +7,21 @@ from __future__ import annotations
 from pathlib import Path
 from typing import ClassVar
 
-from textual.app import App
-from textual.screen import Screen
-from textual.timer import Timer
+from vramplan.tui.startup import FirstFrame, long_lived
 
-from vramplan.core.files.planfile import Meta
-from vramplan.core.files.planio import load_plan_file, plan_on
-from vramplan.core.plan import presets
-from vramplan.core.plan.errors import PlanError
-from vramplan.core.plan.plan import Plan, default_plan
-from vramplan.tui import detection
-from vramplan.tui.commands import PlannerCommands
-from vramplan.tui.screens.planner import PlannerScreen
+with long_lived():  # no garbage collection while the app's modules load (see `startup`)
+    from textual.app import App
+    from textual.screen import Screen
+    from textual.timer import Timer
+
+    from vramplan.core.files.planfile import Meta
+    from vramplan.core.files.planio import load_plan_file, plan_on
+    from vramplan.core.plan import presets
+    from vramplan.core.plan.errors import PlanError
+    from vramplan.core.plan.plan import Plan, default_plan
+    from vramplan.tui import detection
+    from vramplan.tui.commands import PlannerCommands
+    from vramplan.tui.screens.planner import PlannerScreen
 
 
 def open_plan(path: str | Path) -> tuple[Plan, list[str], Meta | None]:
@@ -62,13 +65,21 @@ class VramplanApp(App[int]):
         self._notice = "\n".join(notices)
         self._meta = meta
         self._quit_asked = False
+        self._first_frame = FirstFrame()
 
     def get_default_screen(self) -> Screen[None]:
         return PlannerScreen(self.start_plan, self._notice, meta=self._meta)
 
+    def on_load(self) -> None:
+        self._first_frame.pause()  # no garbage collection until the first frame (see `startup.FirstFrame`)
+
     def on_mount(self) -> None:
+        self.call_after_refresh(self._first_frame.resume)
         if self._detection_pending:
             self._detect_timer = self.set_interval(0.05, self._check_detection)
+
+    def on_unmount(self) -> None:
+        self._first_frame.resume()  # an app that ends before its first frame
 
     def _check_detection(self) -> None:
         """Detection finished after start-up: the planner takes the detected GPUs if its plan is untouched."""

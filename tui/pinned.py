@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vramplan.core.advice.plandiff import relative_text, signed_gib
 from vramplan.core.memory.result import Estimate
 from vramplan.core.plan.plan import Plan
 from vramplan.core.plan.units import fmt_seconds, gib_text
@@ -24,6 +23,9 @@ class Pinned:
 def pinned_line(pinned: Pinned, est: Estimate, st: StepTime) -> str:
     """What the gauges show above the pinned plan's bar, within their 34 columns: its per-GPU total and step time,
     and the edited plan's change from them."""
+    # the compare view's words (and the advice modules under them) load when a plan is pinned, not at start-up
+    from vramplan.core.advice.plandiff import relative_text, signed_gib
+
     pe, pst = pinned.estimate, pinned.timing
     over = "" if pe.fits else ", over"
     head = f"◆ pinned {gib_text(pe.total)} GiB{over} · {fmt_seconds(pst.step_seconds)}"

@@ -47,11 +47,14 @@ def run_app(args: list[str]) -> int:
     if len(args) > 1 or (args and args[0].startswith("-")):
         print(f"vramplan: unknown command or option {args[0]!r} (see vramplan --help)", file=sys.stderr)
         return 2
-    if not args:  # nvidia-smi runs in a thread while Textual is imported (never delaying the first frame)
-        from vramplan.tui import detection
+    from vramplan.tui.startup import long_lived
 
-        detection.begin()
-    from vramplan.tui.app import VramplanApp
+    with long_lived():  # no garbage collection while the app's modules load (see `vramplan.tui.startup`)
+        if not args:  # nvidia-smi runs in a thread while Textual is imported (never delaying the first frame)
+            from vramplan.tui import detection
+
+            detection.begin()
+        from vramplan.tui.app import VramplanApp
 
     app = VramplanApp(plan_path=args[0] if args else None)
     app.run()

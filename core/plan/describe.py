@@ -4,13 +4,15 @@ plan's title, and how to load the model so that it runs as planned."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vramplan.core.plan import presets
 from vramplan.core.plan.errors import PlanError
-from vramplan.core.plan.hfconfig import read_hf_config
 from vramplan.core.plan.model import ModelConfig
 from vramplan.core.plan.plan import Plan, TrainingConfig
+
+if TYPE_CHECKING:
+    from vramplan.core.plan.hfconfig import HFModel
 
 _VENDOR_PREFIXES = ("NVIDIA ", "AMD Instinct ", "AMD ", "GeForce ", "Tesla ")
 
@@ -23,14 +25,21 @@ def model_base(model: ModelConfig) -> tuple[str, dict[str, Any]] | None:
             mp = presets.model_preset(model.preset)
             keys = dict(mp.config)
             if isinstance(keys.get("hf_config"), str):  # a user preset made of a config.json
-                keys = {**read_hf_config(keys["hf_config"]).model, **keys}
+                keys = {**_read_hf_config(keys["hf_config"]).model, **keys}
             return mp.name, keys
         if model.hf_config is not None:
-            hf = read_hf_config(model.hf_config)
+            hf = _read_hf_config(model.hf_config)
             return hf.name, hf.model
     except PlanError:
         return None
     return None
+
+
+def _read_hf_config(path: str) -> HFModel:
+    """`hfconfig.read_hf_config`, imported when a model has a config.json: not at start-up."""
+    from vramplan.core.plan.hfconfig import read_hf_config
+
+    return read_hf_config(path)
 
 
 def modified_keys(model: ModelConfig, base: tuple[str, dict[str, Any]] | None = None) -> list[str]:

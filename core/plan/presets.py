@@ -19,7 +19,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from vramplan.core.plan import memo
 from vramplan.core.plan.errors import PlanError, pydantic_error, shown, suggest
-from vramplan.core.plan.hfconfig import read_hf_config
 from vramplan.core.plan.memo import memoised
 from vramplan.core.plan.model import ModelConfig
 from vramplan.core.plan.paths import absolute, user_path
@@ -252,6 +251,8 @@ def resolve_model(data: dict[str, Any], reg: Registry | None = None, seen: tuple
         if not Path(path).exists() and states_every_key(data):
             # a plan exported elsewhere: its model keys decide, hf_config is where they came from (provenance)
             return {**data, "hf_config": path}
+        from vramplan.core.plan.hfconfig import read_hf_config  # a plan's first config.json loads the reader
+
         try:
             base = read_hf_config(path).model
         except PlanError as exc:

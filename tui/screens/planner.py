@@ -17,7 +17,7 @@ from textual.screen import Screen
 from textual.widget import AwaitMount
 from textual.widgets import Footer, Input, Static, Tab, Tabs
 
-from vramplan.core.files.importers.apply import is_config_path
+from vramplan.core.files.importers.detect import is_config_path
 from vramplan.core.files.planfile import Meta
 from vramplan.core.files.planio import PlanFile
 from vramplan.core.memory.peak import estimate

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from vramplan.core.files.importers import accelerate, axolotl, deepspeed, llamafactory, torchtune
-from vramplan.core.files.importers.detect import FORMATS, detect_format
+from vramplan.core.files.importers.detect import FORMATS, detect_format, is_config_path
 from vramplan.core.files.importers.reading import read_data
 from vramplan.core.files.importers.record import Batch, Ignored, ImportLog, Read, shown
 from vramplan.core.files.planio import PlanFile, load_plan_file
@@ -203,14 +203,6 @@ def _exact(total: int, by: int, message: str) -> int:
     if total % by or total < by:
         raise PlanError(message + "; give the GPU count the config was written for (--gpus N, --nodes N)")
     return total // by
-
-
-CONFIG_SUFFIXES = (".json", ".yaml", ".yml")
-
-
-def is_config_path(path: str | Path) -> bool:
-    """A training config by its name (``.json``, ``.yaml``, ``.yml``); anything else opens as a TOML plan file."""
-    return str(path).lower().endswith(CONFIG_SUFFIXES)
 
 
 def open_file(path: str | Path, base: Plan | None = None) -> PlanFile:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from vramplan.core.plan.errors import PlanError
@@ -40,3 +41,11 @@ def detect_format(data: Any, where: str) -> str:
         "(base_model) or a LLaMA-Factory config (model_name_or_path, finetuning_type)",
         where,
     )
+
+
+CONFIG_SUFFIXES = (".json", ".yaml", ".yml")
+
+
+def is_config_path(path: str | Path) -> bool:
+    """A training config by its name (``.json``, ``.yaml``, ``.yml``); anything else opens as a TOML plan file."""
+    return str(path).lower().endswith(CONFIG_SUFFIXES)

@@ -1,0 +1,109 @@
+"""Issue 16, speed: what a cold start does before the first frame. Each test runs a fresh interpreter (what a test
+process imported before would hide what the app imports)."""
+
+from __future__ import annotations
+
+import gc
+import subprocess
+import sys
+
+from textual.screen import Screen
+
+from vramplan.tui.app import VramplanApp
+
+
+def run(code: str) -> None:
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+
+
+def test_importing_the_app_runs_no_garbage_collection_and_freezes_what_it_made() -> None:
+    """The collector is paused while the app's modules load (a full collection among their objects took 20-30 ms
+    of a 0.45 s start; two of them ran without the pause) and the objects they made are frozen; collection is on
+    again afterwards."""
+    run(
+        "import gc\n"
+        "before = [s['collections'] for s in gc.get_stats()]\n"
+        "import vramplan.tui.app\n"
+        "after = [s['collections'] for s in gc.get_stats()]\n"
+        "assert after[1:] == before[1:] and after[0] <= before[0] + 3, (before, after)  # the module's own imports\n"
+        "assert gc.isenabled()\n"
+        "assert gc.get_freeze_count() > 20_000, gc.get_freeze_count()\n"
+    )
+
+
+def test_the_vramplan_command_loads_the_app_without_garbage_collection() -> None:
+    """``vramplan`` imports the GPU detection (which imports pydantic and the plan) before the app: both under the
+    pause. The app's ``run`` is replaced here (no terminal): what is measured is what comes before it."""
+    run(
+        "import builtins, gc, os\n"
+        "os.environ['VRAMPLAN_DETECT'] = '0'\n"
+        "real = builtins.__import__\n"
+        "def hooked(name, *args, **kw):\n"
+        "    module = real(name, *args, **kw)\n"
+        "    if name == 'vramplan.tui.app':\n"
+        "        module.VramplanApp.run = lambda self: None\n"
+        "    return module\n"
+        "builtins.__import__ = hooked\n"
+        "from vramplan.__main__ import run_app\n"
+        "before = [s['collections'] for s in gc.get_stats()]\n"
+        "assert run_app([]) == 0\n"
+        "after = [s['collections'] for s in gc.get_stats()]\n"
+        "assert after[1:] == before[1:] and after[0] <= before[0] + 3, (before, after)\n"
+        "assert gc.isenabled() and gc.get_freeze_count() > 50_000, gc.get_freeze_count()\n"
+    )
+
+
+def test_importing_the_app_leaves_the_collector_off_if_it_was_off() -> None:
+    run("import gc\ngc.disable()\nimport vramplan.tui.app\nassert not gc.isenabled()\n")
+
+
+def test_the_first_frame_imports_no_config_reader_nor_the_plan_comparison() -> None:
+    """Importing a training config (DeepSpeed, axolotl...) is an action of the open prompt: its readers and PyYAML
+    (some 35 ms) load when it is used; the words comparing two plans (`core.advice.plandiff`), when one is
+    pinned or compared; the config.json reader (`core.plan.hfconfig`), when a model comes from one."""
+    run(
+        "import asyncio, sys\n"
+        "from vramplan.tui.app import VramplanApp\n"
+        "async def main():\n"
+        "    app = VramplanApp()\n"
+        "    async with app.run_test(size=(80, 24)) as pilot:\n"
+        "        await pilot.pause()\n"
+        "asyncio.run(main())\n"
+        "importers = 'vramplan.core.files.importers.'\n"
+        "loaded = [m for m in sys.modules if m.split('.')[0] == 'yaml' or m.startswith(importers)]\n"
+        "assert loaded == [importers + 'detect'], loaded\n"
+        "assert 'vramplan.core.advice.plandiff' not in sys.modules\n"
+        "assert 'vramplan.core.plan.hfconfig' not in sys.modules\n"
+    )
+
+
+class Probe(VramplanApp):
+    """Notes whether the collector runs while the planner screen is made (before the first frame)."""
+
+    collecting: bool | None = None
+
+    def get_default_screen(self) -> Screen[None]:
+        self.collecting = gc.isenabled()
+        return super().get_default_screen()
+
+
+async def test_no_garbage_collection_until_the_first_frame_then_it_runs_again() -> None:
+    """7-8 ms of young collections fell in the first frame; they run once it is shown."""
+    assert gc.isenabled()
+    app = Probe()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert app.collecting is False
+        assert gc.isenabled()
+    assert gc.isenabled()
+
+
+async def test_an_app_that_ends_before_its_first_frame_turns_collection_back_on() -> None:
+    class Quits(VramplanApp):
+        def on_load(self) -> None:
+            self.exit()
+
+    async with Quits().run_test(size=(80, 24)):
+        pass
+    assert gc.isenabled()
