@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     from vramplan.core.plan.plan import Plan
@@ -36,8 +36,7 @@ KIND_LABELS: dict[str, str] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class Component:
+class Component(NamedTuple):
     """One kind of memory at its largest during the step, with how it was computed."""
 
     kind: str
@@ -50,8 +49,7 @@ class Component:
         return KIND_LABELS.get(self.kind, self.kind)
 
 
-@dataclass(frozen=True, slots=True)
-class Phase:
+class Phase(NamedTuple):
     """One moment of the steady-state step and the bytes live then, by kind."""
 
     name: str  # forward | backward | optimizer
@@ -63,8 +61,7 @@ class Phase:
         return sum(self.live.values())
 
 
-@dataclass(frozen=True, slots=True)
-class OverheadTerm:
+class OverheadTerm(NamedTuple):
     name: str
     bytes: int
     formula: str

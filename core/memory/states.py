@@ -12,7 +12,7 @@ ZeRO-Offload, Ren et al. 2021) and with ZeRO-3 the 16-bit parameter partition to
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from vramplan.core.plan.arch import Arch, lora_params_per_layer
 from vramplan.core.plan.memo import memoised
@@ -28,8 +28,7 @@ from vramplan.core.plan.precision import (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Stage:
+class Stage(NamedTuple):
     """The part of the model one pipeline stage holds (before ZeRO), per tensor-parallel rank."""
 
     first: bool
@@ -51,8 +50,7 @@ def stages(L: int, pp: int, grad_accum: int) -> tuple[Stage, ...]:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class States:
+class States(NamedTuple):
     params: int  # bytes on this GPU between steps
     grads: int  # gradient bytes this GPU keeps (full, or its ZeRO-2/3 partition)
     optimizer: int  # optimizer states (and fp32 master weights) on this GPU

@@ -4,12 +4,10 @@ a family and a config's sizes become an `Arch`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class Family:
+class Family(NamedTuple):
     model_type: str
     label: str
     norm: Literal["rms", "rms_offset", "layer"]  # rms_offset: Gemma's RMSNorm, x * (1 + w) in fp32

@@ -27,11 +27,10 @@ transformers builds (read at v5.24; checked by tests/core/test_model_types.py ag
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class Moe:
+class Moe(NamedTuple):
     """The routed experts of a mixture-of-experts model (every MoE layer alike)."""
 
     n_experts: int  # E, routed experts per MoE layer
@@ -74,8 +73,7 @@ class Moe:
         return self.moe_layers * self.n_experts * (self.expert_weight_params(h) + self.expert_bias_params(h))
 
 
-@dataclass(frozen=True, slots=True)
-class Mla:
+class Mla(NamedTuple):
     """DeepSeek's multi-head latent attention sizes (``q_lora`` 0: a plain q_proj)."""
 
     q_lora: int

@@ -23,7 +23,7 @@ Regimes are named after what frameworks really keep in memory:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 Compute = Literal["fp32", "autocast", "half"]
 
@@ -100,8 +100,7 @@ def regime(name: str) -> Regime:
     return REGIMES[name]
 
 
-@dataclass(frozen=True, slots=True)
-class OptimizerSpec:
+class OptimizerSpec(NamedTuple):
     name: str
     dense_states: int  # full-size state tensors per parameter
     int8_states: bool  # states stored as 8-bit with blockwise fp32 absmax

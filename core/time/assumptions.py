@@ -3,7 +3,7 @@ published runs) and the host's memory and NVMe bandwidth, each with where the fi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from vramplan.core.plan import presets
 
@@ -28,8 +28,7 @@ MFU_SOURCE = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class DefaultMfu:
+class DefaultMfu(NamedTuple):
     """The MFU a plan gets when `training.mfu` is unset, and why."""
 
     value: float

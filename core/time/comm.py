@@ -7,7 +7,7 @@ link's usable bandwidth; latency is left out (it matters only for small messages
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from vramplan.core.plan.presets import GpuSpec
 
@@ -23,8 +23,7 @@ RING_SRC = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Link:
+class Link(NamedTuple):
     name: str
     gbs: float  # peak GB/s per direction
 
@@ -73,8 +72,7 @@ def transfer_seconds(nbytes: float, link: Link) -> float:
     return nbytes / link.bytes_per_second
 
 
-@dataclass(frozen=True, slots=True)
-class Links:
+class Links(NamedTuple):
     tp: Link
     dp: Link
     pp: Link

@@ -10,7 +10,7 @@ activation checkpointing recomputes (Korthikanti et al. 2022, §5 and App. A: mo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from vramplan.core.plan.arch import Arch, lora_params_per_layer
 from vramplan.core.plan.precision import OPTIMIZERS
@@ -55,8 +55,7 @@ def lora_forward_flops(arch: Arch, roles: tuple[str, ...], rank: int) -> int:
     return 2 * arch.L * lora_params_per_layer(arch, roles, rank)
 
 
-@dataclass(frozen=True, slots=True)
-class TokenFlops:
+class TokenFlops(NamedTuple):
     """FLOPs per token of one training step, by pass."""
 
     forward: int

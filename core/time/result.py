@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from vramplan.core.time.assumptions import DefaultMfu, assumed_gpu_figures
 from vramplan.core.time.comm import Link, Links
@@ -16,8 +16,7 @@ if TYPE_CHECKING:
 CATEGORIES = ("compute", "memory", "communication", "offload", "pipeline bubble")
 
 
-@dataclass(frozen=True, slots=True)
-class Work:
+class Work(NamedTuple):
     """The intermediate numbers of one plan's step (what `explain` prints)."""
 
     T: int  # tokens per micro-batch (per data-parallel rank)

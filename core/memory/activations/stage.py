@@ -5,7 +5,6 @@ places them in the moments of the step."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import NamedTuple
 
 from vramplan.core.memory.activations.block import (
@@ -40,8 +39,7 @@ class Layout(NamedTuple):
     opt_in_bwd: bool = False  # the optimizer step runs in backward, per parameter
 
 
-@dataclass(frozen=True, slots=True)
-class StageActs:
+class StageActs(NamedTuple):
     """Activation bytes of one micro-batch on one stage, per TP rank."""
 
     layers: int  # saved by all blocks of the stage
