@@ -6,15 +6,13 @@ the three never disagree. No Textual here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from vramplan.core.plan.errors import PlanError
 from vramplan.core.plan.plan import OPTIMIZERS, PRECISIONS, Plan
 
 
-@dataclass(frozen=True, slots=True)
-class Choice:
+class Choice(NamedTuple):
     value: Any  # the plan value (None: the key is unset, e.g. quantization "auto")
     label: str  # shown in a select
     palette: str  # namespaced command palette entry, e.g. "strategy: ZeRO-3"

@@ -9,9 +9,8 @@ Later commands (checklist, advisor...) are one more row here.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from functools import partial
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
@@ -21,8 +20,7 @@ from vramplan.core.plan.describe import short_gpu_name
 from vramplan.tui.choices import CHOICES, PARALLEL_PALETTE, PARALLEL_SIZES
 
 
-@dataclass(frozen=True, slots=True)
-class Command:
+class Command(NamedTuple):
     id: str  # stable binding id, for keymaps
     key: str | None  # Textual key names, comma-separated (None: palette only)
     action: str  # an action of the planner screen ("app.*" for the app's)
@@ -163,8 +161,7 @@ class Planner(Protocol):
     async def run_action(self, action: str) -> bool: ...
 
 
-@dataclass(frozen=True, slots=True)
-class Entry:
+class Entry(NamedTuple):
     text: str  # "model: LLaMA-7B"
     help: str
     run: Callable[[], Any]

@@ -3,7 +3,7 @@ it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from vramplan.core.memory.result import Estimate
 from vramplan.core.plan.plan import Plan
@@ -11,8 +11,7 @@ from vramplan.core.plan.units import fmt_seconds, gib_text
 from vramplan.core.time.result import StepTime
 
 
-@dataclass(frozen=True)
-class Pinned:
+class Pinned(NamedTuple):
     """The plan pinned for comparison, with its estimate and step time (computed once, when pinned)."""
 
     plan: Plan

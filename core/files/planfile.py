@@ -18,9 +18,8 @@ import datetime as _dt
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import tomli_w
 
@@ -57,8 +56,7 @@ def version_tuple(text: str) -> tuple[int, ...]:
     return tuple(parts)
 
 
-@dataclass(frozen=True)
-class Meta:
+class Meta(NamedTuple):
     """The ``[meta]`` table of an exported plan."""
 
     format_version: int = FORMAT_VERSION
