@@ -7,9 +7,8 @@ upgrade hint) and its ``[estimate]`` is set aside, recomputed, and compared; a d
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from vramplan.core.files.planfile import Meta, estimate_changes, newer_hint, parse_meta
 from vramplan.core.memory.peak import estimate
@@ -21,8 +20,7 @@ from vramplan.core.plan.plan import Plan, default_only, default_plan, over_defau
 from vramplan.core.plan.tomlio import read_toml
 
 
-@dataclass(frozen=True)
-class PlanFile:
+class PlanFile(NamedTuple):
     """A plan read from a file, with what an exported file carries besides the plan."""
 
     path: str
@@ -45,7 +43,7 @@ def load_plan_file(path: str | Path) -> PlanFile:
     pf = plan_file_from_data(raw, str(path))
     if missing:  # the plan loaded, so its model keys are all there: the config.json is only provenance
         line = f"{path}: model.hf_config {missing} not found; the model keys in the file are used"
-        pf = replace(pf, notices=(line, *pf.notices))
+        pf = pf._replace(notices=(line, *pf.notices))
     return pf
 
 

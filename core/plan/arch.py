@@ -28,7 +28,7 @@ Sources (the modules transformers builds, read at v5.24; every count is checked 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from vramplan.core.plan.families import FAMILIES, Family
 from vramplan.core.plan.memo import memoised
@@ -60,8 +60,7 @@ OPTION_KEYS: tuple[str, ...] = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Linear:
+class Linear(NamedTuple):
     role: str
     d_in: int
     d_out: int
@@ -354,7 +353,7 @@ def dense_layer_arch(arch: Arch) -> Arch:
     assert arch.moe is not None
     f = arch.moe.dense_f
     linears = tuple(
-        replace(lin, d_out=f) if lin.role in ("gate", "up") else replace(lin, d_in=f) if lin.role == "down" else lin
+        lin._replace(d_out=f) if lin.role in ("gate", "up") else lin._replace(d_in=f) if lin.role == "down" else lin
         for lin in arch.linears
     )
     return replace(arch, f=f, linears=linears, moe=None)

@@ -17,7 +17,7 @@ import shutil
 import subprocess
 import time
 from collections import Counter
-from typing import NamedTuple
+from dataclasses import dataclass
 
 from vramplan.core.plan import presets
 from vramplan.core.plan.errors import clip, printable
@@ -28,7 +28,8 @@ QUERY = ("--query-gpu=name,memory.total", "--format=csv,noheader,nounits")
 TIMEOUT_S = 2.0
 
 
-class DetectedGpus(NamedTuple):
+@dataclass(frozen=True)
+class DetectedGpus:
     """What nvidia-smi reported, and the preset it maps to."""
 
     name: str  # as nvidia-smi reports it ("NVIDIA H100 80GB HBM3")
