@@ -42,8 +42,7 @@ class Work(NamedTuple):
     once_seconds: float  # the exposed once-per-step terms
 
 
-@dataclass(frozen=True, slots=True)
-class TimeTerm:
+class TimeTerm(NamedTuple):
     """One part of the step: how long it keeps its resource busy, and how much of that the step waits for."""
 
     name: str
