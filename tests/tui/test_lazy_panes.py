@@ -7,7 +7,7 @@ from __future__ import annotations
 from textual.widgets import Input
 
 from vramplan.tui.app import VramplanApp
-from vramplan.tui.screens.planner import PANES
+from vramplan.tui.screens.planner import PANES, pane_class
 from vramplan.tui.widgets.fields import PlanPane
 
 
@@ -50,13 +50,13 @@ async def test_the_wide_layout_builds_every_pane_it_shows() -> None:
     app = VramplanApp()
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot.pause()
-        assert built(app) == {pid for pid, _, cls in PANES if not cls.SOLO}
+        assert built(app) == {pid for pid, *_ in PANES if not pane_class(pid).SOLO}
     app = VramplanApp()
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
         await pilot.resize_terminal(160, 48)
         await pilot.pause()
         await pilot.pause()
-        assert built(app) == {pid for pid, _, cls in PANES if not cls.SOLO}
+        assert built(app) == {pid for pid, *_ in PANES if not pane_class(pid).SOLO}
         order = [p.id for p in app.planner.query_one("#panes").query_children(PlanPane)]
-        assert order == [f"pane-{pid}" for pid, _, cls in PANES if not cls.SOLO]
+        assert order == [f"pane-{pid}" for pid, *_ in PANES if not pane_class(pid).SOLO]

@@ -78,6 +78,28 @@ def test_the_first_frame_imports_no_config_reader_nor_the_plan_comparison() -> N
     )
 
 
+def test_the_first_frame_at_80x24_imports_only_the_model_pane_and_pressing_a_pane_key_imports_its_pane() -> None:
+    """At 80x24 the first frame shows the Model pane; the other panes' modules (the strategy keys' effects and the
+    checklist's widgets with them: 4-6 ms) are imported when their pane is first built."""
+    run(
+        "import asyncio, sys\n"
+        "from vramplan.tui.app import VramplanApp\n"
+        "others = [f'vramplan.tui.widgets.{m}_pane' for m in ('hardware', 'training', 'strategy', 'checklist')]\n"
+        "async def main():\n"
+        "    app = VramplanApp()\n"
+        "    async with app.run_test(size=(80, 24)) as pilot:\n"
+        "        await pilot.pause()\n"
+        "        assert 'vramplan.tui.widgets.model_pane' in sys.modules\n"
+        "        assert [m for m in others if m in sys.modules] == []\n"
+        "        assert 'vramplan.tui.effects' not in sys.modules\n"
+        "        await pilot.press('5')\n"
+        "        await pilot.pause()\n"
+        "        assert [m for m in others if m in sys.modules] == [others[3]]\n"
+        "        assert app.planner.query_one('#pane-checklist').has_class('-current')\n"
+        "asyncio.run(main())\n"
+    )
+
+
 class Probe(VramplanApp):
     """Notes whether the collector runs while the planner screen is made (before the first frame)."""
 

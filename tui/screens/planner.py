@@ -5,6 +5,7 @@ screen validates them (`Plan.with_changes`), keeps undo/redo, recomputes the est
 from __future__ import annotations
 
 from collections.abc import Mapping
+from importlib import import_module
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import events
@@ -17,6 +18,7 @@ from textual.screen import Screen
 from textual.widget import AwaitMount
 from textual.widgets import Footer, Input, Static, Tab, Tabs
 
+import vramplan.tui.widgets.model_pane  # noqa: F401  (the pane shown first: loaded with the app, see `pane_class`)
 from vramplan.core.files.importers.detect import is_config_path
 from vramplan.core.files.planfile import Meta
 from vramplan.core.files.planio import PlanFile
@@ -33,25 +35,30 @@ from vramplan.tui.detection import detected_notice
 from vramplan.tui.history import PlanHistory
 from vramplan.tui.pinned import Pinned
 from vramplan.tui.widgets.bars import KindLegend
-from vramplan.tui.widgets.checklist_pane import ChecklistPane
 from vramplan.tui.widgets.fields import NO_ERRORS, PlanPane, field_id
 from vramplan.tui.widgets.gauges import MemoryGauges
-from vramplan.tui.widgets.hardware_pane import HardwarePane
-from vramplan.tui.widgets.model_pane import ModelPane
-from vramplan.tui.widgets.strategy_pane import StrategyPane
-from vramplan.tui.widgets.training_pane import TrainingPane
 
 if TYPE_CHECKING:
     from vramplan.tui.screens.files import Exported
 
-# The plan panes, in tab order: (id, tab title, class). A new pane is one more row.
-PANES: tuple[tuple[str, str, type[PlanPane]], ...] = (
-    ("model", "Model", ModelPane),
-    ("hardware", "Hardware", HardwarePane),
-    ("training", "Training", TrainingPane),
-    ("strategy", "Strategies", StrategyPane),
-    ("checklist", "Checks", ChecklistPane),
+# The plan panes, in tab order: (id, tab title, the module under vramplan.tui.widgets holding its class, the class).
+# A new pane is one more row. A pane's module is imported when the pane is first built (`pane_class`): the first
+# frame at 80x24 shows the Model pane only, and importing the other four (the strategy keys' effects and the
+# checklist's widgets with them) took 4-6 ms of a cold start.
+PANES: tuple[tuple[str, str, str, str], ...] = (
+    ("model", "Model", "model_pane", "ModelPane"),
+    ("hardware", "Hardware", "hardware_pane", "HardwarePane"),
+    ("training", "Training", "training_pane", "TrainingPane"),
+    ("strategy", "Strategies", "strategy_pane", "StrategyPane"),
+    ("checklist", "Checks", "checklist_pane", "ChecklistPane"),
 )
+
+
+def pane_class(pid: str) -> type[PlanPane]:
+    """The class of pane ``pid``; its module is imported on first use (the Model pane's with this module)."""
+    _, _, module, name = next(row for row in PANES if row[0] == pid)
+    cls: type[PlanPane] = getattr(import_module(f"vramplan.tui.widgets.{module}"), name)
+    return cls
 
 
 def _breakpoint(size: int, breakpoints: list[tuple[int, str]]) -> str:
@@ -91,7 +98,7 @@ class PlannerScreen(Screen[None]):
         self.add_class(_breakpoint(width, self.HORIZONTAL_BREAKPOINTS), _breakpoint(height, self.VERTICAL_BREAKPOINTS))
         with Horizontal(id="main"):
             with Vertical(id="editor"):
-                yield Tabs(*(Tab(title, id=f"tab-{pid}") for pid, title, _ in PANES), id="pane-tabs")
+                yield Tabs(*(Tab(title, id=f"tab-{pid}") for pid, title, _, _ in PANES), id="pane-tabs")
                 with Container(id="panes"):  # only the panes shown now: the others are built when first shown
                     yield from (self._new_pane(pid) for pid in self._shown_panes(width, height))
             gauges = MemoryGauges(id="gauges")
@@ -116,11 +123,10 @@ class PlannerScreen(Screen[None]):
         """The panes a screen of this size shows: the current one, and in the wide and tall layout every pane
         that is not SOLO."""
         every = width >= self.HORIZONTAL_BREAKPOINTS[-1][0] and height >= self.VERTICAL_BREAKPOINTS[-1][0]
-        return [pid for pid, _, cls in PANES if pid == self.pane or (every and not cls.SOLO)]
+        return [pid for pid, *_ in PANES if pid == self.pane or (every and not pane_class(pid).SOLO)]
 
     def _new_pane(self, pid: str) -> PlanPane:
-        cls = next(c for p, _, c in PANES if p == pid)
-        pane = cls(id=f"pane-{pid}", classes="-current" if pid == self.pane else "")
+        pane = pane_class(pid)(id=f"pane-{pid}", classes="-current" if pid == self.pane else "")
         pane.set_reactive(PlanPane.estimate, self.estimate)  # shown on mount, not a frame later
         pane.set_reactive(PlanPane.errors, self.errors)
         return pane.data_bind(PlannerScreen.estimate, PlannerScreen.errors)
@@ -134,7 +140,7 @@ class PlannerScreen(Screen[None]):
         pane = self._built(pid)
         if pane is None:
             pane = self._new_pane(pid)
-            later = [p for p, _, _ in PANES][[p for p, _, _ in PANES].index(pid) + 1 :]
+            later = [p for p, *_ in PANES][[p for p, *_ in PANES].index(pid) + 1 :]
             before = next((w for p in later if (w := self._built(p)) is not None), None)
             self._mounting[pid] = self.query_one("#panes").mount(pane, before=before)
         return pane
@@ -215,12 +221,12 @@ class PlannerScreen(Screen[None]):
         notice.set_class("✘" not in self.notice, "-info")  # an error, or news (a file written, GPUs detected)
 
     def watch_pane(self, pane: str) -> None:
-        for pid, _, _ in PANES:
+        for pid, *_ in PANES:
             if (built := self._built(pid)) is not None:
                 built.set_class(pid == pane, "-current")
         self._build(pane)
         # in the wide layout, a SOLO pane (the checklist) is shown on its own instead of with the others
-        self.set_class(next(cls for pid, _, cls in PANES if pid == pane).SOLO, "-solo-pane")
+        self.set_class(pane_class(pane).SOLO, "-solo-pane")
         tabs = self.query_one("#pane-tabs", Tabs)
         if tabs.active != f"tab-{pane}":
             tabs.active = f"tab-{pane}"
