@@ -1,18 +1,20 @@
-"""Reading TOML files with one-line errors, with ``tomli``: the parser the standard library copied as ``tomllib``
-(same API, same results), whose wheels are compiled (mypyc): the app's first frame parses the 45 model presets,
-and tomli imports and parses them in 3 ms against 9 ms for ``tomllib``."""
+"""Reading TOML files with one-line errors. ``tomllib`` on 3.11+, ``tomli`` on 3.10 (same API)."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
-
-import tomli
 
 from vramplan.core.plan.errors import PlanError
 from vramplan.core.plan.readfile import read_regular
 
-TOMLDecodeError = tomli.TOMLDecodeError
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+TOMLDecodeError = tomllib.TOMLDecodeError
 
 
 MAX_DEPTH = 16  # tables and lists inside each other: a plan file needs 3
@@ -40,8 +42,8 @@ def loads(text: str, where: str = "<string>") -> dict[str, Any]:
     """Parse TOML text; every failure (including integers of more than 4,300 digits, which ``tomllib`` refuses
     with a plain ValueError, and nesting deep enough to exhaust the stack) is a one-line `PlanError`."""
     try:
-        data: dict[str, Any] = tomli.loads(text)
-    except tomli.TOMLDecodeError as exc:
+        data: dict[str, Any] = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
         raise PlanError(f"not valid TOML: {exc}", where) from None
     except RecursionError:
         raise PlanError("not readable: tables or lists nested too deeply", where) from None
