@@ -153,6 +153,7 @@ class KindLegend(Widget, can_focus=True):
         super().__init__(**kw)  # type: ignore[arg-type]
         self.rows: list[tuple[str, int, int]] = []  # kind, bytes at the peak, bytes at its largest
         self._strips: dict[int, tuple[tuple[object, ...], Strip]] = {}  # line -> (what it showed, its strip)
+        self._cols: tuple[int, list[tuple[str, int, int]], tuple[int, int]] | None = None  # (width, rows, columns)
         self.note = ""  # a dim line under the rows where there is room (a mixture-of-experts model's experts)
 
     @property
@@ -162,7 +163,7 @@ class KindLegend(Widget, can_focus=True):
     def show(self, rows: list[tuple[str, int, int]], note: str = "") -> None:
         if rows == self.rows and note == self.note:
             return
-        before = [self._line_key(y) for y in range(len(KINDS) + 1)]
+        before = self._line_keys()
         kind = self.kind
         self.rows = rows
         self.note = note
@@ -195,19 +196,34 @@ class KindLegend(Widget, can_focus=True):
             self.cursor = row
             self.focus()
 
-    def _columns(self) -> tuple[int, int]:
+    def _columns(self, width: int | None = None) -> tuple[int, int]:
         """(label width, number column width): each number column is one wider than its widest figure (262.83
-        and up never run together)."""
+        and up never run together). Worked out once per rows and width: every line's key asks for it."""
+        width = self.size.width if width is None else width
+        cols = self._cols
+        if cols is not None and cols[0] == width and cols[1] is self.rows:
+            return cols[2]
         num_w = max([6, *(len(gib(n, 2)) + 1 for _, a, b in self.rows for n in (a, b))])
-        return max(4, self.size.width - 2 - 2 * num_w), num_w
+        value = max(4, width - 2 - 2 * num_w), num_w
+        self._cols = (width, self.rows, value)
+        return value
 
-    def _line_key(self, y: int) -> tuple[object, ...]:
+    def _look(self) -> tuple[object, ...]:
+        """What every line's look depends on besides its row: the columns, width, focus, theme and colours."""
+        width = self.size.width
+        return (self._columns(width), width, self.has_focus, self.app.theme, self.app.no_color, self.visual_style)
+
+    def _line_key(self, y: int, context: tuple[object, ...] | None = None) -> tuple[object, ...]:
         """What line ``y`` shows: its strip is redrawn only when this changes."""
         row = self.rows[y - 1] if 0 < y <= len(self.rows) else None
         cursor = y - 1 == self.cursor
         note = self.note if y == self._note_y() else None
-        return (y == 0, row, note, cursor, self._columns(), self.size.width, self.has_focus, self.app.theme,
-                self.app.no_color, self.visual_style)  # fmt: skip
+        return (y == 0, row, note, cursor, self._look() if context is None else context)
+
+    def _line_keys(self) -> list[tuple[object, ...]]:
+        """Every line's key (the context worked out once)."""
+        context = self._look()
+        return [self._line_key(y, context) for y in range(len(KINDS) + 1)]
 
     def _note_y(self) -> int:
         """The note's line, below the rows, or -1 where there is no note or no room for it."""
@@ -253,7 +269,7 @@ class KindLegend(Widget, can_focus=True):
     def _refresh_changed(self, before: list[tuple[object, ...]]) -> None:
         """Repaint the lines whose `_line_key` changed."""
         width = self.size.width
-        after = [self._line_key(y) for y in range(len(KINDS) + 1)]
+        after = self._line_keys()
         changed = [Region(0, y, width, 1) for y, (a, b) in enumerate(zip(before, after, strict=True)) if a != b]
         if changed:
             self.refresh(*changed)

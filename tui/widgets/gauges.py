@@ -60,11 +60,11 @@ def plan_summary(est: Estimate) -> str:
 
 
 def legend_rows(est: Estimate) -> list[tuple[str, int, int]]:
-    """Every kind that occurs (the components, plus anything alive at the peak), in the gauges' order."""
-    live, comps = est.live_at_peak, est.components
-    return [
-        (k, live.get(k, 0), comps[k].bytes if k in comps else live.get(k, 0)) for k in KINDS if k in comps or k in live
-    ]
+    """Every kind that occurs (the components, plus anything alive at the peak), in the gauges' order. Each
+    kind's largest comes from `Estimate.per_gpu` (the components' bytes without their formulas, which the
+    explanation alone needs: a key does not build them before its frame)."""
+    live, largest = est.live_at_peak, est.per_gpu()
+    return [(k, live.get(k, 0), largest.get(k, live.get(k, 0))) for k in KINDS if k in largest or k in live]
 
 
 def experts_note(est: Estimate) -> str:
