@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from rich.segment import Segment
 from textual import events
 from textual.binding import Binding, BindingType
 from textual.content import Content
@@ -13,7 +14,7 @@ from textual.geometry import Region
 from textual.message import Message
 from textual.reactive import reactive
 from textual.strip import Strip
-from textual.visual import Visual
+from textual.style import Style
 from textual.widget import Widget
 
 from vramplan.core.memory.result import KIND_LABELS, KINDS
@@ -34,6 +35,18 @@ GLYPHS_NO_COLOR: dict[str, str] = {
     "host": "▓",
 }
 SEGMENT_KINDS = (*KINDS, "host")
+
+
+def line_strip(line: Content, style: Style, y: int, width: int) -> Strip:
+    """One line that fits its width (the legend's, the bar's), as a strip: rendered straight from its spans,
+    without the wrapping, alignment and link passes of a Static's text (a third of a line's cost), with the
+    offsets Textual's text selection reads."""
+    segments = []
+    x = 0
+    for text, text_style in line.render(style, end=""):
+        segments.append(Segment(text, text_style.rich_style_with_offset(x, y)))
+        x += len(text)
+    return Strip(segments).crop(0, width)
 
 
 def segment_cells(sizes: list[int], scale: int, width: int) -> list[int]:
@@ -59,6 +72,7 @@ class StackedBar(Widget):
 
     def __init__(self, *, scale: bool = True, **kw: object) -> None:
         super().__init__(**kw)  # type: ignore[arg-type]
+        self.set_reactive(Widget.auto_links, False)  # no links: no link styles worked out on each render
         self.segments: list[tuple[str, int]] = []
         self.capacity = 0
         self.with_scale = scale  # False: the bar only (the pinned plan's, above the plan's own bar and scale)
@@ -261,8 +275,7 @@ class KindLegend(Widget, can_focus=True):
         cached = self._strips.get(y)
         if cached is not None and cached[0] == key:
             return cached[1]
-        strips = Visual.to_strips(self, self._line(y), width, 1, self.visual_style)
-        strip = strips[0] if strips else Strip.blank(width, self.visual_style.rich_style)
+        strip = line_strip(self._line(y), self.visual_style, y, width)
         self._strips[y] = (key, strip)
         return strip
 

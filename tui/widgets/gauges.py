@@ -21,7 +21,7 @@ from vramplan.tui.pinned import Pinned, pinned_line
 from vramplan.tui.time_text import time_summary, time_table
 from vramplan.tui.widgets.bars import KindLegend, StackedBar
 from vramplan.tui.widgets.settle import Settled
-from vramplan.tui.widgets.text import show_text
+from vramplan.tui.widgets.text import show_text, without_links
 
 
 def headroom_state(est: Estimate) -> str:
@@ -114,19 +114,19 @@ class MemoryGauges(VerticalScroll):
         self.show_details = Settled(self, self._details, after_frame=True)
 
     def compose(self) -> ComposeResult:
-        yield Static(id="plan-summary")
-        yield Static(id="headline")
-        yield Static(id="step-time")
-        yield Static(id="pinned")
+        yield without_links(Static(id="plan-summary"))
+        yield without_links(Static(id="headline"))
+        yield without_links(Static(id="step-time"))
+        yield without_links(Static(id="pinned"))
         yield StackedBar(id="pinned-bar", scale=False)
         yield StackedBar(id="gpu-bar")
-        yield Static(id="peak-moment", classes="muted")
+        yield without_links(Static(id="peak-moment", classes="muted"))
         yield KindLegend(id="legend")
-        yield Static(id="explain")
+        yield without_links(Static(id="explain"))
         with Vertical(id="host"):
-            yield Static(id="host-label")
+            yield without_links(Static(id="host-label"))
             yield StackedBar(id="host-bar")
-        yield Static(id="time-terms")
+        yield without_links(Static(id="time-terms"))
 
     def on_mount(self) -> None:
         self.watch_estimate()
