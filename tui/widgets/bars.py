@@ -168,6 +168,7 @@ class KindLegend(Widget, can_focus=True):
         self.rows: list[tuple[str, int, int]] = []  # kind, bytes at the peak, bytes at its largest
         self._strips: dict[int, tuple[tuple[object, ...], Strip]] = {}  # line -> (what it showed, its strip)
         self._cols: tuple[int, list[tuple[str, int, int]], tuple[int, int]] | None = None  # (width, rows, columns)
+        self._keys: list[tuple[object, ...]] = []  # every line's key after the last show
         self.note = ""  # a dim line under the rows where there is room (a mixture-of-experts model's experts)
 
     @property
@@ -177,7 +178,8 @@ class KindLegend(Widget, can_focus=True):
     def show(self, rows: list[tuple[str, int, int]], note: str = "") -> None:
         if rows == self.rows and note == self.note:
             return
-        before = self._line_keys()
+        # the keys the last show left (a focus, theme or size change since repainted the whole legend anyway)
+        before = self._keys or self._line_keys()
         kind = self.kind
         self.rows = rows
         self.note = note
@@ -282,7 +284,7 @@ class KindLegend(Widget, can_focus=True):
     def _refresh_changed(self, before: list[tuple[object, ...]]) -> None:
         """Repaint the lines whose `_line_key` changed."""
         width = self.size.width
-        after = self._line_keys()
+        after = self._keys = self._line_keys()
         changed = [Region(0, y, width, 1) for y, (a, b) in enumerate(zip(before, after, strict=True)) if a != b]
         if changed:
             self.refresh(*changed)

@@ -110,8 +110,9 @@ class MemoryGauges(VerticalScroll):
 
     def __init__(self, **kw: object) -> None:
         super().__init__(**kw)  # type: ignore[arg-type]
-        self.show_time_terms = Settled(self, self._time_terms, after_frame=True)
-        self.show_details = Settled(self, self._details, after_frame=True)
+        # what follows a change's frame: the details and the time table, in one callback (one message to this
+        # widget before the frame instead of two: a plan change changes the estimate and the timing together)
+        self.show_later = Settled(self, self._after_frame, after_frame=True)
 
     def compose(self) -> ComposeResult:
         yield without_links(Static(id="plan-summary"))
@@ -138,7 +139,7 @@ class MemoryGauges(VerticalScroll):
         if st is None or not self.is_mounted:
             return
         show_text(self.query_one("#step-time", Static), time_summary(st))
-        self.show_time_terms()
+        self.show_later()
         self.watch_pinned()
 
     def watch_pinned(self) -> None:
@@ -187,7 +188,11 @@ class MemoryGauges(VerticalScroll):
         self.query_one(KindLegend).show(legend_rows(est), experts_note(est))
         # after the frame that shows the new figure: the explanation and the host bar change height (a layout
         # pass over the whole screen, e.g. switching ZeRO-3), and the key's frame need not wait for them
-        self.show_details()
+        self.show_later()
+
+    def _after_frame(self) -> None:
+        self._details()
+        self._time_terms()
 
     def _details(self) -> None:
         est = self.estimate
