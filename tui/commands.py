@@ -133,7 +133,15 @@ def key_label(key: str) -> str:
 
 
 def bindings(commands: tuple[Command, ...] = COMMANDS) -> list[Binding]:
-    return [Binding(c.key, c.action, c.description, show=c.footer, id=c.id) for c in commands if c.key]
+    """The table's keys. A setting's key (``c``, ``z``...: a ``cycle``) is a priority binding, run as the app
+    receives it instead of after the key has bubbled up from the focused widget through its five containers
+    (about a tenth of a key's time to its frame). A text field still gets its letter: Textual leaves the keys a
+    focused field takes (`Widget.check_consume_key`) out of the bindings it looks up."""
+    return [
+        Binding(c.key, c.action, c.description, show=c.footer, id=c.id, priority=c.action.startswith("cycle("))
+        for c in commands
+        if c.key
+    ]
 
 
 # The numeric settings, named as the palette finds them (`micro`, `seq`, `rank`, `gpus per node`...).

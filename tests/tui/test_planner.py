@@ -412,3 +412,20 @@ async def test_moe_experts_are_named_under_the_legend() -> None:
         await pilot.pause()
         text = str(legend.render())
         assert "experts 45.10 B of 46.70 B, 1/8 per GPU (EP 8)" in text, text
+
+
+async def test_setting_keys_cycle_from_a_list_and_type_their_letter_in_a_text_field() -> None:
+    """c z a i x (and the other setting keys) are priority bindings (run before the focused widget sees them, for
+    speed): from the preset list they change the plan; in a text field they are letters and the plan is kept."""
+    app = VramplanApp()
+    async with app.run_test() as pilot:
+        await pilot.pause()
+        plan = app.planner.plan
+        await pilot.press("c")  # the preset list has the focus: full checkpointing -> the next choice
+        assert app.planner.plan.strategy.gradient_checkpointing != plan.strategy.gradient_checkpointing
+        assert figure(estimate(app.planner.plan).total) in text_of(app, "#headline")
+        changed = app.planner.plan
+        await pilot.press("slash", *"czaixopsrm")
+        await pilot.pause()
+        assert app.planner.query_one("#model-filter", Input).value == "czaixopsrm"
+        assert app.planner.plan == changed

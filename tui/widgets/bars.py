@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from rich.segment import Segment
 from textual import events
 from textual.binding import Binding, BindingType
 from textual.content import Content
@@ -13,7 +14,7 @@ from textual.geometry import Region
 from textual.message import Message
 from textual.reactive import reactive
 from textual.strip import Strip
-from textual.visual import Visual
+from textual.style import Style
 from textual.widget import Widget
 
 from vramplan.core.memory.result import KIND_LABELS, KINDS
@@ -34,6 +35,18 @@ GLYPHS_NO_COLOR: dict[str, str] = {
     "host": "▓",
 }
 SEGMENT_KINDS = (*KINDS, "host")
+
+
+def line_strip(line: Content, style: Style, y: int, width: int) -> Strip:
+    """One line that fits its width (the legend's, the bar's), as a strip: rendered straight from its spans,
+    without the wrapping, alignment and link passes of a Static's text (a third of a line's cost), with the
+    offsets Textual's text selection reads."""
+    segments = []
+    x = 0
+    for text, text_style in line.render(style, end=""):
+        segments.append(Segment(text, text_style.rich_style_with_offset(x, y)))
+        x += len(text)
+    return Strip(segments).crop(0, width)
 
 
 def segment_cells(sizes: list[int], scale: int, width: int) -> list[int]:
@@ -59,6 +72,7 @@ class StackedBar(Widget):
 
     def __init__(self, *, scale: bool = True, **kw: object) -> None:
         super().__init__(**kw)  # type: ignore[arg-type]
+        self.set_reactive(Widget.auto_links, False)  # no links: no link styles worked out on each render
         self.segments: list[tuple[str, int]] = []
         self.capacity = 0
         self.with_scale = scale  # False: the bar only (the pinned plan's, above the plan's own bar and scale)
@@ -153,6 +167,8 @@ class KindLegend(Widget, can_focus=True):
         super().__init__(**kw)  # type: ignore[arg-type]
         self.rows: list[tuple[str, int, int]] = []  # kind, bytes at the peak, bytes at its largest
         self._strips: dict[int, tuple[tuple[object, ...], Strip]] = {}  # line -> (what it showed, its strip)
+        self._cols: tuple[int, list[tuple[str, int, int]], tuple[int, int]] | None = None  # (width, rows, columns)
+        self._keys: list[tuple[object, ...]] = []  # every line's key after the last show
         self.note = ""  # a dim line under the rows where there is room (a mixture-of-experts model's experts)
 
     @property
@@ -162,7 +178,8 @@ class KindLegend(Widget, can_focus=True):
     def show(self, rows: list[tuple[str, int, int]], note: str = "") -> None:
         if rows == self.rows and note == self.note:
             return
-        before = [self._line_key(y) for y in range(len(KINDS) + 1)]
+        # the keys the last show left (a focus, theme or size change since repainted the whole legend anyway)
+        before = self._keys or self._line_keys()
         kind = self.kind
         self.rows = rows
         self.note = note
@@ -195,19 +212,34 @@ class KindLegend(Widget, can_focus=True):
             self.cursor = row
             self.focus()
 
-    def _columns(self) -> tuple[int, int]:
+    def _columns(self, width: int | None = None) -> tuple[int, int]:
         """(label width, number column width): each number column is one wider than its widest figure (262.83
-        and up never run together)."""
+        and up never run together). Worked out once per rows and width: every line's key asks for it."""
+        width = self.size.width if width is None else width
+        cols = self._cols
+        if cols is not None and cols[0] == width and cols[1] is self.rows:
+            return cols[2]
         num_w = max([6, *(len(gib(n, 2)) + 1 for _, a, b in self.rows for n in (a, b))])
-        return max(4, self.size.width - 2 - 2 * num_w), num_w
+        value = max(4, width - 2 - 2 * num_w), num_w
+        self._cols = (width, self.rows, value)
+        return value
 
-    def _line_key(self, y: int) -> tuple[object, ...]:
+    def _look(self) -> tuple[object, ...]:
+        """What every line's look depends on besides its row: the columns, width, focus, theme and colours."""
+        width = self.size.width
+        return (self._columns(width), width, self.has_focus, self.app.theme, self.app.no_color, self.visual_style)
+
+    def _line_key(self, y: int, context: tuple[object, ...] | None = None) -> tuple[object, ...]:
         """What line ``y`` shows: its strip is redrawn only when this changes."""
         row = self.rows[y - 1] if 0 < y <= len(self.rows) else None
         cursor = y - 1 == self.cursor
         note = self.note if y == self._note_y() else None
-        return (y == 0, row, note, cursor, self._columns(), self.size.width, self.has_focus, self.app.theme,
-                self.app.no_color, self.visual_style)  # fmt: skip
+        return (y == 0, row, note, cursor, self._look() if context is None else context)
+
+    def _line_keys(self) -> list[tuple[object, ...]]:
+        """Every line's key (the context worked out once)."""
+        context = self._look()
+        return [self._line_key(y, context) for y in range(len(KINDS) + 1)]
 
     def _note_y(self) -> int:
         """The note's line, below the rows, or -1 where there is no note or no room for it."""
@@ -245,15 +277,14 @@ class KindLegend(Widget, can_focus=True):
         cached = self._strips.get(y)
         if cached is not None and cached[0] == key:
             return cached[1]
-        strips = Visual.to_strips(self, self._line(y), width, 1, self.visual_style)
-        strip = strips[0] if strips else Strip.blank(width, self.visual_style.rich_style)
+        strip = line_strip(self._line(y), self.visual_style, y, width)
         self._strips[y] = (key, strip)
         return strip
 
     def _refresh_changed(self, before: list[tuple[object, ...]]) -> None:
         """Repaint the lines whose `_line_key` changed."""
         width = self.size.width
-        after = [self._line_key(y) for y in range(len(KINDS) + 1)]
+        after = self._keys = self._line_keys()
         changed = [Region(0, y, width, 1) for y, (a, b) in enumerate(zip(before, after, strict=True)) if a != b]
         if changed:
             self.refresh(*changed)

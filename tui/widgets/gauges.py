@@ -21,7 +21,7 @@ from vramplan.tui.pinned import Pinned, pinned_line
 from vramplan.tui.time_text import time_summary, time_table
 from vramplan.tui.widgets.bars import KindLegend, StackedBar
 from vramplan.tui.widgets.settle import Settled
-from vramplan.tui.widgets.text import show_text
+from vramplan.tui.widgets.text import show_text, without_links
 
 
 def headroom_state(est: Estimate) -> str:
@@ -60,11 +60,11 @@ def plan_summary(est: Estimate) -> str:
 
 
 def legend_rows(est: Estimate) -> list[tuple[str, int, int]]:
-    """Every kind that occurs (the components, plus anything alive at the peak), in the gauges' order."""
-    live, comps = est.live_at_peak, est.components
-    return [
-        (k, live.get(k, 0), comps[k].bytes if k in comps else live.get(k, 0)) for k in KINDS if k in comps or k in live
-    ]
+    """Every kind that occurs (the components, plus anything alive at the peak), in the gauges' order. Each
+    kind's largest comes from `Estimate.per_gpu` (the components' bytes without their formulas, which the
+    explanation alone needs: a key does not build them before its frame)."""
+    live, largest = est.live_at_peak, est.per_gpu()
+    return [(k, live.get(k, 0), largest.get(k, live.get(k, 0))) for k in KINDS if k in largest or k in live]
 
 
 def experts_note(est: Estimate) -> str:
@@ -110,23 +110,24 @@ class MemoryGauges(VerticalScroll):
 
     def __init__(self, **kw: object) -> None:
         super().__init__(**kw)  # type: ignore[arg-type]
-        self.show_time_terms = Settled(self, self._time_terms, after_frame=True)
-        self.show_details = Settled(self, self._details, after_frame=True)
+        # what follows a change's frame: the details and the time table, in one callback (one message to this
+        # widget before the frame instead of two: a plan change changes the estimate and the timing together)
+        self.show_later = Settled(self, self._after_frame, after_frame=True)
 
     def compose(self) -> ComposeResult:
-        yield Static(id="plan-summary")
-        yield Static(id="headline")
-        yield Static(id="step-time")
-        yield Static(id="pinned")
+        yield without_links(Static(id="plan-summary"))
+        yield without_links(Static(id="headline"))
+        yield without_links(Static(id="step-time"))
+        yield without_links(Static(id="pinned"))
         yield StackedBar(id="pinned-bar", scale=False)
         yield StackedBar(id="gpu-bar")
-        yield Static(id="peak-moment", classes="muted")
+        yield without_links(Static(id="peak-moment", classes="muted"))
         yield KindLegend(id="legend")
-        yield Static(id="explain")
+        yield without_links(Static(id="explain"))
         with Vertical(id="host"):
-            yield Static(id="host-label")
+            yield without_links(Static(id="host-label"))
             yield StackedBar(id="host-bar")
-        yield Static(id="time-terms")
+        yield without_links(Static(id="time-terms"))
 
     def on_mount(self) -> None:
         self.watch_estimate()
@@ -138,7 +139,7 @@ class MemoryGauges(VerticalScroll):
         if st is None or not self.is_mounted:
             return
         show_text(self.query_one("#step-time", Static), time_summary(st))
-        self.show_time_terms()
+        self.show_later()
         self.watch_pinned()
 
     def watch_pinned(self) -> None:
@@ -187,7 +188,11 @@ class MemoryGauges(VerticalScroll):
         self.query_one(KindLegend).show(legend_rows(est), experts_note(est))
         # after the frame that shows the new figure: the explanation and the host bar change height (a layout
         # pass over the whole screen, e.g. switching ZeRO-3), and the key's frame need not wait for them
-        self.show_details()
+        self.show_later()
+
+    def _after_frame(self) -> None:
+        self._details()
+        self._time_terms()
 
     def _details(self) -> None:
         est = self.estimate
