@@ -96,6 +96,7 @@ SHOTS = (
             "strategy.expert_parallel": 8,
             "strategy.gradient_checkpointing": "none",
         },
+        keys=("4",) + ("tab",) * 10,  # Strategies, down to how the experts run
     ),
     Shot("gpu-guide-80x24", (80, 24), keys=("g",), changes={"training.tokens": 10_000_000_000}),
     Shot("pinned-80x24", (80, 24), keys=("P", "z", "c")),
