@@ -135,7 +135,7 @@ def valid(data: dict[str, Any]):
         assume(False)
 
 
-SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
 
 
 @SETTINGS

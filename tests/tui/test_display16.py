@@ -165,10 +165,10 @@ async def test_the_palette_reaches_numeric_settings() -> None:
     """Issue 16.15: `micro`, `seq`, `rank`, `gpus per node` in the palette open the field; typing sets it."""
     from textual.widgets import Input
 
-    for query, key in (("micro", "training.micro_batch_size"), ("seq", "training.seq_len"),
-                       ("rank", "training.lora_rank"), ("gpus per node", "hardware.gpus_per_node")):  # fmt: skip
-        app = VramplanApp(plan=default_plan().with_changes({"training.method": "lora"}))
-        async with app.run_test(size=(80, 24)) as pilot:
+    app = VramplanApp(plan=default_plan().with_changes({"training.method": "lora"}))
+    async with app.run_test(size=(80, 24)) as pilot:  # one app, the palette opened from each field in turn
+        for query, key in (("micro", "training.micro_batch_size"), ("seq", "training.seq_len"),
+                           ("rank", "training.lora_rank"), ("gpus per node", "hardware.gpus_per_node")):  # fmt: skip
             await pilot.press("ctrl+p", *query)
             await pilot.pause(0.3)
             await pilot.press("enter")
