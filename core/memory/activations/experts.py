@@ -9,9 +9,9 @@ from vramplan.core.memory.activations.context import ActCtx, Saved
 
 def moe_saved(c: ActCtx, out: Saved) -> bool:
     """A mixture-of-experts MLP as transformers 5.24 runs it by default (``experts_implementation`` "grouped_mm",
-    ``integrations/moe.py:grouped_mm_experts_forward``), or by the per-expert loop (`_experts_loop`,
-    ``strategy.experts = "loop"``). S = T x top_k (token, expert) pairs; measured tensor by tensor on the CPU
-    (tests/data/moe_truth.json):
+    ``integrations/moe.py:grouped_mm_experts_forward``), or as ``strategy.experts`` says by the per-expert loop
+    (`_experts_loop`) or batched_mm (`_experts_batched`). S = T x top_k (token, expert) pairs; measured tensor by
+    tensor on the CPU (tests/data/moe_truth.json):
 
     - router (``*TopKRouter``): a copy of its input [T, h] (16-bit under autocast), the fp32 softmax [T, E], the
       int64 top-k indices, the fp32 renormalising sum [T, 1] and the fp32 top-k values; under autocast its 16-bit
@@ -81,10 +81,11 @@ def _experts_loop(c: ActCtx, out: Saved) -> None:
 
     - int64 row indices [S] (saved by the gather and by ``index_add_``), each a view of ``torch.where``'s
       ``nonzero`` result [rows, 2], which it keeps whole: 16 bytes a row;
-    - the gathered input [S, h] (under autocast the linear's own 16-bit cast of it), the gate/up output [S, 2 i],
-      act(gate) and the product [S, i] (gpt-oss's clamped SwiGLU: 7 [S, i] in all), in the compute dtype;
-    - the down output [S, h] (the routing multiply's operand) and the scaled output [S, h] in the hidden states'
-      dtype (``index_add_`` keeps its source: the ``.to(hidden dtype)`` copy under autocast);
+    - in the compute dtype: the gathered input [S, h] (under autocast the linear's own 16-bit cast of it), the
+      gate/up output [S, 2 i], act(gate) and the product [S, i] (gpt-oss's clamped SwiGLU: 7 [S, i] in all) and
+      the down output [S, h] (the routing multiply's operand);
+    - the scaled output [S, h] in the hidden states' dtype (``index_add_`` keeps its source: the
+      ``.to(hidden dtype)`` copy under autocast);
     - under autocast, each expert's 16-bit weight copies (a slice of the 3-D parameter is no leaf, so autocast
       does not cache them: made in every forward and recompute, saved for backward): 2 x 3 h i bytes per expert.
 
@@ -118,8 +119,8 @@ def _experts_batched(c: ActCtx, out: Saved) -> None:
     ``down_proj[expert_ids]`` [S, h, i], and ``bmm`` saves them for backward (under autocast its 16-bit casts):
     3 h i weights per pair. Beside them: the repeated input [S, h], the gate/up output, act(gate) and the product,
     and the down output [S, h] (the routing multiply's operand); the expert ids are a view of the router's top-k
-    indices. An inference path: in
-    training the gathered weights dwarf everything else (measured: qwen3moe_batched_mm, 157 MB against 6 MB)."""
+    indices. An inference path: in training the gathered weights dwarf everything else (measured:
+    qwen3moe_batched_mm, 157 MB against 6 MB)."""
     arch, T = c.arch, c.T
     moe = arch.moe
     assert moe is not None
