@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from vramplan.core.plan.errors import PlanError
-from vramplan.core.plan.plan import OPTIMIZERS, PRECISIONS, Plan
+from vramplan.core.plan.plan import Plan
+from vramplan.core.plan.training import OPTIMIZERS, PRECISIONS
 
 
 class Choice(NamedTuple):

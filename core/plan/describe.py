@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 from vramplan.core.plan import presets
 from vramplan.core.plan.errors import PlanError
 from vramplan.core.plan.model import ModelConfig
-from vramplan.core.plan.plan import Plan, TrainingConfig
+from vramplan.core.plan.plan import Plan
+from vramplan.core.plan.training import TrainingConfig
 
 if TYPE_CHECKING:
     from vramplan.core.plan.hfconfig import HFModel

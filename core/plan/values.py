@@ -6,11 +6,14 @@ from __future__ import annotations
 import types
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from vramplan.core.plan.errors import PlanError, shown
 from vramplan.core.plan.memo import memoised
 from vramplan.core.plan.units import parse_number
+
+# every table of a plan: immutable, no unknown keys, no NaN or infinity
+FROZEN_TABLE = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 BINARY_K_KEYS = frozenset({"training.seq_len"})  # where 4k is 4096 (context lengths), elsewhere K is 1000
 

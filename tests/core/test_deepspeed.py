@@ -17,7 +17,8 @@ from vramplan.core.files.deepspeed import deepspeed_config
 from vramplan.core.memory.overhead import zero_bucket_elements
 from vramplan.core.memory.peak import estimate
 from vramplan.core.plan.errors import PlanError
-from vramplan.core.plan.plan import OPTIMIZERS, PRECISIONS, Plan, plan_from_dict
+from vramplan.core.plan.plan import Plan, plan_from_dict
+from vramplan.core.plan.training import OPTIMIZERS, PRECISIONS
 
 DS_TYPES: dict[str, type | tuple[type, ...]] = {
     "train_batch_size": int,

@@ -16,8 +16,9 @@ from vramplan.core.files.planfile import FORMAT_VERSION, estimate_table, plan_to
 from vramplan.core.files.planio import load_plan, load_plan_file, plan_file_from_data
 from vramplan.core.memory.peak import estimate
 from vramplan.core.plan.errors import PlanError, PlanNotice
-from vramplan.core.plan.plan import MANUAL_CHECKS, OPTIMIZERS, PRECISIONS, Plan, default_plan, plan_from_dict
+from vramplan.core.plan.plan import MANUAL_CHECKS, Plan, default_plan, plan_from_dict
 from vramplan.core.plan.presets import registry
+from vramplan.core.plan.training import OPTIMIZERS, PRECISIONS
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 
 from vramplan.core.memory.peak import estimate
 from vramplan.core.plan.errors import PlanError
-from vramplan.core.plan.plan import OPTIMIZERS, PRECISIONS, plan_from_dict
+from vramplan.core.plan.plan import plan_from_dict
+from vramplan.core.plan.training import OPTIMIZERS, PRECISIONS
 
 FAMILY_SHAPES = {
     # model_type: (hidden sizes, head counts, tied)

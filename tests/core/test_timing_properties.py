@@ -9,7 +9,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from vramplan.core.plan.errors import PlanError
-from vramplan.core.plan.plan import OPTIMIZERS, PRECISIONS, Plan, plan_from_dict
+from vramplan.core.plan.plan import Plan, plan_from_dict
+from vramplan.core.plan.training import OPTIMIZERS, PRECISIONS
 from vramplan.core.time.result import CATEGORIES
 from vramplan.core.time.step import step_time
 

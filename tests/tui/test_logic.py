@@ -9,7 +9,8 @@ import pytest
 
 from vramplan.core.files.planfile import Meta
 from vramplan.core.plan.errors import PlanError
-from vramplan.core.plan.plan import Plan, StrategyConfig, TrainingConfig, default_plan, plan_from_dict
+from vramplan.core.plan.plan import Plan, StrategyConfig, default_plan, plan_from_dict
+from vramplan.core.plan.training import TrainingConfig
 from vramplan.tui.choices import CHOICES, blocked, choice_index, error_text, next_valid, plan_value
 from vramplan.tui.commands import COMMANDS, bindings, palette_entries
 from vramplan.tui.history import PlanHistory
