@@ -16,7 +16,7 @@ from typing import Any
 from vramplan.core.files.importers import trainer
 from vramplan.core.files.importers.models import read_model
 from vramplan.core.files.importers.record import ImportLog, Section
-from vramplan.core.files.importers.values import count, flag, lora_targets, number
+from vramplan.core.files.importers.values import flag, lora_targets
 
 DATA = "data, logging or saving: not a memory or step-time setting"
 
@@ -104,12 +104,7 @@ def _adapter(top: Section, log: ImportLog) -> str:
     else:
         log.set("(no load_in_4bit/8bit)", None, "training.quantization", "none", "a 16-bit base")
         top.taken.update(("load_in_4bit", "load_in_8bit"))
-    rank = count(top.get("lora_r"))
-    if rank is not None:
-        log.set("lora_r", rank, "training.lora_rank", rank)
-    dropout = number(top.get("lora_dropout"))
-    if dropout is not None:
-        log.set("lora_dropout", dropout, "training.lora_dropout", dropout)
+    trainer.lora_rank_and_dropout(top, log, "lora_r")
     if flag(top.get("lora_target_linear")):
         log.set("lora_target_linear", True, "training.lora_targets", ["all-linear"])
         top.ignore("lora_target_modules", "lora_target_linear decides")

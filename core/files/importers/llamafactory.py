@@ -15,7 +15,7 @@ from typing import Any
 from vramplan.core.files.importers import trainer
 from vramplan.core.files.importers.models import read_model
 from vramplan.core.files.importers.record import ImportLog, Section
-from vramplan.core.files.importers.values import count, flag, lora_targets, number
+from vramplan.core.files.importers.values import count, flag, lora_targets
 
 DATA = "data, logging, evaluation or saving: not a memory or step-time setting"
 
@@ -100,12 +100,7 @@ def _method(top: Section, log: ImportLog) -> str:
         log.set(qkey, f"8, {method_q}", "training.quantization", "int8", "bitsandbytes LLM.int8 base")
     elif top.has("quantization_bit") and method_q in ("bnb", "bitsandbytes"):
         log.ignore("quantization_bit", top.get("quantization_bit"), "only 4 and 8 bits (bitsandbytes) are modelled")
-    rank = count(top.get("lora_rank"))
-    if rank is not None:
-        log.set("lora_rank", rank, "training.lora_rank", rank)
-    dropout = number(top.get("lora_dropout"))
-    if dropout is not None:
-        log.set("lora_dropout", dropout, "training.lora_dropout", dropout)
+    trainer.lora_rank_and_dropout(top, log, "lora_rank")
     if top.has("lora_target"):
         targets, unknown = lora_targets(top.get("lora_target"))
         if targets:

@@ -1,6 +1,7 @@
 """Settings that axolotl and LLaMA-Factory pass to HF Trainer (TrainingArguments): ``optim``, ``bf16``/``fp16``,
 ``deepspeed`` (a path: named, not followed), ``fsdp`` (``full_shard auto_wrap offload``), ``max_grad_norm``; and
-the whole-number settings every recipe has (batch size, accumulation, sequence length; torchtune's too)."""
+the whole-number settings every recipe has (batch size, accumulation, sequence length; torchtune's too), and
+the LoRA rank and dropout they hand to PEFT."""
 
 from __future__ import annotations
 
@@ -123,3 +124,14 @@ def trainer_arguments(sec: Section, log: ImportLog, optim_key: str) -> bool:
         log.set("learning_rate", sec.data["learning_rate"], "training.learning_rate", lr)
     grad_clip(sec, "max_grad_norm", log)
     return deepspeed_path(sec, "deepspeed", log)
+
+
+def lora_rank_and_dropout(sec: Section, log: ImportLog, rank_key: str) -> None:
+    """PEFT's ``LoraConfig`` rank (``r``, under the tool's own name ``rank_key``) and ``lora_dropout``, as axolotl
+    and LLaMA-Factory pass them on."""
+    rank = count(sec.get(rank_key))
+    if rank is not None:
+        log.set(rank_key, rank, "training.lora_rank", rank)
+    dropout = number(sec.get("lora_dropout"))
+    if dropout is not None:
+        log.set("lora_dropout", dropout, "training.lora_dropout", dropout)
