@@ -11,10 +11,13 @@ T_PROCESS = time.perf_counter()
 import asyncio  # noqa: E402
 from typing import Any, ClassVar  # noqa: E402
 
+from textual import events  # noqa: E402
 from textual.app import App, ComposeResult  # noqa: E402
+from textual.pilot import Pilot  # noqa: E402
 from textual.widgets import Static  # noqa: E402
 
 GIB = 1 << 30
+READ_S = 0.1  # before the first key: a person reads the first screen (both apps wait it, once the app is idle)
 
 
 def figure(total: int) -> str:
@@ -35,6 +38,21 @@ class Painted:
         if self.wanted in renderable.render_segments(self.console):  # type: ignore[attr-defined]
             self.painted_at = time.perf_counter()
             self.painted.set()
+
+
+async def timed_key(app: Painted, pilot: Pilot[Any], key: str, wanted: str) -> float:
+    """Seconds from a key reaching the app to the first frame showing `wanted`. The key is put in the app's queue
+    as the terminal driver puts it (`post_message`), not with `Pilot.press`: after sending a key, Pilot asks every
+    widget on the screen to process a callback (`_wait_for_screen`), and those ~150 callbacks ran before the
+    planner's frame, a cost of the test harness that grows with the widget count (one widget for the yardstick).
+    The app is then left to finish (`pilot.pause`), untimed, before the next key."""
+    app.wanted = wanted
+    app.painted = asyncio.Event()
+    t0 = time.perf_counter()
+    app.post_message(events.Key(key, key))  # type: ignore[attr-defined]
+    await asyncio.wait_for(app.painted.wait(), 10)
+    await pilot.pause()
+    return app.painted_at - t0
 
 
 class MinimalApp(Painted, App[None]):
@@ -69,13 +87,9 @@ async def key_to_frame(samples: int, size: tuple[int, int] = (80, 24)) -> list[f
     times: list[float] = []
     async with app.run_test(size=size) as pilot:
         await pilot.pause()
+        await pilot.pause(READ_S)
         while len(times) < samples:
-            app.wanted = figure((app.count + 1) * GIB)
-            app.painted = asyncio.Event()
-            t0 = time.perf_counter()
-            await pilot.press("c")
-            await asyncio.wait_for(app.painted.wait(), 10)
-            times.append(app.painted_at - t0)
+            times.append(await timed_key(app, pilot, "c", figure((app.count + 1) * GIB)))
     return times
 
 
