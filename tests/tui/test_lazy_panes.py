@@ -32,7 +32,7 @@ async def test_at_80x24_only_the_shown_pane_is_built_and_a_pane_key_builds_and_f
         await pilot.press("2")
         await pilot.pause()
         assert built(app) == {"model", "hardware", "strategy"}
-        order = [p.id for p in app.planner.query_one("#panes").query_children(PlanPane)]
+        order = [p.id for p in app.planner.query_one("#editor").query_children(PlanPane)]
         assert order == ["pane-model", "pane-hardware", "pane-strategy"]  # mounted in tab order
 
 
@@ -58,5 +58,5 @@ async def test_the_wide_layout_builds_every_pane_it_shows() -> None:
         await pilot.pause()
         await pilot.pause()
         assert built(app) == {pid for pid, *_ in PANES if not pane_class(pid).SOLO}
-        order = [p.id for p in app.planner.query_one("#panes").query_children(PlanPane)]
+        order = [p.id for p in app.planner.query_one("#editor").query_children(PlanPane)]
         assert order == [f"pane-{pid}" for pid, *_ in PANES if not pane_class(pid).SOLO]

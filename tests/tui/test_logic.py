@@ -193,7 +193,7 @@ def test_model_filter_is_loose_and_keeps_the_preset_order() -> None:
         "llama-3.1-70b",
         "llama-3.3-70b",
     }
-    assert model_rows("zzz") == []
+    assert model_rows("zzz") == ()
 
 
 def test_export_path_follows_the_format() -> None:

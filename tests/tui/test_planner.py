@@ -251,14 +251,19 @@ async def test_legend_selection_shows_formula_and_source() -> None:
 async def test_host_ram_bar_when_offloading() -> None:
     app = VramplanApp()
     async with app.run_test() as pilot:
-        host = app.planner.query_one("#host")
-        assert not host.has_class("-on")
+        await pilot.pause()
+        assert not any(w.display for w in app.planner.query("#host"))  # not built until something is offloaded
         await pilot.press("o")  # offload the optimizer to the CPU
         await pilot.pause()
         est = estimate(app.planner.plan)
         assert app.planner.plan.strategy.offload_optimizer == "cpu"
+        host = app.planner.query_one("#host")
         assert host.has_class("-on") and host.display
         assert f"host RAM per node {est.cpu_per_node / GiB:.1f} GiB" in text_of(app, "#host-label")
+        while app.planner.plan.strategy.offload_optimizer != "none":  # back to no offloading: the bar goes
+            await pilot.press("o")
+            await pilot.pause()
+        assert not host.has_class("-on") and not host.display
 
 
 async def test_plan_file_opens_and_errors_are_shown(tmp_plan) -> None:

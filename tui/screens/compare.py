@@ -58,6 +58,7 @@ def compare_text(d: PlanDiff) -> Content:
 
 
 class CompareScreen(ModalScreen[None]):
+    CSS_PATH = "views.tcss"  # beside this module, parsed when the view is first shown
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,q,d", "app.pop_screen", "Close", id="compare_close"),
     ]

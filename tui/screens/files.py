@@ -57,6 +57,8 @@ class ExportScreen(ModalScreen[Exported | None]):
     """Export the plan: a format (TOML, DeepSpeed, Markdown, accelerate) and a path, by default a name derived from
     the plan in the current directory whose extension follows the format."""
 
+    CSS_PATH = "files.tcss"  # beside this module, parsed when a dialog is first shown
+
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "Cancel", id="export_cancel"),
         # enter exports from anywhere (the format bar would otherwise take it as "next choice"), except on the
@@ -232,6 +234,8 @@ class OpenScreen(ModalScreen[PlanFile | None]):
     """Open a plan file (hand-written or exported), or import a training config (DeepSpeed JSON, accelerate,
     torchtune, axolotl, LLaMA-Factory: `core.files.importers`) over the planner's plan: a path; a problem with the
     file is shown here and the planner keeps its plan."""
+
+    CSS_PATH = "files.tcss"  # beside this module, parsed when a dialog is first shown
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "dismiss(None)", "Cancel", id="open_cancel")]
     AUTO_FOCUS = "#open-path"

@@ -38,6 +38,7 @@ def table_cells(row: GpuRow) -> tuple[Text, ...]:
 class GpuGuideScreen(ModalScreen[dict[str, Any] | None]):
     """Dismissed with the hardware changes of the chosen row (None: closed)."""
 
+    CSS_PATH = "views.tcss"  # beside this module, parsed when the view is first shown
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,q,g", "dismiss(None)", "Close", id="gpus_close"),
         Binding("s", "cycle_sort", "Sort by time or cost", id="gpus_sort"),

@@ -35,6 +35,7 @@ def key_rows(screen: Screen[object]) -> dict[str, list[tuple[str, str]]]:
 
 
 class HelpScreen(ModalScreen[None]):
+    CSS_PATH = "help.tcss"  # beside this module, parsed when the screen is first shown
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,question_mark,f1,q", "app.pop_screen", "Close", id="help_close"),
     ]

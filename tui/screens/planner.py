@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from textual import events
 from textual.app import ComposeResult
 from textual.binding import BindingType
-from textual.containers import Container, Horizontal, Vertical
+from textual.containers import Horizontal, Vertical
 from textual.content import Content
 from textual.reactive import Reactive, var
 from textual.screen import Screen
 from textual.widget import AwaitMount
-from textual.widgets import Footer, Input, Static, Tab, Tabs
+from textual.widgets import Footer, Input, Static
 
 import vramplan.tui.widgets.model_pane  # noqa: F401  (the pane shown first: loaded with the app, see `pane_class`)
 from vramplan.core.files.importers.detect import is_config_path
@@ -37,6 +37,7 @@ from vramplan.tui.pinned import Pinned
 from vramplan.tui.widgets.bars import KindLegend
 from vramplan.tui.widgets.fields import NO_ERRORS, PlanPane, field_id
 from vramplan.tui.widgets.gauges import MemoryGauges
+from vramplan.tui.widgets.pane_tabs import PaneTabs
 
 if TYPE_CHECKING:
     from vramplan.tui.screens.files import Exported
@@ -97,10 +98,10 @@ class PlannerScreen(Screen[None]):
         width, height = self.app.size
         self.add_class(_breakpoint(width, self.HORIZONTAL_BREAKPOINTS), _breakpoint(height, self.VERTICAL_BREAKPOINTS))
         with Horizontal(id="main"):
-            with Vertical(id="editor"):
-                yield Tabs(*(Tab(title, id=f"tab-{pid}") for pid, title, _, _ in PANES), id="pane-tabs")
-                with Container(id="panes"):  # only the panes shown now: the others are built when first shown
-                    yield from (self._new_pane(pid) for pid in self._shown_panes(width, height))
+            with Vertical(id="editor"):  # the tabs over the panes (a grid of them, wide and tall: app.tcss)
+                yield PaneTabs([(pid, title) for pid, title, _, _ in PANES], self.pane, id="pane-tabs")
+                # only the panes shown now: the others are built when first shown
+                yield from (self._new_pane(pid) for pid in self._shown_panes(width, height))
             gauges = MemoryGauges(id="gauges")
             gauges.set_reactive(MemoryGauges.estimate, self.estimate)
             gauges.set_reactive(MemoryGauges.timing, self.timing)
@@ -142,7 +143,7 @@ class PlannerScreen(Screen[None]):
             pane = self._new_pane(pid)
             later = [p for p, *_ in PANES][[p for p, *_ in PANES].index(pid) + 1 :]
             before = next((w for p in later if (w := self._built(p)) is not None), None)
-            self._mounting[pid] = self.query_one("#panes").mount(pane, before=before)
+            self._mounting[pid] = self.query_one("#editor").mount(pane, before=before)
         return pane
 
     async def pane_widget(self, pid: str) -> PlanPane:
@@ -227,14 +228,11 @@ class PlannerScreen(Screen[None]):
         self._build(pane)
         # in the wide layout, a SOLO pane (the checklist) is shown on its own instead of with the others
         self.set_class(pane_class(pane).SOLO, "-solo-pane")
-        tabs = self.query_one("#pane-tabs", Tabs)
-        if tabs.active != f"tab-{pane}":
-            tabs.active = f"tab-{pane}"
+        self.query_one(PaneTabs).shown = pane
 
-    def on_tabs_tab_activated(self, event: Tabs.TabActivated) -> None:
+    def on_pane_tabs_picked(self, event: PaneTabs.Picked) -> None:
         event.stop()
-        if event.tab.id:
-            self.pane = event.tab.id.removeprefix("tab-")
+        self.pane = event.pid
 
     # -- actions (bound by the command table) ----------------------------------------------------------------
     def action_undo(self) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from rich.segment import Segment
 from textual import events
 from textual.binding import Binding, BindingType
 from textual.content import Content
@@ -19,6 +18,7 @@ from textual.widget import Widget
 
 from vramplan.core.memory.result import KIND_LABELS, KINDS
 from vramplan.core.plan.units import gib_text as gib
+from vramplan.tui.widgets.text import content_size, line_strip
 
 # Glyphs per kind: solid blocks in colour; distinct patterns without colour (NO_COLOR) so kinds stay apart.
 GLYPHS_NO_COLOR: dict[str, str] = {
@@ -35,18 +35,23 @@ GLYPHS_NO_COLOR: dict[str, str] = {
     "host": "▓",
 }
 SEGMENT_KINDS = (*KINDS, "host")
+# One colour per kind, shared by the bars and the legend: component classes of the widget that holds them (the
+# gauges), styled once in app.tcss. Declared on each bar and on the legend, they were styled once per widget at
+# start-up (a component class costs Textual a style pass of its own), 26 passes instead of 11.
+KIND_CLASSES: frozenset[str] = frozenset(f"kind--{k}" for k in SEGMENT_KINDS)
 
 
-def line_strip(line: Content, style: Style, y: int, width: int) -> Strip:
-    """One line that fits its width (the legend's, the bar's), as a strip: rendered straight from its spans,
-    without the wrapping, alignment and link passes of a Static's text (a third of a line's cost), with the
-    offsets Textual's text selection reads."""
-    segments = []
-    x = 0
-    for text, text_style in line.render(style, end=""):
-        segments.append(Segment(text, text_style.rich_style_with_offset(x, y)))
-        x += len(text)
-    return Strip(segments).crop(0, width)
+def kind_style(widget: Widget, kind: str) -> Style:
+    """The colour of memory kind ``kind``: component class ``kind--<kind>`` of the nearest widget that declares
+    it (`KIND_CLASSES`), found as Textual finds a ``.class`` style in a text."""
+    name = f"kind--{kind}"
+    for node in widget.ancestors_with_self:
+        if isinstance(node, Widget):
+            try:
+                return node.get_visual_style(name, partial=True)
+            except KeyError:
+                continue
+    return Style()
 
 
 def segment_cells(sizes: list[int], scale: int, width: int) -> list[int]:
@@ -63,12 +68,7 @@ def segment_cells(sizes: list[int], scale: int, width: int) -> list[int]:
 class StackedBar(Widget):
     """One bar of bytes by kind against a capacity; the last line is the scale."""
 
-    COMPONENT_CLASSES: ClassVar[set[str]] = {
-        *(f"stacked-bar--{k}" for k in SEGMENT_KINDS),
-        "stacked-bar--free",
-        "stacked-bar--limit",
-        "stacked-bar--scale",
-    }
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"stacked-bar--free", "stacked-bar--limit", "stacked-bar--scale"}
 
     def __init__(self, *, scale: bool = True, **kw: object) -> None:
         super().__init__(**kw)  # type: ignore[arg-type]
@@ -76,6 +76,7 @@ class StackedBar(Widget):
         self.segments: list[tuple[str, int]] = []
         self.capacity = 0
         self.with_scale = scale  # False: the bar only (the pinned plan's, above the plan's own bar and scale)
+        self._strips: dict[int, tuple[tuple[object, ...], Strip]] = {}  # line -> (what it showed, its strip)
 
     def show(self, segments: list[tuple[str, int]], capacity: int) -> None:
         segments = [(k, n) for k, n in segments if n > 0]
@@ -86,15 +87,43 @@ class StackedBar(Widget):
     def _glyph(self, kind: str) -> str:
         return GLYPHS_NO_COLOR[kind] if self.app.no_color else "█"
 
+    def _bar_rows(self, height: int) -> int:
+        """The rows the bar takes at ``height``: every one, or all but the scale's."""
+        return max(1, height - 1) if self.with_scale else max(1, height)
+
+    def _line(self, y: int, width: int, height: int) -> Content:
+        """Line ``y`` at this size: a bar row, the scale (under the bar, when shown) or nothing."""
+        rows = self._bar_rows(height)
+        if y < rows:
+            return self._bar(width)
+        return self._scale(width) if self.with_scale and y == rows else Content("")
+
     def render(self) -> Content:
-        width = self.size.width
-        if width < 4 or not self.capacity:
+        """The whole bar as text (what `render_line` draws line by line)."""
+        size = content_size(self)
+        if size.width < 4 or not self.capacity:
             return Content("")
-        bar = self._bar(width)
-        if not self.with_scale:
-            return Content("\n").join([bar] * max(1, self.size.height))
-        bar_rows = max(1, self.size.height - 1)
-        return Content("\n").join([*([bar] * bar_rows), self._scale(width)])
+        lines = self._bar_rows(size.height) + self.with_scale
+        return Content("\n").join(self._line(y, size.width, size.height) for y in range(lines))
+
+    def render_line(self, y: int) -> Strip:
+        """One line, drawn from its spans (`line_strip`: a third of the cost of Textual's path for a text) and kept
+        until what it shows changes: a key redraws the bar's row, and the scale only when the capacity or an
+        overflow moves it."""
+        size = content_size(self)
+        total = sum(n for _, n in self.segments)
+        # the scale shows the capacity, and where it falls when the bar is over it; a bar row shows every segment
+        shows = (total if total > self.capacity else None) if y >= self._bar_rows(size.height) else self.segments
+        key = (shows, self.capacity, size, self.app.no_color, self.app.theme, self.visual_style)
+        cached = self._strips.get(y)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        if size.width < 4 or not self.capacity:
+            strip = Strip.blank(size.width, self.visual_style.rich_style)
+        else:
+            strip = line_strip(self._line(y, size.width, size.height), self.visual_style, y, size.width)
+        self._strips[y] = (key, strip)
+        return strip
 
     def _bar(self, width: int) -> Content:
         """Segments by kind; past the capacity (over) they turn to a shaded glyph behind a ``┃`` marker."""
@@ -106,7 +135,7 @@ class StackedBar(Widget):
         parts: list[tuple[str, object]] = []
         x = 0
         for (kind, _), n in zip(self.segments, cells, strict=True):
-            style = self.get_visual_style(f"stacked-bar--{kind}")
+            style = kind_style(self, kind)
             glyph = self._glyph(kind)
             inside = max(0, min(n, cap_pos - x))
             if inside:
@@ -146,11 +175,7 @@ class KindLegend(Widget, can_focus=True):
         Binding("home", "move(-99)", "First", show=False),
         Binding("end", "move(99)", "Last", show=False),
     ]
-    COMPONENT_CLASSES: ClassVar[set[str]] = {
-        *(f"kind-legend--{k}" for k in KINDS),
-        "kind-legend--cursor",
-        "kind-legend--header",
-    }
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"kind-legend--cursor", "kind-legend--header"}
     cursor: reactive[int] = reactive(0)
 
     class Selected(Message):
@@ -215,7 +240,7 @@ class KindLegend(Widget, can_focus=True):
     def _columns(self, width: int | None = None) -> tuple[int, int]:
         """(label width, number column width): each number column is one wider than its widest figure (262.83
         and up never run together). Worked out once per rows and width: every line's key asks for it."""
-        width = self.size.width if width is None else width
+        width = content_size(self).width if width is None else width
         cols = self._cols
         if cols is not None and cols[0] == width and cols[1] is self.rows:
             return cols[2]
@@ -226,7 +251,7 @@ class KindLegend(Widget, can_focus=True):
 
     def _look(self) -> tuple[object, ...]:
         """What every line's look depends on besides its row: the columns, width, focus, theme and colours."""
-        width = self.size.width
+        width = content_size(self).width
         return (self._columns(width), width, self.has_focus, self.app.theme, self.app.no_color, self.visual_style)
 
     def _line_key(self, y: int, context: tuple[object, ...] | None = None) -> tuple[object, ...]:
@@ -247,7 +272,7 @@ class KindLegend(Widget, can_focus=True):
 
     def _line(self, y: int) -> Content:
         if y == self._note_y():
-            return Content.styled(f"  {self.note}"[: self.size.width], "dim")
+            return Content.styled(f"  {self.note}"[: content_size(self).width], "dim")
         label_w, num_w = self._columns()
         if y == 0:
             header = f"{'GiB per GPU':<{label_w + 2}}{'peak':>{num_w}}{'max':>{num_w}}"
@@ -256,7 +281,7 @@ class KindLegend(Widget, can_focus=True):
         glyphs = GLYPHS_NO_COLOR if self.app.no_color else {}
         label = KIND_LABELS.get(kind, kind)[:label_w]
         line = Content.assemble(
-            (glyphs.get(kind, "█"), self.get_visual_style(f"kind-legend--{kind}")),
+            (glyphs.get(kind, "█"), kind_style(self, kind)),
             f" {label:<{label_w}}{gib(at_peak, 2):>{num_w}}{gib(largest, 2):>{num_w}}",
         )
         if y - 1 == self.cursor:
@@ -270,7 +295,7 @@ class KindLegend(Widget, can_focus=True):
     def render_line(self, y: int) -> Strip:
         """One line, redrawn only when what it shows changed (`_line_key`): a key that changes two figures
         redraws two lines, not the legend."""
-        width = self.size.width
+        width = content_size(self).width
         if y > len(self.rows) and y != self._note_y():
             return Strip.blank(width, self.visual_style.rich_style)
         key = self._line_key(y)
@@ -283,7 +308,7 @@ class KindLegend(Widget, can_focus=True):
 
     def _refresh_changed(self, before: list[tuple[object, ...]]) -> None:
         """Repaint the lines whose `_line_key` changed."""
-        width = self.size.width
+        width = content_size(self).width
         after = self._keys = self._line_keys()
         changed = [Region(0, y, width, 1) for y, (a, b) in enumerate(zip(before, after, strict=True)) if a != b]
         if changed:

@@ -23,7 +23,7 @@ from textual.widgets.option_list import Option
 from vramplan.core.memory.result import Estimate
 from vramplan.tui.widgets.fields import PlanPane
 from vramplan.tui.widgets.settle import Settled
-from vramplan.tui.widgets.text import show_text
+from vramplan.tui.widgets.text import compact, show_text
 
 if TYPE_CHECKING:
     from vramplan.core.advice.advisor import Advice
@@ -109,7 +109,7 @@ class ChecklistPane(PlanPane):
 
     def compose(self) -> ComposeResult:
         yield Static(id="checklist-summary", classes="details")
-        yield ChecklistList(id="checklist-list", compact=True)
+        yield compact(ChecklistList(id="checklist-list"))
 
     def on_mount(self) -> None:  # PlanPane.on_mount runs too (Textual calls each class's handler)
         self._subtitle()

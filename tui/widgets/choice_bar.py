@@ -54,7 +54,8 @@ class ChoiceBar(Widget, can_focus=True):
     def show(self, index: int, blocked: frozenset[int] = frozenset()) -> None:
         if (index, blocked) != (self.index, self.blocked):
             self.index, self.blocked = index, blocked
-            self.refresh()
+            if self.is_mounted:  # before that, the first paint shows it: a repaint asked for now would wait
+                self.refresh()  # for the widget's next message and then mark the screen's map stale
 
     def _lines(self) -> list[list[tuple[int, int]]]:
         return layout_tokens(self.labels, max(1, self.content_region.width or self.size.width))

@@ -23,7 +23,7 @@ from vramplan.core.plan.units import number_text, parse_number
 from vramplan.core.plan.values import parse_count
 from vramplan.tui.choices import CHOICES, Choice, blocked, plan_value
 from vramplan.tui.widgets.choice_bar import ChoiceBar
-from vramplan.tui.widgets.text import show_text
+from vramplan.tui.widgets.text import compact, show_text
 
 NO_ERRORS: Mapping[str, str] = {}
 
@@ -119,7 +119,7 @@ class PlanPane(VerticalScroll):
 def plan_input(**kw: Any) -> Input:
     """A compact text field. Born with the class Textual's `Input` sets when it validates its first value (it has
     no validators: always ``-valid``), so showing the plan's value does not restyle it after the first styling."""
-    return Input(compact=True, select_on_focus=True, classes="-valid", **kw)
+    return compact(Input(select_on_focus=True, classes="-valid", **kw))
 
 
 def field_id(key: str) -> str:

@@ -4,6 +4,8 @@ kind, a host-RAM bar when offloading, and (large terminals) the step's time term
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from textual import events
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
@@ -19,9 +21,9 @@ from vramplan.core.plan.units import gib_text as gib
 from vramplan.core.time.result import StepTime
 from vramplan.tui.pinned import Pinned, pinned_line
 from vramplan.tui.time_text import time_summary, time_table
-from vramplan.tui.widgets.bars import KindLegend, StackedBar
+from vramplan.tui.widgets.bars import KIND_CLASSES, KindLegend, StackedBar
 from vramplan.tui.widgets.settle import Settled
-from vramplan.tui.widgets.text import show_text, without_links
+from vramplan.tui.widgets.text import LineText, show_text, without_links
 
 
 def headroom_state(est: Estimate) -> str:
@@ -102,7 +104,10 @@ def explanation(est: Estimate, kind: str) -> Content:
 
 
 class MemoryGauges(VerticalScroll):
-    """Shows one estimate and its step time; the planner binds `estimate` and `timing` into it."""
+    """Shows one estimate and its step time; the planner binds `estimate` and `timing` into it. It holds the
+    colours of the kinds of memory that its bars and legend draw in (`bars.KIND_CLASSES`)."""
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = set(KIND_CLASSES)
 
     estimate: Reactive[Estimate | None] = var(None, init=False)
     timing: Reactive[StepTime | None] = var(None, init=False)
@@ -113,20 +118,16 @@ class MemoryGauges(VerticalScroll):
         # what follows a change's frame: the details and the time table, in one callback (one message to this
         # widget before the frame instead of two: a plan change changes the estimate and the timing together)
         self.show_later = Settled(self, self._after_frame, after_frame=True)
+        self._host_parts: tuple[Vertical, Static, StackedBar] | None = None  # the host RAM line and bar, once built
 
     def compose(self) -> ComposeResult:
         yield without_links(Static(id="plan-summary"))
-        yield without_links(Static(id="headline"))
-        yield without_links(Static(id="step-time"))
-        yield without_links(Static(id="pinned"))
-        yield StackedBar(id="pinned-bar", scale=False)
+        yield LineText(id="headline")
+        yield LineText(id="step-time")
         yield StackedBar(id="gpu-bar")
-        yield without_links(Static(id="peak-moment", classes="muted"))
+        yield LineText(id="peak-moment", classes="muted")
         yield KindLegend(id="legend")
         yield without_links(Static(id="explain"))
-        with Vertical(id="host"):
-            yield without_links(Static(id="host-label"))
-            yield StackedBar(id="host-bar")
         yield without_links(Static(id="time-terms"))
 
     def on_mount(self) -> None:
@@ -150,6 +151,8 @@ class MemoryGauges(VerticalScroll):
         self.set_class(pinned is not None, "-pinned")
         if pinned is None or est is None or st is None:
             return
+        if not self.query("#pinned"):  # built when first pinned (see `_host`)
+            self.mount(without_links(Static(id="pinned")), StackedBar(id="pinned-bar", scale=False), before="#gpu-bar")
         show_text(self.query_one("#pinned", Static), Content(pinned_line(pinned, est, st)))
         pe = pinned.estimate
         live = pe.live_at_peak
@@ -204,19 +207,24 @@ class MemoryGauges(VerticalScroll):
 
     def _host(self, est: Estimate) -> None:
         offloading = bool(est.cpu_per_node or est.nvme_per_node)
-        self.query_one("#host").set_class(offloading, "-on")
+        if self._host_parts is not None:
+            self._host_parts[0].set_class(offloading, "-on")
         if not offloading:
             return
+        if self._host_parts is None:
+            # Built when first needed, as the pinned plan's line and bar are: a stacked bar is styled once per
+            # kind of memory (its component classes), and a first frame styling bars nobody sees took 5-10 ms.
+            label, bar = without_links(Static(id="host-label")), StackedBar(id="host-bar")
+            self._host_parts = (Vertical(label, bar, id="host", classes="-on"), label, bar)
+            self.mount(self._host_parts[0], before="#time-terms")
+        _, label, bar = self._host_parts
         hw = est.plan.hardware
         node_gpu = hw.gpus_per_node * est.gpu_capacity
         text = f"host RAM per node [b]{gib(est.cpu_per_node)} GiB[/b] (offloaded)"
         if est.nvme_per_node:
             text += f", NVMe per node {gib(est.nvme_per_node)} GiB"
-        show_text(
-            self.query_one("#host-label", Static),
-            text + f"\n[dim]bar: against the node's {gib(node_gpu, 0)} GiB of GPU memory[/dim]",
-        )
-        self.query_one("#host-bar", StackedBar).show([("host", est.cpu_per_node)], node_gpu)
+        show_text(label, text + f"\n[dim]bar: against the node's {gib(node_gpu, 0)} GiB of GPU memory[/dim]")
+        bar.show([("host", est.cpu_per_node)], node_gpu)
 
     def _explain(self, kind: str | None) -> None:
         est = self.estimate

@@ -19,6 +19,7 @@ from vramplan.core.plan.units import number_text
 from vramplan.tui.choices import Choice
 from vramplan.tui.widgets.fields import ChoiceField, FieldRow, NumberField
 from vramplan.tui.widgets.path_input import PathSuggester
+from vramplan.tui.widgets.text import compact
 
 STRUCTURE_KEYS = frozenset({"head_dim", *OPTION_KEYS})
 YES_NO = (Choice(False, "no", ""), Choice(True, "yes", ""))
@@ -124,11 +125,12 @@ class ConfigPathField(FieldRow):
     _plan_value: Any = ()  # the plan's value last shown (the text is replaced only when that changes)
 
     def make_control(self) -> Widget:
-        return Input(
-            placeholder="path, enter loads it",
-            compact=True,
-            suggester=PathSuggester((".json",)),
-            classes="-valid",  # as `fields.plan_input`
+        return compact(
+            Input(
+                placeholder="path, enter loads it",
+                suggester=PathSuggester((".json",)),
+                classes="-valid",  # as `fields.plan_input`
+            )
         )
 
     def set_control(self, value: Any) -> None:

@@ -19,6 +19,7 @@ from vramplan.core.memory.result import Estimate
 from vramplan.core.plan import presets
 from vramplan.core.plan.describe import model_name, modified_keys
 from vramplan.core.plan.families import FAMILIES
+from vramplan.core.plan.memo import memoised
 from vramplan.core.plan.model import ModelConfig
 from vramplan.core.plan.units import fmt_count
 from vramplan.tui.choices import Choice
@@ -33,7 +34,7 @@ from vramplan.tui.widgets.model_fields import (
     structure_value,
 )
 from vramplan.tui.widgets.preset_list import USER_MARK, PresetList, broken_notes
-from vramplan.tui.widgets.text import show_text
+from vramplan.tui.widgets.text import compact, show_text
 
 FAMILY_CHOICES = tuple(Choice(t, t, f"model: type {t}") for t in FAMILIES)
 TIED = (Choice(False, "no", ""), Choice(True, "yes", ""))
@@ -70,9 +71,11 @@ def _subsequence(needle: str, hay: str) -> bool:
     return all(ch in it for ch in needle)
 
 
-def model_rows(query: str) -> list[tuple[str, str]]:
+@memoised(64, group="presets")  # emptied with the presets (`presets.reload`)
+def model_rows(query: str) -> tuple[tuple[str, str], ...]:
     """Presets in their `order` (LLaMA-7B, BLOOM-7B1 and Qwen2.5-72B first) matching every word of `query`,
-    punctuation and case ignored, letters in order (``qwen72`` finds Qwen2.5-72B); exact substrings first."""
+    punctuation and case ignored, letters in order (``qwen72`` finds Qwen2.5-72B); exact substrings first. Worked
+    out once per query: the list is shown again after every plan change."""
     words = [_squash(w) for w in query.split() if _squash(w)]
     ranked = []
     for mp in presets.registry().sorted_models():
@@ -82,13 +85,13 @@ def model_rows(query: str) -> list[tuple[str, str]]:
             ranked.append((not exact, mp))
     ranked.sort(key=lambda r: r[0])  # stable: keeps the preset order within each group
     reg = presets.registry()
-    return [
+    return tuple(
         (
             mp.id,
             f"{mp.name:<16} {preset_params(mp.id):>9}" + (USER_MARK if reg.is_user("models", mp.id) else ""),
         )
         for _, mp in ranked
-    ]
+    )
 
 
 class ModelFilter(Input):
@@ -98,8 +101,10 @@ class ModelFilter(Input):
 class ModelPane(PlanPane):
     TITLE = "Model"
 
+    _shown_for: tuple[object, ...] | None = None  # what `show_estimate` last showed: the model, trainable, presets
+
     def compose(self) -> ComposeResult:
-        yield ModelFilter(placeholder="type to filter presets  ( / )", compact=True, id="model-filter")
+        yield compact(ModelFilter(placeholder="type to filter presets  ( / )", id="model-filter"))
         yield PresetList("model.preset", id="model-list")
         yield Static(id="model-details", classes="details")
 
@@ -127,12 +132,20 @@ class ModelPane(PlanPane):
             ChoiceField("model.tie_word_embeddings", "tied embeddings", TIED),
             *structure,
         ]
-        await self.mount_all([Label("config.json (edit for a custom model)", classes="section"), *rows])
         self.fields.update({row.key: row for row in rows})
+        self._shown_for = None  # the new rows show the model too
+        # Shown before they are mounted: styled and laid out once, with their values. Set after, each control's
+        # repaint reached the screen after the mount's layout pass, marked its map of the whole screen stale, and
+        # the first key pressed paid for rebuilding it (2 ms).
         self._sync()
+        await self.mount_all([Label("config.json (edit for a custom model)", classes="section"), *rows])
         self._rows_built.set()
 
     def show_estimate(self, est: Estimate) -> None:
+        shown = (est.plan.model, est.params_trainable, presets.registry())
+        if self._shown_for is not None and all(a is b or a == b for a, b in zip(shown, self._shown_for, strict=True)):
+            return  # a change outside [model] and the trainable count (a strategy key): nothing here changes
+        self._shown_for = shown
         self._show_list()
         m = est.plan.model
         changed = modified_keys(m)

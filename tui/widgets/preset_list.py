@@ -2,24 +2,28 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from textual.content import Content
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
 from vramplan.core.plan import presets
+from vramplan.tui.widgets.text import compact
 
 
 class PresetList(OptionList):
     """Rows are (preset id, text). The current preset is marked ``●`` and highlighted when shown."""
 
     def __init__(self, key: str, **kw: object) -> None:
-        super().__init__(compact=True, **kw)  # type: ignore[arg-type]
+        super().__init__(**kw)  # type: ignore[arg-type]
+        compact(self)
         self.key = key  # the plan key a pick sets: model.preset or hardware.gpu
         self._shown: tuple[tuple[str, str], ...] = ()
         self._current: str | None = None
         self._notes: tuple[str, ...] = ()
 
-    def show_rows(self, rows: list[tuple[str, str]], current: str | None, notes: tuple[str, ...] = ()) -> None:
+    def show_rows(self, rows: Sequence[tuple[str, str]], current: str | None, notes: tuple[str, ...] = ()) -> None:
         """The presets (id, text), the current one marked; `notes` (broken user files) follow, not selectable."""
         new = tuple(rows)
         if new == self._shown and current == self._current and notes == self._notes:
