@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from textual import events
 from textual.app import ComposeResult
 from textual.binding import BindingType
-from textual.containers import Horizontal, Vertical
+from textual.containers import Vertical
 from textual.content import Content
 from textual.reactive import Reactive, var
 from textual.screen import Screen
@@ -97,15 +97,15 @@ class PlannerScreen(Screen[None]):
         # The layout classes the first resize would set, set now: the whole tree is styled once, not twice.
         width, height = self.app.size
         self.add_class(_breakpoint(width, self.HORIZONTAL_BREAKPOINTS), _breakpoint(height, self.VERTICAL_BREAKPOINTS))
-        with Horizontal(id="main"):
-            with Vertical(id="editor"):  # the tabs over the panes (a grid of them, wide and tall: app.tcss)
-                yield PaneTabs([(pid, title) for pid, title, _, _ in PANES], self.pane, id="pane-tabs")
-                # only the panes shown now: the others are built when first shown
-                yield from (self._new_pane(pid) for pid in self._shown_panes(width, height))
-            gauges = MemoryGauges(id="gauges")
-            gauges.set_reactive(MemoryGauges.estimate, self.estimate)
-            gauges.set_reactive(MemoryGauges.timing, self.timing)
-            yield gauges.data_bind(PlannerScreen.estimate, PlannerScreen.timing, PlannerScreen.pinned)
+        # the screen lays the editor and the gauges side by side (app.tcss); the notice and the footer are docked
+        with Vertical(id="editor"):  # the tabs over the panes (a grid of them, wide and tall: app.tcss)
+            yield PaneTabs([(pid, title) for pid, title, _, _ in PANES], self.pane, id="pane-tabs")
+            # only the panes shown now: the others are built when first shown
+            yield from (self._new_pane(pid) for pid in self._shown_panes(width, height))
+        gauges = MemoryGauges(id="gauges")
+        gauges.set_reactive(MemoryGauges.estimate, self.estimate)
+        gauges.set_reactive(MemoryGauges.timing, self.timing)
+        yield gauges.data_bind(PlannerScreen.estimate, PlannerScreen.timing, PlannerScreen.pinned)
         yield Static(id="notice")
         yield Footer(compact=True)
 

@@ -42,10 +42,10 @@ KIND_CLASSES: frozenset[str] = frozenset(f"kind--{k}" for k in SEGMENT_KINDS)
 
 
 def kind_style(widget: Widget, kind: str) -> Style:
-    """The colour of memory kind ``kind``: component class ``kind--<kind>`` of the nearest widget that declares
+    """The colour of memory kind ``kind``: component class ``kind--<kind>`` of the nearest container that declares
     it (`KIND_CLASSES`), found as Textual finds a ``.class`` style in a text."""
     name = f"kind--{kind}"
-    for node in widget.ancestors_with_self:
+    for node in widget.ancestors:
         if isinstance(node, Widget):
             try:
                 return node.get_visual_style(name, partial=True)

@@ -4,9 +4,8 @@ config.json keys, editable for a custom model."""
 from __future__ import annotations
 
 import asyncio
-import json
 import re
-from functools import cache, cached_property
+from functools import cached_property
 from typing import ClassVar
 
 from textual import on
@@ -48,14 +47,9 @@ MODEL_INTS = (
 )
 
 
+@memoised(None, group="presets")  # emptied with the presets (`presets.reload`): a user preset may change
 def preset_params(preset_id: str) -> str:
     """The preset's parameter count, as the list shows it."""
-    mp = presets.model_preset(preset_id)
-    return _params(mp.id, json.dumps(mp.config, sort_keys=True))
-
-
-@cache
-def _params(preset_id: str, config: str) -> str:
     try:
         return fmt_count(presets.model_config({"preset": preset_id}).arch().total_params)
     except ValueError:  # PlanError, ValidationError: a user preset whose config.json went away: still listed
