@@ -30,6 +30,15 @@ def layout_tokens(labels: list[str], width: int) -> list[list[tuple[int, int]]]:
 
 
 class ChoiceBar(Widget, can_focus=True):
+    DEFAULT_CSS = """
+    ChoiceBar {
+        height: auto;
+        & > .choice-bar--option { color: $text; background: $boost; }
+        & > .choice-bar--selected { color: $text; background: $primary; text-style: bold; }
+        &:focus > .choice-bar--selected { background: $accent; color: auto 90%; text-style: bold; }
+        & > .choice-bar--blocked { color: $text-disabled; text-style: strike; }
+    }
+    """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("left", "move(-1)", "Previous choice", show=False),
         Binding("right", "move(1)", "Next choice", show=False),

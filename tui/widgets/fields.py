@@ -129,6 +129,23 @@ def field_id(key: str) -> str:
 class FieldRow(Widget):
     """One plan key: a label, a control, a note (derived figures, impossible choices) and an inline error."""
 
+    DEFAULT_CSS = """
+    FieldRow {
+        layout: vertical;
+        height: auto;
+        & .field-line { height: auto; }
+        & .field-label { width: 18; color: $text-muted; padding-right: 1; }
+        /* a class set by FieldRow: see PlannerScreen._mark_focused_pane */
+        &.-focus-within .field-label { color: $text; text-style: bold; }
+        & .field-note, & .field-error, & .field-effect { height: auto; padding-left: 2; }
+        /* notes and effects wrap: cut with "…" at 80 columns they hid what a choice does */
+        & .field-note { color: $text-warning; }
+        & .field-effect { color: $text-muted; }
+        & .field-error { color: $text-error; text-style: bold; }
+        & Input, & ChoiceBar { width: 1fr; }
+    }
+    """
+
     keeps_text = False  # True for text inputs: an error keeps what the user typed so they can fix it
 
     def __init__(self, key: str, label: str, *, tooltip: str | None = None, effect: bool = False) -> None:

@@ -101,8 +101,9 @@ def line_strip(line: Content, style: Style, y: int, width: int) -> Strip:
 class LineText(Static):
     """A Static drawn line by line: its text wrapped at its width as a Static wraps it, each line's strip kept
     until that line changes (`line_strip`). A key that changes the figures of a three-line headline redraws them
-    in a third of the time Textual's whole-text path takes. With a text selection in it, it draws as a Static
-    (which shows the selection). Its text holds no links (`without_links`)."""
+    in a third of the time Textual's whole-text path takes. It wraps as a left-aligned, wrapping Static does (its
+    CSS may not set ``text-align``, ``text-wrap`` or ``text-overflow``); with a text selection in it, it draws as
+    a Static (which shows the selection). Its text holds no links (`without_links`)."""
 
     def __init__(self, content: str | Content = "", **kw: object) -> None:
         super().__init__(content, **kw)  # type: ignore[arg-type]
