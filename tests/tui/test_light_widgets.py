@@ -132,3 +132,16 @@ async def test_the_pinned_and_host_bars_are_built_when_first_needed() -> None:
         await pilot.pause()
         plan = app.planner.plan
         assert estimate(plan).cpu_per_node > 0 and app.planner.query_one("#host-bar", StackedBar).display
+
+
+async def test_pane_tabs_stay_on_their_two_lines_when_narrow_and_show_the_shown_pane() -> None:
+    app = VramplanApp()
+    async with app.run_test(size=(40, 12)) as pilot:
+        await pilot.pause()
+        tabs = app.planner.query_one(PaneTabs)
+        titles, bar = str(tabs.render()).splitlines()  # cut at the edge, not wrapped over the bar
+        assert len(titles) == len(bar) == tabs.size.width and "━" in bar
+        await pilot.press("5")  # the Checks pane, whose title lies past 40 columns
+        await pilot.pause()
+        titles, bar = str(tabs.render()).splitlines()
+        assert titles.endswith("Checks") and bar.endswith("━" * len(" Checks"))

@@ -71,6 +71,11 @@ class PaneTabs(Widget, can_focus=True):
         self.spans = tab_spans([title for _, title in panes])
         self.set_reactive(PaneTabs.shown, shown)
 
+    def _offset(self) -> int:
+        """Cells the strip is moved left by: none while the titles fit, else enough to show the shown pane's."""
+        ends = [end for (pid, _), (_, end) in zip(self.panes, self.spans, strict=True) if pid == self.shown]
+        return max(0, (ends[0] if ends else 0) - self.size.width)
+
     def render(self) -> Content:
         style = {name: self.get_visual_style(f"pane-tabs--{name}") for name in ("title", "shown", "bar", "shown-bar")}
         titles: list[tuple[str, Style]] = []
@@ -79,9 +84,12 @@ class PaneTabs(Widget, can_focus=True):
             here = pid == self.shown
             titles.append((f" {title}", style["shown" if here else "title"]))
             bars.append(("━" * (end - start), style["shown-bar"]) if here else ("─" * (end - start), style["bar"]))
+        offset = self._offset()
         drawn = self.spans[-1][1] if self.spans else 0
-        bars.append(("─" * max(0, self.size.width - drawn), style["bar"]))
-        return Content("\n").join([Content.assemble(*titles), Content.assemble(*bars)])
+        bars.append(("─" * max(0, self.size.width + offset - drawn), style["bar"]))
+        # one line each, never wrapped: narrower than the titles (a split tmux pane), the strip is cut at the edge
+        lines = [Content.assemble(*titles), Content.assemble(*bars)]
+        return Content("\n").join(line[offset : offset + self.size.width] for line in lines)
 
     def action_move(self, step: int) -> None:
         ids = [pid for pid, _ in self.panes]
@@ -92,7 +100,8 @@ class PaneTabs(Widget, can_focus=True):
         offset = event.get_content_offset(self)
         if offset is None:
             return
+        x = offset.x + self._offset()
         for (pid, _), (start, end) in zip(self.panes, self.spans, strict=True):
-            if start <= offset.x < end:
+            if start <= x < end:
                 self.post_message(self.Picked(pid))
                 return
