@@ -212,8 +212,8 @@ class MemoryGauges(VerticalScroll):
         if not offloading:
             return
         if self._host_parts is None:
-            # Built when first needed, as the pinned plan's line and bar are: a stacked bar is styled once per
-            # kind of memory (its component classes), and a first frame styling bars nobody sees took 5-10 ms.
+            # Built when first needed, as the pinned plan's line and bar are: hidden, they still cost the first
+            # frame their style passes (a bar takes one per component class) and a place in every layout.
             label, bar = without_links(Static(id="host-label")), StackedBar(id="host-bar")
             self._host_parts = (Vertical(label, bar, id="host", classes="-on"), label, bar)
             self.mount(self._host_parts[0], before="#time-terms")
