@@ -9,12 +9,14 @@ import time
 T_PROCESS = time.perf_counter()
 
 import asyncio  # noqa: E402
-from typing import Any, ClassVar  # noqa: E402
+from typing import TYPE_CHECKING, Any, ClassVar  # noqa: E402
 
 from textual import events  # noqa: E402
 from textual.app import App, ComposeResult  # noqa: E402
-from textual.pilot import Pilot  # noqa: E402
 from textual.widgets import Static  # noqa: E402
+
+if TYPE_CHECKING:  # only a type here: the cold start imports what the app itself imports
+    from textual.pilot import Pilot
 
 GIB = 1 << 30
 READ_S = 0.1  # before the first key: a person reads the first screen (both apps wait it, once the app is idle)
