@@ -31,8 +31,8 @@ from typing import Any
 from vramplan.core.advice.frameworks import unsupported
 from vramplan.core.advice.moves import TIER_TEXT, Move, memory_moves
 from vramplan.core.advice.speedup import combined, speed_up, title
-from vramplan.core.advice.whatif import FRAGMENTATION_RISK, Effect, WhatIf, plain
-from vramplan.core.memory.result import Estimate
+from vramplan.core.advice.whatif import Effect, WhatIf, plain
+from vramplan.core.memory.result import FRAGMENTATION_RISK, Estimate
 from vramplan.core.plan.plan import Plan
 
 MAX_MICRO_BATCH = 1_000_000  # the plan's own limit (training.micro_batch_size)

@@ -18,8 +18,8 @@ from typing import Any
 
 from vramplan.core.advice.checks import moe, nan, oom, slow, stack
 from vramplan.core.advice.checks.base import STATUSES, Context, Item
-from vramplan.core.advice.whatif import FRAGMENTATION_RISK, Effect
-from vramplan.core.memory.result import Estimate
+from vramplan.core.advice.whatif import Effect
+from vramplan.core.memory.result import FRAGMENTATION_RISK, Estimate
 from vramplan.core.plan.plan import Plan
 from vramplan.core.time.result import StepTime
 

@@ -22,11 +22,6 @@ from vramplan.core.plan.units import GiB
 from vramplan.core.time.result import StepTime
 from vramplan.core.time.step import step_time
 
-# Headroom below this fraction of the GPU's memory is an OOM risk even when the estimate fits: the estimate's
-# allocator reserve (overhead.allocator_reserve_percent, 5% by default) is below the fragmentation measured on LLM
-# training (GMLake, Guo et al. ASPLOS 2024: 15% on average), so keep about 10% free.
-FRAGMENTATION_RISK = 0.10
-
 
 def plain(value: Any) -> Any:
     """A plan value as JSON/TOML data (tuples become lists)."""

@@ -77,6 +77,12 @@ OUTSIDE_TERMS = ("cuda_context", "nccl", "paged_optimizer_states")
 SPILLS_TO_HOST = ("paged_optimizer_states",)  # unified memory: the driver pages it out instead of failing
 Explainer = Callable[[], tuple[dict[str, tuple[str, str]], tuple[OverheadTerm, ...]]]
 
+# Headroom below this fraction of the GPU's memory is an OOM risk even when the estimate fits: the estimate's
+# allocator reserve (overhead.allocator_reserve_percent, 5% by default) is below the fragmentation measured on LLM
+# training (GMLake, Guo et al. ASPLOS 2024: 15% on average), so keep about 10% free. The checklist warns under it
+# (`core.advice.whatif`) and the planner's headline turns amber.
+FRAGMENTATION_RISK = 0.10
+
 
 @dataclass(frozen=True)
 class Estimate:

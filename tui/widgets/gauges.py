@@ -13,8 +13,7 @@ from textual.content import Content
 from textual.reactive import Reactive, var
 from textual.widgets import Static
 
-from vramplan.core.advice.whatif import FRAGMENTATION_RISK
-from vramplan.core.memory.result import KINDS, Estimate
+from vramplan.core.memory.result import FRAGMENTATION_RISK, KINDS, Estimate
 from vramplan.core.plan.describe import gpu_name, method_label, model_name, short_gpu_name
 from vramplan.core.plan.units import fmt_count
 from vramplan.core.plan.units import gib_text as gib

@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from vramplan.core.advice.checks.base import Context, Item, Rule, fastest, pct
-from vramplan.core.advice.whatif import FRAGMENTATION_RISK, Effect
+from vramplan.core.advice.whatif import Effect
+from vramplan.core.memory.result import FRAGMENTATION_RISK
 from vramplan.core.plan.units import fmt_seconds
 from vramplan.core.time.assumptions import HOST_MEMORY_GBS_PER_NODE
 
