@@ -68,6 +68,13 @@ def saved(cid: str) -> tuple[int, int]:
     return est.per_gpu()["activations"], f["activation_bytes"] - f["logits_like_bytes"] + f["saved_weight_copy_bytes"]
 
 
+def assert_saved_within(bounds: dict[str, float]) -> None:
+    """Each case's saved activations within its bound, relative to the measured bytes (0.0: to the byte)."""
+    for cid, bound in bounds.items():
+        predicted, measured = saved(cid)
+        assert abs(predicted - measured) <= bound * measured, cid
+
+
 @pytest.mark.parametrize("cid", WITHIN)
 def test_case_within_the_issue_bounds(cid: str) -> None:
     rec = TRUTH[cid]
@@ -89,29 +96,29 @@ def test_grouped_mm_experts_to_the_byte() -> None:
 def test_window_and_soft_capping_change_what_is_saved() -> None:
     """Mistral's window under SDPA (s = 128 >= window), Gemma 2's soft-capped eager scores (tanh's output only),
     its four norms per block and Gemma 3's two RoPE tables: exact."""
-    for cid, bound in (
-        ("mistral_swa_sdpa", 0.0),
-        ("gemma2_eager", 0.0),
-        ("gemma2_eager_bf16mixed", 0.0),
-        ("gemma3_eager", 0.0),
-        ("gemma3_sdpa", 0.0),
-    ):
-        predicted, measured = saved(cid)
-        assert abs(predicted - measured) <= bound * measured, cid
+    assert_saved_within(
+        {
+            "mistral_swa_sdpa": 0.0,
+            "gemma2_eager": 0.0,
+            "gemma2_eager_bf16mixed": 0.0,
+            "gemma3_eager": 0.0,
+            "gemma3_sdpa": 0.0,
+        }
+    )
 
 
 def test_latent_attention_and_gpt_oss_to_the_byte() -> None:
     """DeepSeek-V3 (MLA, a dense first layer, shared expert) and gpt-oss (sinks, clamped SwiGLU) saved activations:
     within 0.25% (DeepSeek's group-limited routing indices are the rest), gpt-oss exact; peaks within 0.1%."""
-    for cid, bound in (
-        ("deepseekv3_base", 0.0025),
-        ("deepseekv3_bf16mixed", 0.0025),
-        ("deepseekv3_eager", 0.0025),
-        ("gptoss_base", 0.0),
-        ("gptoss_bf16mixed", 0.0),
-    ):
-        predicted, measured = saved(cid)
-        assert abs(predicted - measured) <= bound * measured, cid
+    bounds = {
+        "deepseekv3_base": 0.0025,
+        "deepseekv3_bf16mixed": 0.0025,
+        "deepseekv3_eager": 0.0025,
+        "gptoss_base": 0.0,
+        "gptoss_bf16mixed": 0.0,
+    }
+    assert_saved_within(bounds)
+    for cid in bounds:
         rec = TRUTH[cid]
         est = estimate(plan_from_dict(case_plan_data(rec["resolved_case"])), cpu=True)
         assert abs(assert_issue_bounds(est, rec["figures"])) <= 0.001, cid
@@ -139,12 +146,12 @@ def test_each_experts_path_to_the_byte() -> None:
     """The per-expert loop (int64 row indices kept as views of torch.where's [rows, 2], the scaled output kept by
     index_add_, under autocast each expert's 16-bit weight copies) and batched_mm (each pair's gathered expert
     weights): saved activations exact, Mixtral's within 0.03% (its routing weights stay fp32 under autocast)."""
-    for cid, bound in (
-        ("qwen3moe_eager_experts", 0.0),
-        ("qwen3moe_eager_experts_bf16mixed", 0.0),
-        ("gptoss_eager_experts", 0.0),
-        ("mixtral_eager_experts_bf16mixed", 0.0003),
-        ("qwen3moe_batched_mm", 0.0),
-    ):
-        predicted, measured = saved(cid)
-        assert abs(predicted - measured) <= bound * measured, cid
+    assert_saved_within(
+        {
+            "qwen3moe_eager_experts": 0.0,
+            "qwen3moe_eager_experts_bf16mixed": 0.0,
+            "gptoss_eager_experts": 0.0,
+            "mixtral_eager_experts_bf16mixed": 0.0003,
+            "qwen3moe_batched_mm": 0.0,
+        }
+    )
