@@ -34,9 +34,14 @@ import sys  # noqa: E402
 import tempfile  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-from vramplan.core.memory.peak import estimate  # noqa: E402
+# The app's module first, as `vramplan` imports it (`vramplan.__main__.run_app`): it loads pydantic, the plan's
+# classes and Textual with the collector paused (`vramplan.tui.startup.long_lived`). Imported before it, the core
+# modules loaded with the collector running, a cost that a user's start does not have.
+# isort: off
 from vramplan.tui.app import VramplanApp  # noqa: E402
+from vramplan.core.memory.peak import estimate  # noqa: E402
 from vramplan.tui.choices import next_valid  # noqa: E402
+# isort: on
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import minimal_app  # noqa: E402
