@@ -9,6 +9,8 @@ import time
 T_PROCESS = time.perf_counter()
 
 import asyncio  # noqa: E402
+import os  # noqa: E402
+import sys  # noqa: E402
 from typing import TYPE_CHECKING, Any, ClassVar  # noqa: E402
 
 from textual import events  # noqa: E402
@@ -20,6 +22,7 @@ if TYPE_CHECKING:  # only a type here: the cold start imports what the app itsel
 
 GIB = 1 << 30
 READ_S = 0.1  # before the first key: a person reads the first screen (both apps wait it, once the app is idle)
+EXIT_AT_FRAME = "--exit-at-frame" in sys.argv  # see `Painted`
 
 
 def figure(total: int) -> str:
@@ -27,7 +30,9 @@ def figure(total: int) -> str:
 
 
 class Painted:
-    """Notes when a frame whose terminal bytes contain `wanted` is produced (mixed into an `App`)."""
+    """Notes when a frame whose terminal bytes contain `wanted` is produced (mixed into an `App`). With
+    `EXIT_AT_FRAME` set (``--exit-at-frame``), the process ends right there, without the app's and the
+    interpreter's teardown (bench_instructions.py counts a start up to its first frame)."""
 
     wanted = ""
     painted: asyncio.Event | None = None
@@ -40,6 +45,8 @@ class Painted:
         if self.wanted in renderable.render_segments(self.console):  # type: ignore[attr-defined]
             self.painted_at = time.perf_counter()
             self.painted.set()
+            if EXIT_AT_FRAME:
+                os._exit(0)
 
 
 async def timed_key(app: Painted, pilot: Pilot[Any], key: str, wanted: str) -> float:
@@ -96,5 +103,7 @@ async def key_to_frame(samples: int, size: tuple[int, int] = (80, 24)) -> list[f
 
 
 if __name__ == "__main__":  # a cold process: its start to the first painted frame, in seconds
+    if "--exit-at-imports" in sys.argv:  # bench_instructions.py: the imports alone
+        os._exit(0)
     asyncio.run(first_frame())
     print(time.perf_counter() - T_PROCESS)
