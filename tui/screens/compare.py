@@ -17,6 +17,7 @@ from vramplan.core.advice.plandiff import PlanDiff, plan_diff, relative_text, si
 from vramplan.core.memory.result import KIND_LABELS, KINDS
 from vramplan.core.plan.plan import Plan
 from vramplan.core.plan.units import fmt_seconds, gib_text
+from vramplan.tui.screens.css import tcss
 
 
 def compare_text(d: PlanDiff) -> Content:
@@ -58,7 +59,7 @@ def compare_text(d: PlanDiff) -> Content:
 
 
 class CompareScreen(ModalScreen[None]):
-    CSS_PATH = "views.tcss"  # beside this module, parsed when the view is first shown
+    DEFAULT_CSS = tcss("views.tcss")  # beside this module: see `vramplan.tui.screens.css`
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,q,d", "app.pop_screen", "Close", id="compare_close"),
     ]

@@ -26,6 +26,7 @@ from vramplan.core.memory.result import Estimate
 from vramplan.core.plan.errors import PlanError
 from vramplan.core.plan.paths import user_path
 from vramplan.core.plan.plan import Plan
+from vramplan.tui.screens.css import tcss
 from vramplan.tui.widgets.choice_bar import ChoiceBar
 from vramplan.tui.widgets.path_input import PathSuggester
 from vramplan.tui.widgets.text import show_text
@@ -57,7 +58,7 @@ class ExportScreen(ModalScreen[Exported | None]):
     """Export the plan: a format (TOML, DeepSpeed, Markdown, accelerate) and a path, by default a name derived from
     the plan in the current directory whose extension follows the format."""
 
-    CSS_PATH = "files.tcss"  # beside this module, parsed when a dialog is first shown
+    DEFAULT_CSS = tcss("files.tcss")  # beside this module: see `vramplan.tui.screens.css`
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "Cancel", id="export_cancel"),
@@ -235,7 +236,7 @@ class OpenScreen(ModalScreen[PlanFile | None]):
     torchtune, axolotl, LLaMA-Factory: `core.files.importers`) over the planner's plan: a path; a problem with the
     file is shown here and the planner keeps its plan."""
 
-    CSS_PATH = "files.tcss"  # beside this module, parsed when a dialog is first shown
+    DEFAULT_CSS = tcss("files.tcss")  # beside this module: see `vramplan.tui.screens.css`
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "dismiss(None)", "Cancel", id="open_cancel")]
     AUTO_FOCUS = "#open-path"

@@ -21,6 +21,7 @@ from vramplan.core.advice.gpuguide import MAX_GPUS, SORTS, GpuRow, Guide, sort_r
 from vramplan.core.plan.describe import method_label, model_name
 from vramplan.core.plan.plan import Plan
 from vramplan.core.plan.units import fmt_count
+from vramplan.tui.screens.css import tcss
 from vramplan.tui.widgets.text import show_text
 
 # GpuRow.cells() without the GPU's own memory (the name says it), the name cut to fit 80 columns
@@ -38,7 +39,7 @@ def table_cells(row: GpuRow) -> tuple[Text, ...]:
 class GpuGuideScreen(ModalScreen[dict[str, Any] | None]):
     """Dismissed with the hardware changes of the chosen row (None: closed)."""
 
-    CSS_PATH = "views.tcss"  # beside this module, parsed when the view is first shown
+    DEFAULT_CSS = tcss("views.tcss")  # beside this module: see `vramplan.tui.screens.css`
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,q,g", "dismiss(None)", "Close", id="gpus_close"),
         Binding("s", "cycle_sort", "Sort by time or cost", id="gpus_sort"),

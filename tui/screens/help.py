@@ -12,6 +12,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Static
 
 from vramplan.tui.commands import COMMANDS, WIDGET_KEYS
+from vramplan.tui.screens.css import tcss
 
 GROUPS = ("Plan", "View", "Strategies", "Training")
 COLUMNS = (("Plan", "View", "Training"), ("Strategies", "Everywhere"))
@@ -35,7 +36,7 @@ def key_rows(screen: Screen[object]) -> dict[str, list[tuple[str, str]]]:
 
 
 class HelpScreen(ModalScreen[None]):
-    CSS_PATH = "help.tcss"  # beside this module, parsed when the screen is first shown
+    DEFAULT_CSS = tcss("help.tcss")  # beside this module: see `vramplan.tui.screens.css`
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,question_mark,f1,q", "app.pop_screen", "Close", id="help_close"),
     ]
