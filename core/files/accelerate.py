@@ -17,8 +17,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
 from vramplan.core.plan.describe import loading_settings, plan_title
 from vramplan.core.plan.plan import Plan
 
@@ -49,6 +47,8 @@ class AccelerateExport:
         if self.notes:
             head.append("# set in the training script:")
             head += [f"#   - {line}" for line in self.notes]
+        import yaml  # PyYAML here only: importing it took 12-17 ms of opening the export dialog
+
         return "\n".join(head) + "\n" + yaml.safe_dump(self.config, sort_keys=False, default_flow_style=False)
 
     def warning(self) -> str | None:

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
-
-import yaml
+from typing import TYPE_CHECKING, Any
 
 from vramplan.core.plan.errors import PlanError
 from vramplan.core.plan.readfile import read_regular
+
+if TYPE_CHECKING:  # PyYAML is imported when a YAML text is read (`parse_text`): 12-17 ms the Open dialog spared
+    import yaml
 
 MAX_BYTES = 1 << 20  # 1 MiB: training configs are a few KiB
 MAX_DEPTH = 32  # nesting of mappings and lists
@@ -32,6 +33,8 @@ def read_text(path: str | Path) -> str:
 def _check_yaml_nodes(root: yaml.Node, where: str) -> None:
     """Refuse alias bombs and deep nesting before anything is constructed: count the nodes as every alias
     expands them (PyYAML's composer makes an alias the same node object, reached again)."""
+    import yaml
+
     seen_ids: set[int] = set()
     aliases = 0
     count = 0
@@ -84,6 +87,8 @@ def parse_text(text: str, where: str, as_json: bool) -> Any:
         if _depth(data, MAX_DEPTH) > MAX_DEPTH:
             raise PlanError(f"nested deeper than {MAX_DEPTH} levels", where)
         return data
+    import yaml
+
     try:
         nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
         if len(nodes) > 1:
