@@ -59,7 +59,10 @@ KEYS = {
 
 
 class BenchApp(Painted, VramplanApp):
-    """The real app."""
+    """The real app, as the `vramplan` command makes it (alone in its process: ``freeze``, see tui/startup.py)."""
+
+    def __init__(self) -> None:
+        super().__init__(freeze=True)
 
 
 async def first_frame(size: tuple[int, int] = (80, 24)) -> tuple[float, BenchApp]:

@@ -39,7 +39,9 @@ class VramplanApp(App[int]):
     TITLE = "vramplan"
     COMMANDS: ClassVar = App.COMMANDS | {PlannerCommands}
 
-    def __init__(self, plan_path: str | Path | None = None, plan: Plan | None = None) -> None:
+    def __init__(self, plan_path: str | Path | None = None, plan: Plan | None = None, *, freeze: bool = False) -> None:
+        """``freeze``: the app is its process's only one (the `vramplan` command): what its start made is frozen
+        out of the garbage collector's sight until it ends (`startup.FirstFrame`)."""
         super().__init__()
         self.plan_path = plan_path
         self.detection: detection.Detection | None = None
@@ -65,7 +67,8 @@ class VramplanApp(App[int]):
         self._notice = "\n".join(notices)
         self._meta = meta
         self._quit_asked = False
-        self._first_frame = FirstFrame()
+        self.freeze = freeze
+        self._first_frame = FirstFrame(freeze=freeze)
 
     def get_default_screen(self) -> Screen[None]:
         return PlannerScreen(self.start_plan, self._notice, meta=self._meta)
@@ -74,12 +77,23 @@ class VramplanApp(App[int]):
         self._first_frame.pause()  # no garbage collection until the first frame (see `startup.FirstFrame`)
 
     def on_mount(self) -> None:
-        self.call_after_refresh(self._first_frame.resume)
+        self.call_after_refresh(self._first_frame_shown)
         if self._detection_pending:
             self._detect_timer = self.set_interval(0.05, self._check_detection)
 
+    def _first_frame_shown(self) -> None:
+        self._first_frame.resume()
+        if self.freeze:
+            self.run_worker(self._settle(), name="settle", group="start-up")
+
+    async def _settle(self) -> None:
+        """The start-up work left for after the first frame (the shown pane's last rows, laid out and drawn) done:
+        what it made is frozen too."""
+        await self.planner.pane_widget(self.planner.pane)
+        self.call_after_refresh(self._first_frame.settled)
+
     def on_unmount(self) -> None:
-        self._first_frame.resume()  # an app that ends before its first frame
+        self._first_frame.release()  # and the collector back on for an app that ends before its first frame
 
     def _check_detection(self) -> None:
         """Detection finished after start-up: the planner takes the detected GPUs if its plan is untouched."""

@@ -56,7 +56,7 @@ def run_app(args: list[str]) -> int:
             detection.begin()
         from vramplan.tui.app import VramplanApp
 
-    app = VramplanApp(plan_path=args[0] if args else None)
+    app = VramplanApp(plan_path=args[0] if args else None, freeze=True)  # the process's only app
     app.run()
     return app.return_code or 0
 
