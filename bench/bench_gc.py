@@ -13,12 +13,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from vramplan.core.memory.peak import estimate
-from vramplan.tui.choices import next_valid
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_tui import KEYS, BenchApp
-from minimal_app import READ_S, figure, timed_key
+from bench_tui import BenchApp, press_strategy_keys
+from minimal_app import READ_S
 
 PRESSES = 200
 
@@ -46,18 +43,7 @@ async def full_collections(app: BenchApp) -> list[float]:
         await app.planner.pane_widget(app.planner.pane)
         await pilot.pause(READ_S)
         gc.callbacks.append(watch)
-        pressed = 0
-        while pressed < PRESSES:
-            for key, setting in KEYS.items():
-                plan = app.planner.plan
-                nxt = next_valid(plan, setting)
-                assert not isinstance(nxt, Exception), nxt
-                new = figure(estimate(nxt).total)
-                if new == figure(estimate(plan).total):
-                    await pilot.press(key)
-                    continue
-                await timed_key(app, pilot, key, new)
-                pressed += 1
+        await press_strategy_keys(app, pilot, PRESSES)
         gc.callbacks.remove(watch)
     return durations
 

@@ -33,6 +33,7 @@ import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 from pathlib import Path  # noqa: E402
+from typing import TYPE_CHECKING, Any  # noqa: E402
 
 # The app's module first, as `vramplan` imports it (`vramplan.__main__.run_app`): it loads pydantic, the plan's
 # classes and Textual with the collector paused (`vramplan.tui.startup.long_lived`). Imported before it, the core
@@ -46,6 +47,9 @@ from vramplan.tui.choices import next_valid  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import minimal_app  # noqa: E402
 from minimal_app import READ_S, Painted, figure, timed_key  # noqa: E402
+
+if TYPE_CHECKING:  # only a type here: the cold start imports what the app itself imports
+    from textual.pilot import Pilot
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -80,23 +84,29 @@ async def key_to_frame(samples: int, size: tuple[int, int] = (80, 24), started: 
     leaves it unchanged, e.g. fused cross-entropy when the peak is the optimizer step, is made but not timed).
     ``started``: wait until the app's start-up work is done (the shown pane built) before the first key."""
     app = BenchApp()
-    times: list[float] = []
     async with app.run_test(size=size) as pilot:
         await pilot.pause()
         if started:
             await app.planner.pane_widget(app.planner.pane)
             await pilot.pause(READ_S)
-        while len(times) < samples:
-            for key, setting in KEYS.items():
-                plan = app.planner.plan
-                nxt = next_valid(plan, setting)
-                assert not isinstance(nxt, Exception), nxt
-                new = figure(estimate(nxt).total)
-                if new == figure(estimate(plan).total):
-                    await pilot.press(key)
-                    continue
-                times.append(await timed_key(app, pilot, key, new))
-                assert app.planner.plan == nxt
+        return await press_strategy_keys(app, pilot, samples)
+
+
+async def press_strategy_keys(app: BenchApp, pilot: Pilot[Any], samples: int) -> list[float]:
+    """The strategy keys pressed in turn until at least ``samples`` presses changed the one-decimal per-GPU total:
+    the seconds from each of those to its frame (`timed_key`)."""
+    times: list[float] = []
+    while len(times) < samples:
+        for key, setting in KEYS.items():
+            plan = app.planner.plan
+            nxt = next_valid(plan, setting)
+            assert not isinstance(nxt, Exception), nxt
+            new = figure(estimate(nxt).total)
+            if new == figure(estimate(plan).total):
+                await pilot.press(key)
+                continue
+            times.append(await timed_key(app, pilot, key, new))
+            assert app.planner.plan == nxt
     return times
 
 

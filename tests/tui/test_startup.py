@@ -11,6 +11,15 @@ from textual.screen import Screen
 
 from vramplan.tui.app import VramplanApp
 
+# The start of a script that runs the app headless, at 80x24, in a fresh process (`run`): `main()` continues it.
+STARTED = (
+    "import asyncio, sys\n"
+    "from vramplan.tui.app import VramplanApp\n"
+    "async def main():\n"
+    "    app = VramplanApp()\n"
+    "    async with app.run_test(size=(80, 24)) as pilot:\n"
+)
+
 
 def run(code: str) -> None:
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -92,12 +101,7 @@ def test_the_first_frame_imports_no_config_reader_nor_the_plan_comparison() -> N
     (some 35 ms) load when it is used; the words comparing two plans (`core.advice.plandiff`), when one is
     pinned or compared; the config.json reader (`core.plan.hfconfig`), when a model comes from one."""
     run(
-        "import asyncio, sys\n"
-        "from vramplan.tui.app import VramplanApp\n"
-        "async def main():\n"
-        "    app = VramplanApp()\n"
-        "    async with app.run_test(size=(80, 24)) as pilot:\n"
-        "        await pilot.pause()\n"
+        STARTED + "        await pilot.pause()\n"
         "asyncio.run(main())\n"
         "importers = 'vramplan.core.files.importers.'\n"
         "loaded = [m for m in sys.modules if m.split('.')[0] == 'yaml' or m.startswith(importers)]\n"
@@ -164,12 +168,7 @@ def test_the_export_and_open_dialogs_import_pyyaml_only_to_write_or_read_a_yaml_
     """PyYAML writes the accelerate export and reads YAML training configs, nothing else: importing it took 12-17 ms
     of the export and open dialogs' first opening (`core.files.accelerate`, `core.files.importers.reading`)."""
     run(
-        "import asyncio, sys\n"
-        "from vramplan.tui.app import VramplanApp\n"
-        "async def main():\n"
-        "    app = VramplanApp()\n"
-        "    async with app.run_test(size=(80, 24)) as pilot:\n"
-        "        for key, screen in (('ctrl+s', 'ExportScreen'), ('ctrl+o', 'OpenScreen')):\n"
+        STARTED + "        for key, screen in (('ctrl+s', 'ExportScreen'), ('ctrl+o', 'OpenScreen')):\n"
         "            await pilot.press(key)\n"
         "            await pilot.pause()\n"
         "            assert type(app.screen).__name__ == screen\n"
