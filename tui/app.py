@@ -84,7 +84,8 @@ class VramplanApp(App[int]):
     def _first_frame_shown(self) -> None:
         self._first_frame.resume()
         if self.freeze:
-            self.run_worker(self._settle(), name="settle", group="start-up")
+            # exit_on_error=False: freezing is an optimisation; a failure here must never end the app
+            self.run_worker(self._settle(), name="settle", group="start-up", exit_on_error=False)
 
     async def _settle(self) -> None:
         """The start-up work left for after the first frame (the shown pane's last rows, laid out and drawn) done:
