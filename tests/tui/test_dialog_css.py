@@ -1,6 +1,6 @@
 """Opening a dialog or a view styles its own widgets only. Its rules are the screen's DEFAULT_CSS
 (`vramplan.tui.screens.css`): with a ``CSS_PATH``, Textual parsed the app's whole stylesheet again and restyled
-every widget of the planner the first time each dialog opened (50-75 ms)."""
+every widget of the planner the first time each dialog opened (44 ms for the planner's 142)."""
 
 from __future__ import annotations
 

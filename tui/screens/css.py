@@ -3,10 +3,10 @@
 
 Not ``CSS_PATH``: the first time a screen with a ``CSS_PATH`` is pushed, Textual parses the app's whole stylesheet
 again and restyles every widget of every screen (`App._load_screen_css`: ``stylesheet.reparse()`` and
-``stylesheet.update(app)``), the planner's hundred widgets included: 50-75 ms on the first opening of each dialog,
-against a frame's 17. A widget's ``DEFAULT_CSS`` is added when the widget is mounted and styles the new widgets only.
-The rules are scoped to their screen (Textual's ``SCOPED_CSS``), so a dialog's rules never reach the planner's
-widgets."""
+``stylesheet.update(app)``), the planner's 142 widgets included: 44 ms for their restyle alone on the first opening
+of each dialog (timed around `Stylesheet.update_nodes`). A widget's ``DEFAULT_CSS`` is added when the widget is
+mounted and styles the new widgets only. The rules are scoped to their screen (Textual's ``SCOPED_CSS``), so a
+dialog's rules never reach the planner's widgets."""
 
 from __future__ import annotations
 
