@@ -8,9 +8,11 @@ import typing
 import pytest
 
 from vramplan.core.files.planfile import Meta
+from vramplan.core.plan import presets
 from vramplan.core.plan.errors import PlanError
 from vramplan.core.plan.plan import Plan, StrategyConfig, default_plan, plan_from_dict
 from vramplan.core.plan.training import TrainingConfig
+from vramplan.core.plan.units import fmt_count
 from vramplan.tui.choices import CHOICES, blocked, choice_index, error_text, next_valid, plan_value
 from vramplan.tui.commands import COMMANDS, bindings, palette_entries
 from vramplan.tui.history import PlanHistory
@@ -18,7 +20,7 @@ from vramplan.tui.screens.files import with_format
 from vramplan.tui.widgets.bars import segment_cells
 from vramplan.tui.widgets.choice_bar import layout_tokens
 from vramplan.tui.widgets.model_fields import structure_keys, structure_value
-from vramplan.tui.widgets.model_pane import model_rows
+from vramplan.tui.widgets.model_pane import model_rows, preset_params
 from vramplan.tui.widgets.path_input import complete_path
 
 
@@ -194,6 +196,25 @@ def test_model_filter_is_loose_and_keeps_the_preset_order() -> None:
         "llama-3.3-70b",
     }
     assert model_rows("zzz") == ()
+
+
+def test_the_list_counts_each_preset_as_its_architecture_does(tmp_path, monkeypatch) -> None:
+    """Built-in rows show the preset's stated count (no architecture worked out at start); it is the
+    architecture's count. A user preset's row is worked out from its architecture, whatever it states."""
+    for mp in presets.registry().sorted_models():
+        assert preset_params(mp.id) == fmt_count(presets.model_config({"preset": mp.id}).arch().total_params), mp.id
+    (tmp_path / "models").mkdir()
+    llama = (presets.DATA_DIR / "models" / "llama-7b.toml").read_text()
+    wrong = llama.replace('id = "llama-7b"\n', "").replace("params = 6738415616", "params = 1000")
+    (tmp_path / "models" / "mine.toml").write_text(wrong)
+    monkeypatch.setenv("VRAMPLAN_CONFIG_DIR", str(tmp_path))
+    try:
+        presets.reload()
+        assert presets.registry().models["mine"].params == 1000
+        assert preset_params("mine") == preset_params("llama-7b") == "6.74 B"
+    finally:
+        monkeypatch.undo()
+        presets.reload()
 
 
 def test_export_path_follows_the_format() -> None:

@@ -49,7 +49,12 @@ MODEL_INTS = (
 
 @memoised(None, group="presets")  # emptied with the presets (`presets.reload`): a user preset may change
 def preset_params(preset_id: str) -> str:
-    """The preset's parameter count, as the list shows it."""
+    """The preset's parameter count, as the list shows it. A built-in preset states it (``params``, equal to the
+    architecture's count: `tests/core/test_arch.py` checks every one), so the list needs no 45 architectures at
+    start (14M of the first frame's instructions); a user preset's is worked out from its architecture."""
+    reg = presets.registry()
+    if not reg.is_user("models", preset_id) and (stated := reg.models[preset_id].params) is not None:
+        return fmt_count(stated)
     try:
         return fmt_count(presets.model_config({"preset": preset_id}).arch().total_params)
     except ValueError:  # PlanError, ValidationError: a user preset whose config.json went away: still listed
