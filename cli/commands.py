@@ -298,9 +298,6 @@ def build_parser() -> OneLineParser:
     return parser
 
 
-COMMANDS = ("estimate", "export", "check", "fit", "presets", "keys", "gpus", "diff")
-
-
 def _print_notices(caught: list[warnings.WarningMessage]) -> None:
     """`PlanNotice`s as one line each on stderr (exit code unchanged); other warnings shown as usual."""
     seen: set[str] = set()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import importlib
 import pkgutil
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -254,3 +255,27 @@ def test_trivial_commands_import_neither_pydantic_nor_the_estimator(argv: list[s
 def test_python_dash_m_vramplan_runs() -> None:
     r = subprocess.run([sys.executable, "-m", "vramplan", "--help"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and "estimate" in r.stdout, r.stderr
+
+
+def test_the_command_names_are_the_parsers_subcommands() -> None:
+    from vramplan.cli import COMMANDS
+    from vramplan.cli.commands import build_parser
+
+    listed = re.findall(r"^    (\w+)  ", build_parser().format_help(), re.MULTILINE)  # the help's command list
+    assert listed == list(COMMANDS)
+
+
+def test_the_planners_start_imports_no_command() -> None:
+    """``vramplan`` with no command opens the planner: argparse and the commands are not imported (9M instructions)."""
+    code = (
+        "import os, sys\n"
+        "os.environ['VRAMPLAN_DETECT'] = '0'\n"
+        "import vramplan.tui.app as tui_app\n"
+        "tui_app.VramplanApp.run = lambda self: None\n"
+        "from vramplan.__main__ import main\n"
+        "assert main([]) == 0\n"
+        "loaded = [m for m in sys.modules if m in ('argparse', 'vramplan.cli.commands', 'vramplan.cli.importing')]\n"
+        "assert not loaded, loaded\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     closed = _closed_streams()
-    from vramplan.cli.commands import COMMANDS, run
+    from vramplan.cli import COMMANDS  # the names only: the planner's start imports no command
 
     if "output" in closed:  # `vramplan estimate >&-`: nothing can be shown; say so where possible
         print("vramplan: standard output is closed: nothing can be written", file=sys.stderr)
@@ -21,6 +21,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             print(f"vramplan {__version__}")
             return 0
+        from vramplan.cli.commands import run
+
         return run(args)
     return run_app(args)
 
