@@ -39,6 +39,9 @@ from typing import TYPE_CHECKING, Any  # noqa: E402
 # classes and Textual with the collector paused (`vramplan.tui.startup.long_lived`). Imported before it, the core
 # modules loaded with the collector running, a cost that a user's start does not have.
 # isort: off
+from vramplan.__main__ import skip_plugin_discovery  # noqa: E402
+
+skip_plugin_discovery()  # as `vramplan` does first (`vramplan.__main__.main`)
 from vramplan.tui.app import VramplanApp  # noqa: E402
 from vramplan.core.memory.peak import estimate  # noqa: E402
 from vramplan.tui.choices import next_valid  # noqa: E402

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import os
 import pkgutil
 import re
 import subprocess
@@ -279,3 +280,38 @@ def test_the_planners_start_imports_no_command() -> None:
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.parametrize("command", [True, False])
+def test_the_command_skips_pydantic_plugin_discovery_a_library_user_keeps_it(tmp_path: Path, command: bool) -> None:
+    """``vramplan`` turns pydantic's plugin discovery off in its own process (it reads every installed package's
+    entry points: 3-11 ms); a program importing vramplan's core keeps its plugins."""
+    info = tmp_path / "fakeplug-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fakeplug\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[pydantic]\nfake = fakeplug_mod:plugin\n")
+    (tmp_path / "fakeplug_mod.py").write_text(
+        "import os\nos.environ['FAKEPLUG_LOADED'] = '1'\n"
+        "class Plugin:\n    def new_schema_validator(self, *args, **kw):\n        return None, None, None\n"
+        "plugin = Plugin()\n"
+    )
+    start = (
+        "import builtins\n"  # the app's run replaced as its module loads (main imports it): no terminal here
+        "real = builtins.__import__\n"
+        "def hooked(name, *args, **kw):\n"
+        "    module = real(name, *args, **kw)\n"
+        "    if name == 'vramplan.tui.app':\n"
+        "        module.VramplanApp.run = lambda self: None\n"
+        "    return module\n"
+        "builtins.__import__ = hooked\n"
+        "from vramplan.__main__ import main\n"
+        "assert main([]) == 0\n"
+        if command
+        else "from vramplan.core.plan.plan import default_plan\ndefault_plan()\n"
+    )
+    code = f"import os, sys\nsys.path.insert(0, {str(tmp_path)!r})\nos.environ['VRAMPLAN_DETECT'] = '0'\n{start}"
+    code += "print(os.environ.get('FAKEPLUG_LOADED', '0'), os.environ.get('PYDANTIC_DISABLE_PLUGINS'))\n"
+    env = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == (["0", "__all__"] if command else ["1", "None"])
