@@ -189,8 +189,9 @@ def cmd_presets(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from vramplan.cli.importing import import_over
     from vramplan.core.files.export import default_file_name, output_format, render
-    from vramplan.core.files.planio import load_plan_file, starting_plan
+    from vramplan.core.files.planio import load_plan_file
     from vramplan.core.files.safewrite import OverwriteRefused, write_atomic
+    from vramplan.core.plan.detect import starting_plan
     from vramplan.core.plan.keys import apply_overrides
 
     _broken_presets()

@@ -38,7 +38,8 @@ def import_over(args: argparse.Namespace, base: Plan) -> Plan:
 def resolve(args: argparse.Namespace) -> Plan:
     """The plan of a headless command: PLAN.toml or the starting plan, ``--from FILE`` over it, then the command
     line."""
-    from vramplan.core.files.planio import load_plan, resolve_plan, starting_plan
+    from vramplan.core.files.planio import load_plan, resolve_plan
+    from vramplan.core.plan.detect import starting_plan
 
     if not getattr(args, "from_file", None):
         return resolve_plan(args.plan, args.model, args.gpu, args.sets, args.hf_config)

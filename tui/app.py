@@ -5,7 +5,7 @@ exported), and a problem with the file is shown in the app; ``VramplanApp(plan=.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from vramplan.tui.startup import FirstFrame, long_lived
 
@@ -14,19 +14,23 @@ with long_lived():  # no garbage collection while the app's modules load (see `s
     from textual.screen import Screen
     from textual.timer import Timer
 
-    from vramplan.core.files.planfile import Meta
-    from vramplan.core.files.planio import load_plan_file, plan_on
     from vramplan.core.plan import presets
+    from vramplan.core.plan.detect import plan_on
     from vramplan.core.plan.errors import PlanError
     from vramplan.core.plan.plan import Plan, default_plan
     from vramplan.tui import detection
     from vramplan.tui.commands import PlannerCommands
     from vramplan.tui.screens.planner import PlannerScreen
 
+if TYPE_CHECKING:  # plan files are read when one is opened: their modules are not loaded before the first frame
+    from vramplan.core.files.planfile import Meta
+
 
 def open_plan(path: str | Path) -> tuple[Plan, list[str], Meta | None]:
     """A plan file's plan, its notices (e.g. the estimate changed since export) and ``[meta]``; a broken or
     missing file opens the default plan and says why."""
+    from vramplan.core.files.planio import load_plan_file
+
     try:
         pf = load_plan_file(path)
     except PlanError as exc:

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-from vramplan.core.files.planfile import Meta
+from typing import TYPE_CHECKING
+
 from vramplan.core.plan.plan import Plan
+
+if TYPE_CHECKING:
+    from vramplan.core.files.planfile import Meta
 
 
 class PlanHistory:

@@ -12,11 +12,11 @@ from typing import Any, NamedTuple
 
 from vramplan.core.files.planfile import Meta, estimate_changes, newer_hint, parse_meta
 from vramplan.core.memory.peak import estimate
-from vramplan.core.plan.detect import DetectedGpus, detected_gpus
+from vramplan.core.plan.detect import starting_plan
 from vramplan.core.plan.errors import PlanError, PlanNotice
 from vramplan.core.plan.keys import apply_overrides
 from vramplan.core.plan.paths import absolute, user_path
-from vramplan.core.plan.plan import Plan, default_only, default_plan, over_default_plan, plan_from_dict
+from vramplan.core.plan.plan import Plan, default_only, over_default_plan, plan_from_dict
 from vramplan.core.plan.tomlio import read_toml
 
 
@@ -81,24 +81,6 @@ def load_plan(path: str | Path) -> Plan:
     for line in pf.notices:
         warnings.warn(line, PlanNotice, stacklevel=2)
     return pf.plan
-
-
-def starting_plan() -> Plan:
-    """The plan vramplan starts from without a plan file: the default plan, on this machine's GPUs when
-    nvidia-smi reports them (`core.plan.detect`: the matching hardware preset, the GPU count per node), else on the
-    documented default hardware (8 x A100-80GB)."""
-    return plan_on(detected_gpus())
-
-
-def plan_on(det: DetectedGpus | None) -> Plan:
-    """The default plan on detected GPUs (None: on the documented default hardware)."""
-    plan = default_plan()
-    if det is None:
-        return plan
-    try:
-        return plan.with_changes({"hardware.gpu": det.gpu_id, "hardware.gpus_per_node": det.count})
-    except PlanError:  # pragma: no cover - a count no strategy of the default plan accepts
-        return plan
 
 
 def resolve_plan(

@@ -20,8 +20,9 @@ from collections import Counter
 from dataclasses import dataclass
 
 from vramplan.core.plan import presets
-from vramplan.core.plan.errors import clip, printable
+from vramplan.core.plan.errors import PlanError, clip, printable
 from vramplan.core.plan.memo import memoised
+from vramplan.core.plan.plan import Plan, default_plan
 from vramplan.core.plan.presets import GpuSpec
 
 QUERY = ("--query-gpu=name,memory.total", "--format=csv,noheader,nounits")
@@ -203,3 +204,21 @@ def detected_gpus() -> DetectedGpus | None:
     spec = custom_spec(name, memory)
     presets.register_gpu(spec, origin="detected")
     return DetectedGpus(name, memory, count, spec.id, False, others)
+
+
+def starting_plan() -> Plan:
+    """The plan vramplan starts from without a plan file: the default plan, on this machine's GPUs when
+    nvidia-smi reports them (the matching hardware preset, the GPU count per node), else on the documented default
+    hardware (8 x A100-80GB)."""
+    return plan_on(detected_gpus())
+
+
+def plan_on(det: DetectedGpus | None) -> Plan:
+    """The default plan on detected GPUs (None: on the documented default hardware)."""
+    plan = default_plan()
+    if det is None:
+        return plan
+    try:
+        return plan.with_changes({"hardware.gpu": det.gpu_id, "hardware.gpus_per_node": det.count})
+    except PlanError:  # pragma: no cover - a count no strategy of the default plan accepts
+        return plan

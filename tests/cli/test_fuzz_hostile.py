@@ -20,9 +20,8 @@ from hypothesis import strategies as st
 
 from tests.hostile import strict_json
 from vramplan.cli.commands import run
-from vramplan.core.files.planio import starting_plan
 from vramplan.core.plan import detect, presets
-from vramplan.core.plan.detect import parse
+from vramplan.core.plan.detect import parse, starting_plan
 from vramplan.core.plan.keyref import settable_keys
 from vramplan.core.plan.plan import TABLES
 

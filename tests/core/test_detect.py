@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from vramplan.core.files.planio import starting_plan
 from vramplan.core.plan import detect, presets
-from vramplan.core.plan.detect import detected_gpus, parse
+from vramplan.core.plan.detect import detected_gpus, parse, starting_plan
 from vramplan.core.plan.units import MiB
 
 H100_X8 = "NVIDIA H100 80GB HBM3, 81559\n" * 8

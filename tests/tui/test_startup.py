@@ -99,7 +99,9 @@ def test_importing_the_app_leaves_the_collector_off_if_it_was_off() -> None:
 def test_the_first_frame_imports_no_config_reader_nor_the_plan_comparison() -> None:
     """Importing a training config (DeepSpeed, axolotl...) is an action of the open prompt: its readers and PyYAML
     (some 35 ms) load when it is used; the words comparing two plans (`core.advice.plandiff`), when one is
-    pinned or compared; the config.json reader (`core.plan.hfconfig`), when a model comes from one."""
+    pinned or compared; the config.json reader (`core.plan.hfconfig`), when a model comes from one; the plan files'
+    reading and writing (`core.files.planio`, `planfile`, with `tomli_w` and `json`: 10M instructions), when a
+    plan file is opened or written."""
     run(
         STARTED + "        await pilot.pause()\n"
         "asyncio.run(main())\n"
@@ -108,6 +110,8 @@ def test_the_first_frame_imports_no_config_reader_nor_the_plan_comparison() -> N
         "assert loaded == [importers + 'detect'], loaded\n"
         "assert 'vramplan.core.advice.plandiff' not in sys.modules\n"
         "assert 'vramplan.core.plan.hfconfig' not in sys.modules\n"
+        "files = ('vramplan.core.files.planio', 'vramplan.core.files.planfile', 'tomli_w', 'json')\n"
+        "assert [m for m in files if m in sys.modules] == [], [m for m in files if m in sys.modules]\n"
     )
 
 

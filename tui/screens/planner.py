@@ -20,8 +20,6 @@ from textual.widgets import Footer, Input, Static
 
 import vramplan.tui.widgets.model_pane  # noqa: F401  (the pane shown first: loaded with the app, see `pane_class`)
 from vramplan.core.files.importers.detect import is_config_path
-from vramplan.core.files.planfile import Meta
-from vramplan.core.files.planio import PlanFile
 from vramplan.core.memory.peak import estimate
 from vramplan.core.memory.result import Estimate
 from vramplan.core.plan.detect import DetectedGpus
@@ -40,6 +38,8 @@ from vramplan.tui.widgets.gauges import MemoryGauges
 from vramplan.tui.widgets.pane_tabs import PaneTabs
 
 if TYPE_CHECKING:
+    from vramplan.core.files.planfile import Meta
+    from vramplan.core.files.planio import PlanFile
     from vramplan.tui.screens.files import Exported
 
 # The plan panes, in tab order: (id, tab title, the module under vramplan.tui.widgets holding its class, the class).
