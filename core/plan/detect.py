@@ -6,6 +6,8 @@ each preset's ``match`` list (then a looser comparison of the names); a GPU no p
 preset with the reported memory and placeholder throughput figures, labelled as such. No ``nvidia-smi``, a failing
 or slow one (short timeout), or output that does not parse: None, and callers fall back silently to the
 documented default. ``VRAMPLAN_DETECT=0`` turns detection off. The result is cached per process.
+
+`starting_plan`: the plan vramplan starts from without a plan file, the default plan on these GPUs.
 """
 
 from __future__ import annotations
