@@ -22,14 +22,15 @@ Regimes are named after what frameworks really keep in memory:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
 Compute = Literal["fp32", "autocast", "half"]
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class Regime:
+class Regime(NamedTuple):
+    """A precision regime: bytes per element of each kind of state, and the compute dtype. (A record: a dataclass
+    took 1.2 ms to define at start.)"""
+
     name: str
     weight_bytes: int  # each model weight as held for compute
     grad_bytes: int
