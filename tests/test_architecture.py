@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.scripts import APP_RUN_REPLACED
+
 # Lower layers first: a module may import its own layer and the ones before it, never a later one.
 CORE_LAYERS = (
     "vramplan.core.plan",
@@ -296,16 +298,7 @@ def test_the_command_skips_pydantic_plugin_discovery_a_library_user_keeps_it(tmp
         "plugin = Plugin()\n"
     )
     start = (
-        "import builtins\n"  # the app's run replaced as its module loads (main imports it): no terminal here
-        "real = builtins.__import__\n"
-        "def hooked(name, *args, **kw):\n"
-        "    module = real(name, *args, **kw)\n"
-        "    if name == 'vramplan.tui.app':\n"
-        "        module.VramplanApp.run = lambda self: None\n"
-        "    return module\n"
-        "builtins.__import__ = hooked\n"
-        "from vramplan.__main__ import main\n"
-        "assert main([]) == 0\n"
+        APP_RUN_REPLACED + "from vramplan.__main__ import main\nassert main([]) == 0\n"
         if command
         else "from vramplan.core.plan.plan import default_plan\ndefault_plan()\n"
     )

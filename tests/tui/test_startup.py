@@ -9,6 +9,7 @@ import sys
 
 from textual.screen import Screen
 
+from tests.scripts import APP_RUN_REPLACED
 from vramplan.tui.app import VramplanApp
 
 # The start of a script that runs the app headless, at 80x24, in a fresh process (`run`): `main()` continues it.
@@ -45,16 +46,8 @@ def test_the_vramplan_command_loads_the_app_without_garbage_collection() -> None
     """``vramplan`` imports the GPU detection (which imports pydantic and the plan) before the app: both under the
     pause. The app's ``run`` is replaced here (no terminal): what is measured is what comes before it."""
     run(
-        "import builtins, gc, os\n"
-        "os.environ['VRAMPLAN_DETECT'] = '0'\n"
-        "real = builtins.__import__\n"
-        "def hooked(name, *args, **kw):\n"
-        "    module = real(name, *args, **kw)\n"
-        "    if name == 'vramplan.tui.app':\n"
-        "        module.VramplanApp.run = lambda self: None\n"
-        "    return module\n"
-        "builtins.__import__ = hooked\n"
-        "from vramplan.__main__ import run_app\n"
+        "import gc, os\n"
+        "os.environ['VRAMPLAN_DETECT'] = '0'\n" + APP_RUN_REPLACED + "from vramplan.__main__ import run_app\n"
         "before = [s['collections'] for s in gc.get_stats()]\n"
         "assert run_app([]) == 0\n"
         "after = [s['collections'] for s in gc.get_stats()]\n"
