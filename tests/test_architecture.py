@@ -272,10 +272,7 @@ def test_the_planners_start_imports_no_command() -> None:
     """``vramplan`` with no command opens the planner: argparse and the commands are not imported (9M instructions)."""
     code = (
         "import os, sys\n"
-        "os.environ['VRAMPLAN_DETECT'] = '0'\n"
-        "import vramplan.tui.app as tui_app\n"
-        "tui_app.VramplanApp.run = lambda self: None\n"
-        "from vramplan.__main__ import main\n"
+        "os.environ['VRAMPLAN_DETECT'] = '0'\n" + APP_RUN_REPLACED + "from vramplan.__main__ import main\n"
         "assert main([]) == 0\n"
         "loaded = [m for m in sys.modules if m in ('argparse', 'vramplan.cli.commands', 'vramplan.cli.importing')]\n"
         "assert not loaded, loaded\n"
