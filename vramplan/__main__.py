@@ -54,10 +54,33 @@ def _closed_streams() -> list[str]:
     return closed
 
 
+# difflib's similarity ratio from which a bare word is read as a command: `estmate`, `preset`, `gpu`, `checks`,
+# `help` are; `test`, `fix`, `plan` are not (plan names, which open the planner)
+MISTYPED = 0.7
+
+
+def mistyped_command(arg: str) -> str:
+    """``; did you mean estimate?`` when ``arg``, given where a command or a plan file goes, names no file and reads
+    as a mistyped command: a bare word (no directory, no extension) close to a command's name (`vramplan estmate`,
+    `vramplan Presets`, `vramplan help`), else empty. A plan path that does not exist still opens the planner,
+    which says so."""
+    if os.sep in arg or (os.altsep and os.altsep in arg) or "." in arg or os.path.lexists(arg):
+        return ""
+    from vramplan.cli import COMMANDS
+    from vramplan.core.plan.errors import suggest
+
+    return suggest(arg.lower(), (*COMMANDS, "--help", "--version"), cutoff=MISTYPED)
+
+
 def run_app(args: list[str]) -> int:
     """Open the planner on a plan file (or the default plan). Errors in the file are shown, not raised."""
     if len(args) > 1 or (args and args[0].startswith("-")):
         print(f"vramplan: unknown command or option {args[0]!r} (see vramplan --help)", file=sys.stderr)
+        return 2
+    if args and (hint := mistyped_command(args[0])):
+        print(
+            f"vramplan: no command or plan file {args[0]!r}{hint} (vramplan --help lists the commands)", file=sys.stderr
+        )
         return 2
     from vramplan.tui.startup import long_lived
 

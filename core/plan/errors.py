@@ -107,9 +107,10 @@ class PlanNotice(UserWarning):
     """
 
 
-def suggest(name: str, choices: Iterable[str]) -> str:
-    """``; did you mean llama-7b?`` when a name is close to one of `choices`, else empty."""
-    close = difflib.get_close_matches(name, list(choices), n=3, cutoff=0.5)
+def suggest(name: str, choices: Iterable[str], cutoff: float = 0.5) -> str:
+    """``; did you mean llama-7b?`` when a name is close to one of `choices` (`difflib`'s similarity ratio at least
+    ``cutoff``), else empty."""
+    close = difflib.get_close_matches(name, list(choices), n=3, cutoff=cutoff)
     return f"; did you mean {', '.join(close)}?" if close else ""
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.hostile import strict_json, write_config_files, write_plan_files
+from vramplan.__main__ import mistyped_command
 from vramplan.cli.commands import run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -138,3 +139,19 @@ def test_escape_sequences_in_a_config_name_never_reach_the_terminal(
     captured = capsys.readouterr()
     assert "\x1b" not in captured.out + captured.err and "\x07" not in captured.out + captured.err
     assert "red" in captured.out
+
+
+def test_a_mistyped_command_is_one_line_not_the_planner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`vramplan estmate` (a bare word that names no file, close to a command's name) opened the planner on the
+    default plan with "no such file": it is one line naming the command meant, and exit code 2."""
+    for word, meant in (("estmate", "estimate"), ("Presets", "presets"), ("gpu", "gpus"), ("help", "--help")):
+        r = cli(word, cwd=tmp_path)
+        assert r.returncode == 2 and r.stdout == "", (word, r)
+        line = one_error_line(r.stderr)
+        assert f"'{word}'" in line and f"did you mean {meant}?" in line, line
+    # what is a plan file to open: an existing file of that name, a path, a name with an extension, a word far
+    # from every command (the planner opens and says when no such file exists)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "estmate").write_text("")
+    for arg in ("estmate", "plans/estimate", "estmate.toml", "test", "myplan", "fix"):
+        assert mistyped_command(arg) == "", arg
