@@ -114,7 +114,7 @@ def summary(title: str, keys: list[Marks]) -> None:
         ("action>", "the action starts"),
         ("action<", "the action ends"),
         ("repaint>", "Textual's repaint starts"),
-        ("repaint<", "the repaint ends"),
+        ("render<", "the repaint ends"),
         ("frame", "the frame with the new figure"),
     )
     for label, words in steps:
@@ -146,7 +146,7 @@ def keys() -> None:
         t0 = time.perf_counter()
         app.post_message(events.Key(key, key))
         await asyncio.wait_for(app.painted.wait(), 10)
-        key_marks = [(lab.replace("render<", "repaint<"), t - t0) for lab, t in marks if t <= app.painted_at]
+        key_marks = [(lab, t - t0) for lab, t in marks if t <= app.painted_at]
         timed.append([*key_marks, ("frame", app.painted_at - t0)])
         await pilot.pause()
         return app.painted_at - t0
