@@ -63,7 +63,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     src, out = tmp_path_factory.mktemp("src"), tmp_path_factory.mktemp("wheel")
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, src / name)
-    for folder in ("vramplan", *FOLDERS):
+    for folder in ("entry", *FOLDERS):
         shutil.copytree(ROOT / folder, src / folder, ignore=shutil.ignore_patterns("__pycache__"))
     r = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(src)],
@@ -127,3 +127,33 @@ def test_installed_it_puts_only_vramplan_in_site_packages_and_runs(wheel: Path, 
     code = "import vramplan.core.memory.peak as m; print(m.__file__)"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60)
     assert r.stdout.strip().startswith(str(target)), r.stdout
+
+
+def test_from_the_repository_root_the_installed_package_is_imported(wheel: Path, tmp_path: Path) -> None:
+    """Issue 31.4: from the repository's root, with a non-editable install, ``python -m vramplan --version``,
+    ``import vramplan.core`` and ``vramplan estimate`` work and use the installed package: no folder there shadows
+    it (a ``vramplan/`` folder holding only ``__init__`` and ``__main__`` once did, and ``vramplan.core`` failed)."""
+    assert not (ROOT / "vramplan").exists()
+    target = tmp_path / "site"
+    r = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    env = {**os.environ, "PYTHONPATH": str(target), "VRAMPLAN_DETECT": "0"}
+
+    def run(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(list(argv), capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+
+    r = run(sys.executable, "-m", "vramplan", "--version")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == f"vramplan {vramplan.__version__}"
+    code = "import vramplan, vramplan.core.memory.peak as m; print(vramplan.__file__, m.__file__)"
+    r = run(sys.executable, "-c", code)
+    assert r.returncode == 0, r.stderr
+    assert all(path.startswith(str(target)) for path in r.stdout.split()), r.stdout
+    r = run(sys.executable, str(target / "bin" / "vramplan"), "estimate", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["version"] == vramplan.__version__

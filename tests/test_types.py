@@ -20,7 +20,7 @@ def test_mypy_reports_no_error_in_core_and_cli(tmp_path: Path) -> None:
     pytest.importorskip("mypy", reason="mypy is in the test extras")
     package = tmp_path / "src" / "vramplan"
     package.mkdir(parents=True)
-    for module in (ROOT / "vramplan").glob("*.py"):
+    for module in (ROOT / "entry").glob("*.py"):
         (package / module.name).symlink_to(module)
     for folder in ("core", "cli", "tui", "presets"):
         (package / folder).symlink_to(ROOT / folder, target_is_directory=True)
