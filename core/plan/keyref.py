@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, get_args, get_origin
 
 from vramplan.core.plan.plan import DEFAULT_PLAN_DATA, TABLES, Plan
+from vramplan.core.plan.stack import STACK_KEYS, StackConfig, stack_choice
 from vramplan.core.plan.values import literal_values
 
 # What a key means, for the fields whose pydantic Field carries no description.
@@ -81,6 +82,9 @@ def type_text(annotation: Any) -> str:
 
 
 def _default(table: str, name: str, default: Any) -> str:
+    if f"{table}.{name}" in STACK_KEYS:  # filled by the stack when unset (core.plan.stack)
+        row = stack_choice(f"{table}.{name}", StackConfig(), {})
+        return f"the stack's (custom: {_default('', '', row.value)})"
     stated = DEFAULT_PLAN_DATA.get(table, {})
     if name in stated:
         default = stated[name]

@@ -11,12 +11,21 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    field_validator,
+    model_validator,
+)
 
 from vramplan.core.plan import presets
 from vramplan.core.plan.combinations import check_combinations
 from vramplan.core.plan.errors import PlanError, pydantic_error, shown, suggest
 from vramplan.core.plan.model import ModelConfig
+from vramplan.core.plan.stack import StackConfig, StackDefault, stack_choices
 from vramplan.core.plan.training import TrainingConfig
 from vramplan.core.plan.values import FROZEN_TABLE, caseless_choices, count_value, strict_scalars
 
@@ -24,7 +33,7 @@ Checkpointing = Literal["none", "selective", "op", "full"]
 Attention = Literal["eager", "flash"]
 Offload = Literal["none", "cpu", "nvme"]
 
-TABLES = ("model", "hardware", "training", "strategy", "overhead", "checklist")
+TABLES = ("model", "hardware", "training", "strategy", "stack", "overhead", "checklist")
 # The checklist items vramplan cannot judge (core/checklist.py): the user ticks them when checked.
 MANUAL_CHECKS: tuple[str, ...] = ("oom.other_processes", "nan.learning_rate", "nan.data", "slow.data_loading")
 
@@ -68,6 +77,11 @@ class StrategyConfig(BaseModel):
 
     gradient_checkpointing: Checkpointing = Field(
         default="none", description="selective: the attention core (Megatron); op: torchtitan's per-op policy"
+    )
+    checkpoint_impl: Literal["reentrant", "non-reentrant"] | None = Field(
+        default=None,
+        description="full checkpointing through torch.utils.checkpoint's reentrant autograd.Function or its "
+        "saved-tensor hooks; unset: the stack's",
     )
     checkpoint_every: int = Field(default=1, ge=1, le=100_000, description="checkpoint every k-th block only")
     compile: bool = Field(default=False, description="torch.compile of each block (inductor fuses and recomputes)")
@@ -176,8 +190,23 @@ class Plan(BaseModel):
     hardware: HardwareConfig = HardwareConfig()
     training: TrainingConfig = TrainingConfig()
     strategy: StrategyConfig = StrategyConfig()
+    stack: StackConfig = StackConfig()
     overhead: OverheadConfig = OverheadConfig()
     checklist: ChecklistConfig = ChecklistConfig()
+    _stack_chosen: dict[str, StackDefault] = PrivateAttr(default_factory=dict)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _stack_defaults(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Plan:
+        """The keys of `core.plan.stack.STACK_KEYS` that the data leaves unset, filled with the stack's defaults;
+        the plan remembers which (`stack_chosen`), and `dump` leaves them out."""
+        chosen: dict[str, StackDefault] = {}
+        if isinstance(data, dict):
+            data, chosen = _with_stack_defaults(data)
+        plan: Plan = handler(data)
+        if chosen:
+            plan._stack_chosen = chosen
+        return plan
 
     @model_validator(mode="before")
     @classmethod
@@ -198,9 +227,20 @@ class Plan(BaseModel):
         s = self.strategy
         return self.hardware.total_gpus // (s.tensor_parallel * s.pipeline_parallel)
 
+    @property
+    def stack_chosen(self) -> dict[str, StackDefault]:
+        """The keys the stack chose (the plan's data left them unset), each with the row of
+        `core.plan.stack.STACK_DEFAULTS` that gave its value."""
+        return self._stack_chosen
+
     def dump(self) -> dict[str, Any]:
-        """The normalized plan as plain data (TOML/JSON ready; None omitted, TOML has no null)."""
-        return self.model_dump(mode="json", exclude_none=True)
+        """The normalized plan as plain data (TOML/JSON ready; None omitted, TOML has no null). The keys the stack
+        chose are left out: loaded back, the same stack chooses them again (and another stack its own)."""
+        exclude: dict[str, set[str]] = {}
+        for key in self._stack_chosen:
+            table, _, field = key.partition(".")
+            exclude.setdefault(table, set()).add(field)
+        return self.model_dump(mode="json", exclude_none=True, exclude=exclude or None)
 
     def with_changes(self, changes: dict[str, Any]) -> Plan:
         """A new, validated plan with dotted-key changes (``{"strategy.zero_stage": 3}``).
@@ -220,6 +260,32 @@ class Plan(BaseModel):
             else:
                 raw.setdefault(table, {})[field] = value
         return plan_from_dict(raw)
+
+
+def _with_stack_defaults(data: dict[str, Any]) -> tuple[dict[str, Any], dict[str, StackDefault]]:
+    """``data`` with the stack keys it leaves unset filled in, and the rows that filled them. A table given as a
+    model instance counts the fields it was given (``TrainingConfig(lora_dtype="bf16")`` sets one key). A
+    ``[stack]`` table that does not validate fills nothing: the plan's validation then reports it."""
+    tables = {
+        name: (value.model_dump(exclude_unset=True) if isinstance(value, BaseModel) else value)
+        for name, value in data.items()
+    }
+    stack = tables.get("stack", {})
+    try:
+        config = StackConfig.model_validate(stack if stack is not None else {})
+    except (ValidationError, ValueError):
+        return data, {}
+    chosen = stack_choices(config, tables)
+    out = dict(data)
+    for key, row in chosen.items():
+        table, _, field = key.partition(".")
+        section = tables.get(table)
+        if section is None:
+            section = {}
+        if not isinstance(section, dict):
+            return data, {}  # not a table: the plan's validation says so
+        out[table] = tables[table] = {**section, field: row.value}
+    return out, chosen
 
 
 def _known_keys(parent: list[str]) -> list[str]:

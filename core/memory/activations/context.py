@@ -53,7 +53,7 @@ class ActCtx(NamedTuple):
     dropout: bool = False  # LoRA dropout > 0
     bnb_legacy: bool = False  # bitsandbytes <= 0.43.1: each 4-bit linear keeps its input until its backward
     quantized_roles: frozenset[str] = frozenset()  # the block linears stored quantized
-    reentrant: bool = False  # reentrant checkpointing (PEFT's prepare_model_for_kbit_training default)
+    reentrant: bool = False  # full checkpointing by torch.utils.checkpoint's reentrant Function
     dequant_compute_bytes: int = 2  # bnb_4bit_compute_dtype: what a 4-bit linear casts its input to and computes in
     quant_state_bytes: int = 2  # the dtype a 4-bit weight dequantizes to (the weight's dtype when it was quantized)
     experts: str = "grouped"  # how a mixture of experts runs: grouped (grouped_mm), loop (per expert), batched (bmm)
@@ -168,7 +168,7 @@ def plan_ctx(plan: Plan, cpu: bool = False) -> ActCtx:
         dropout=t.lora_dropout > 0 and not full,
         bnb_legacy=quant and t.bnb_generation == "legacy",
         quantized_roles=qroles,
-        reentrant=t.kbit_prepare and s.gradient_checkpointing == "full",
+        reentrant=s.checkpoint_impl == "reentrant" and s.gradient_checkpointing == "full",
         dequant_compute_bytes=4 if compute == "fp32" else 2,
         quant_state_bytes=2,
         experts=s.experts,

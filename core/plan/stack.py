@@ -1,0 +1,267 @@
+"""The plan's ``[stack]`` table: the training framework and the package versions that change memory, and the
+defaults each stack gives the mechanism keys a user did not set (`STACK_DEFAULTS`, `stack_choices`).
+
+A plan states what it trains; the stack decides how the framework runs it when the plan does not say: whether
+gradient checkpointing is reentrant, which dtype LoRA adapters get, whether LoRA dropout is on, which linears a
+4-bit base quantizes, which bitsandbytes generation runs. Each row of `STACK_DEFAULTS` is one default of one
+(framework, version range), with the framework file it was read from; the first row that matches a key wins, and
+the ``custom`` rows (any framework) give today's behaviour. An explicit key always wins: the plan fills only the
+keys its data leaves out (`Plan`'s validator), and remembers which (`Plan.stack_chosen`), so that an export writes
+them out as the stack's, never as the user's.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, ClassVar, Literal, NamedTuple
+
+from pydantic import BaseModel, Field, field_validator, model_validator
+
+from vramplan.core.plan.errors import shown
+from vramplan.core.plan.values import FROZEN_TABLE, caseless_choices, strict_scalars
+
+Framework = Literal[
+    "hf-trainer",
+    "trl",
+    "accelerate",
+    "axolotl",
+    "llamafactory",
+    "torchtune",
+    "torchtitan",
+    "litgpt",
+    "deepspeed",
+    "megatron",
+    "unsloth",
+    "custom",
+]
+FRAMEWORKS: tuple[str, ...] = Framework.__args__  # type: ignore[attr-defined]
+PACKAGES: tuple[str, ...] = ("torch", "transformers", "peft", "bitsandbytes", "deepspeed", "accelerate", "trl")
+# The frameworks that run models through transformers' PreTrainedModel (its gradient_checkpointing_enable, PEFT)
+HF_FAMILY: tuple[str, ...] = ("hf-trainer", "trl", "accelerate", "axolotl", "llamafactory", "unsloth", "custom")
+
+_VERSION = re.compile(r"^\d{1,6}(\.\d{1,6}){0,4}([-+._]?[A-Za-z0-9]{1,32}){0,6}$")
+MAX_VERSION_CHARS = 64
+
+
+def version_tuple(text: str) -> tuple[int, ...]:
+    """The release numbers of a version string: ``"0.43.1"`` -> (0, 43, 1), ``"2.5.0+cu124"`` -> (2, 5, 0),
+    ``"1.0.0rc1"`` -> (1, 0, 0) (a pre-release counts as its release: the code it runs is that release's)."""
+    out = []
+    for part in text.split("."):
+        digits = re.match(r"\d+", part)
+        if digits is None:
+            break
+        out.append(int(digits.group()))
+        if digits.end() != len(part):
+            break
+    return tuple(out)
+
+
+class StackConfig(BaseModel):
+    """``[stack]``: what runs the training (``framework``) and the versions of the packages that change memory.
+    Unset versions: the newest behaviour the table knows."""
+
+    model_config = FROZEN_TABLE
+    TABLE: ClassVar[str] = "stack"
+
+    framework: Framework = Field(
+        default="custom", description="the training framework whose defaults fill the keys a plan leaves unset"
+    )
+    torch: str | None = Field(default=None, description="PyTorch version (checkpointing, allocator)")
+    transformers: str | None = Field(default=None, description="transformers version (gradient checkpointing)")
+    peft: str | None = Field(default=None, description="PEFT version (adapter dtype)")
+    bitsandbytes: str | None = Field(default=None, description="bitsandbytes version (what a 4-bit linear keeps)")
+    deepspeed: str | None = Field(default=None, description="DeepSpeed version")
+    accelerate: str | None = Field(default=None, description="accelerate version")
+    trl: str | None = Field(default=None, description="TRL version")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _caseless(cls, data: Any) -> Any:
+        return caseless_choices(cls, strict_scalars(cls, data, cls.TABLE))
+
+    @field_validator(*PACKAGES, mode="before")
+    @classmethod
+    def _version(cls, v: Any) -> Any:
+        if v is None:
+            return v
+        if isinstance(v, int | float) and not isinstance(v, bool):
+            v = str(v)  # TOML's transformers = 4.38 is a float
+        if not isinstance(v, str):
+            raise ValueError(f'a version is a string such as "4.38.2" (got {shown(v)})')
+        v = v.strip()
+        if len(v) > MAX_VERSION_CHARS or not _VERSION.match(v):
+            raise ValueError(f'not a version: {shown(v)} (a release such as "0.43.1" or "2.5.0+cu124")')
+        return v
+
+
+class StackDefault(NamedTuple):
+    """One default of one stack: ``key`` takes ``value`` under ``frameworks`` when ``package``'s version lies in
+    [``since``, ``before``) (unset bounds: open; an unset version matches only a row open towards the newest),
+    and, with ``when``, when another key of the plan has that value. ``source`` is the framework file it was read
+    from."""
+
+    key: str
+    value: Any
+    frameworks: tuple[str, ...]
+    source: str
+    package: str = ""
+    since: tuple[int, ...] = ()
+    before: tuple[int, ...] = ()
+    when: tuple[str, Any] | None = None
+
+    def matches(self, stack: StackConfig, raw: dict[str, Any]) -> bool:
+        if stack.framework not in self.frameworks:
+            return False
+        if self.when is not None:
+            table, _, field = self.when[0].partition(".")
+            section = raw.get(table)
+            if not isinstance(section, dict) or section.get(field) != self.when[1]:
+                return False
+        if not self.package:
+            return True
+        stated = getattr(stack, self.package)
+        if stated is None:
+            return not self.before  # unset: the newest release
+        v = version_tuple(stated)
+        return (not self.since or v >= self.since) and (not self.before or v < self.before)
+
+
+ALL = FRAMEWORKS
+NATIVE_CKPT = ("torchtune", "torchtitan", "litgpt")
+
+# One row per (key, framework, version range); the first match wins. Sources name the file and what it does.
+STACK_DEFAULTS: tuple[StackDefault, ...] = (
+    # -- gradient checkpointing: reentrant or not --------------------------------------------------------------
+    StackDefault(
+        "strategy.checkpoint_impl",
+        "reentrant",
+        ALL,
+        "peft/utils/other.py prepare_model_for_kbit_training: gradient_checkpointing_kwargs None -> "
+        '{"use_reentrant": True}',
+        when=("training.kbit_prepare", True),
+    ),
+    StackDefault(
+        "strategy.checkpoint_impl",
+        "non-reentrant",
+        NATIVE_CKPT,
+        "torch/distributed/algorithms/_checkpoint/checkpoint_wrapper.py checkpoint_wrapper(checkpoint_impl="
+        "CheckpointImpl.NO_REENTRANT), which torchtune (training/_activation_checkpointing.py), torchtitan "
+        "(activation checkpointing's ptd_checkpoint_wrapper) and Lightning's FSDPStrategy apply per block",
+    ),
+    StackDefault(
+        "strategy.checkpoint_impl",
+        "reentrant",
+        ("hf-trainer", "trl", "accelerate", "axolotl", "llamafactory"),
+        "transformers modeling_utils.py gradient_checkpointing_enable: gradient_checkpointing_kwargs None -> "
+        '{"use_reentrant": True} (4.35+; before 4.35 torch.utils.checkpoint.checkpoint\'s own default, reentrant)',
+    ),
+    StackDefault(
+        "strategy.checkpoint_impl",
+        "reentrant",
+        ("deepspeed", "megatron"),
+        "deepspeed/runtime/activation_checkpointing/checkpointing.py CheckpointFunction and megatron/core/"
+        "tensor_parallel/random.py CheckpointFunction: torch.autograd.Function recompute (reentrant)",
+    ),
+    StackDefault(
+        "strategy.checkpoint_impl",
+        "non-reentrant",
+        ("unsloth", "custom"),
+        "torch/utils/checkpoint.py checkpoint(use_reentrant=False), as torch recommends (vramplan's custom stack)",
+    ),
+    # -- LoRA adapters' dtype ----------------------------------------------------------------------------------
+    StackDefault(
+        "training.lora_dtype",
+        "bf16",
+        ("torchtune", "litgpt"),
+        "torchtune modules/peft/lora.py LoRALinear (adapters made in the model's dtype, bf16 in every recipe); "
+        "litgpt lora.py under --precision bf16-true (the whole model in bf16)",
+    ),
+    StackDefault(
+        "training.lora_dtype",
+        "bf16",
+        HF_FAMILY,
+        "peft tuners_utils.py: autocast_adapter_dtype (PEFT >= 0.12) upcasts adapters to fp32; before it they "
+        "took the base layer's dtype",
+        package="peft",
+        before=(0, 12),
+    ),
+    StackDefault(
+        "training.lora_dtype",
+        "fp32",
+        ALL,
+        "peft tuners_utils.py BaseTuner._cast_adapter_dtype (autocast_adapter_dtype=True): bf16/fp16 adapters "
+        "upcast to fp32",
+    ),
+    # -- LoRA dropout ------------------------------------------------------------------------------------------
+    StackDefault(
+        "training.lora_dropout",
+        0.05,
+        ("litgpt",),
+        "litgpt finetune/lora.py: lora_dropout: float = 0.05",
+    ),
+    StackDefault(
+        "training.lora_dropout",
+        0.0,
+        ALL,
+        "peft tuners/lora/config.py LoraConfig.lora_dropout = 0.0; torchtune's LoRA builders lora_dropout=0.0",
+    ),
+    # -- which linears a 4-bit base quantizes ----------------------------------------------------------------
+    StackDefault(
+        "training.quantized_modules",
+        "adapted",
+        ("torchtune",),
+        "torchtune modules/peft/lora.py LoRALinear(quantize_base=True) holds its base weight as torchao NF4Tensor; "
+        "linears without an adapter stay bf16",
+    ),
+    StackDefault(
+        "training.quantized_modules",
+        "all-linears",
+        ("litgpt",),
+        "lightning/fabric/plugins/precision/bitsandbytes.py _convert_layers: every nn.Linear, lm_head included",
+    ),
+    StackDefault(
+        "training.quantized_modules",
+        "block-linears",
+        ALL,
+        "transformers integrations/bitsandbytes.py replace_with_bnb_linear: modules_to_not_convert keeps lm_head",
+    ),
+    # -- the bitsandbytes generation ---------------------------------------------------------------------------
+    StackDefault(
+        "training.bnb_generation",
+        "legacy",
+        ALL,
+        "bitsandbytes autograd/_functions.py MatMul4Bit.forward: ctx.tensors = (A, B) kept each 4-bit linear's "
+        "input until its backward (removed in 0.43.2)",
+        package="bitsandbytes",
+        before=(0, 43, 2),
+    ),
+    StackDefault(
+        "training.bnb_generation",
+        "current",
+        ALL,
+        "bitsandbytes autograd/_functions.py MatMul4Bit.forward (0.43.2+): ctx.tensors = (None, B)",
+    ),
+)
+
+STACK_KEYS: tuple[str, ...] = tuple(dict.fromkeys(row.key for row in STACK_DEFAULTS))
+
+
+def stack_choice(key: str, stack: StackConfig, raw: dict[str, Any]) -> StackDefault:
+    """The row of `STACK_DEFAULTS` that gives ``key`` its value under ``stack`` (``raw``: the plan's tables)."""
+    for row in STACK_DEFAULTS:
+        if row.key == key and row.matches(stack, raw):
+            return row
+    raise LookupError(key)  # every key has an ALL row last: unreachable
+
+
+def stack_choices(stack: StackConfig, raw: dict[str, Any]) -> dict[str, StackDefault]:
+    """The rows that fill each stack key ``raw`` (a plan's tables) leaves unset."""
+    out = {}
+    for key in STACK_KEYS:
+        table, _, field = key.partition(".")
+        section = raw.get(table)
+        if isinstance(section, dict) and section.get(field) is not None:
+            continue
+        out[key] = stack_choice(key, stack, raw)
+    return out
