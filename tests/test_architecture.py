@@ -29,7 +29,7 @@ CORE_LAYERS = (
     "vramplan.core.files",
 )
 FRONT_ENDS = ("vramplan.cli", "vramplan.tui")
-SUB_PACKAGES = ("vramplan.core", "vramplan.cli", "vramplan.tui", "vramplan.presets")
+SUB_PACKAGES = ("vramplan.core", "vramplan.cli", "vramplan.tui", "vramplan.presets", "vramplan.machine")
 
 
 def _modules() -> dict[str, Path]:
@@ -180,6 +180,10 @@ def test_core_layers_import_one_way() -> None:
         for t in targets:
             if m.startswith("vramplan.core") and t.startswith(FRONT_ENDS):
                 wrong.append(f"{m} -> {t} (core never imports a front end)")
+            if m.startswith("vramplan.core") and t.startswith("vramplan.machine"):
+                wrong.append(f"{m} -> {t} (core reads no machine; vramplan.machine serves the front ends)")
+            if m.startswith("vramplan.machine") and t.startswith(FRONT_ENDS):
+                wrong.append(f"{m} -> {t} (the machine package never imports a front end)")
             theirs = _layer(t)
             if mine is not None and theirs is not None and theirs > mine:
                 wrong.append(f"{m} -> {t} ({CORE_LAYERS[mine]} is below {CORE_LAYERS[theirs]})")

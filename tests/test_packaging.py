@@ -54,7 +54,8 @@ def test_the_readme_first_commands_install_into_a_venv(tmp_path: Path) -> None:
     assert r.stdout.split() == ["True", str(tmp_path / ".venv")]
 
 
-FOLDERS = ("core", "cli", "tui", "presets")  # the repository's top-level folders, installed as vramplan.<folder>
+# the repository's top-level folders, installed as vramplan.<folder>
+FOLDERS = ("core", "cli", "tui", "presets", "machine")
 
 
 @pytest.fixture(scope="module")
