@@ -6,6 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from vramplan.core.plan.stack import choices_json
+
 if TYPE_CHECKING:
     from vramplan.core.plan.plan import Plan
 
@@ -211,6 +213,7 @@ class Estimate:
         return {
             "version": version,
             "plan": self.plan.dump(),
+            "stack": choices_json(self.plan),
             "parameters": self.parameters_json(),
             "memory": {
                 "per_gpu": self.per_gpu(),

@@ -13,12 +13,15 @@ them out as the stack's, never as the user's.
 from __future__ import annotations
 
 import re
-from typing import Any, ClassVar, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from vramplan.core.plan.errors import shown
 from vramplan.core.plan.values import FROZEN_TABLE, caseless_choices, strict_scalars
+
+if TYPE_CHECKING:
+    from vramplan.core.plan.plan import Plan
 
 Framework = Literal[
     "hf-trainer",
@@ -85,7 +88,7 @@ class StackConfig(BaseModel):
     def _version(cls, v: Any) -> Any:
         if v is None:
             return v
-        if isinstance(v, int | float) and not isinstance(v, bool):
+        if isinstance(v, int | float) and not isinstance(v, bool) and re.fullmatch(r"\d{1,6}(\.\d{1,6})?", str(v)):
             v = str(v)  # TOML's transformers = 4.38 is a float
         if not isinstance(v, str):
             raise ValueError(f'a version is a string such as "4.38.2" (got {shown(v)})')
@@ -265,3 +268,33 @@ def stack_choices(stack: StackConfig, raw: dict[str, Any]) -> dict[str, StackDef
             continue
         out[key] = stack_choice(key, stack, raw)
     return out
+
+
+def shown_choices(plan: Plan) -> dict[str, StackDefault]:
+    """The keys the stack chose that change this plan's estimate: the checkpoint implementation under full
+    checkpointing, the adapters' keys under LoRA/QLoRA, the 4-bit keys on a quantized base."""
+    t, s = plan.training, plan.strategy
+    relevant = {
+        "strategy.checkpoint_impl": s.gradient_checkpointing == "full",
+        "training.lora_dtype": t.method != "full",
+        "training.lora_dropout": t.method != "full",
+        "training.quantized_modules": t.base_quantization != "none",
+        "training.bnb_generation": t.base_quantization in ("nf4", "fp4"),
+    }
+    return {k: row for k, row in plan.stack_chosen.items() if relevant.get(k, True)}
+
+
+def choices_json(plan: Plan) -> dict[str, Any]:
+    """``{"framework": ..., "chose": {key: {"value", "source"}}}``: what `vramplan estimate --json` reports."""
+    chose = {k: {"value": row.value, "source": row.source} for k, row in shown_choices(plan).items()}
+    return {"framework": plan.stack.framework, "chose": chose}
+
+
+def choices_text(plan: Plan) -> str:
+    """``stack torchtune chose: checkpoint_impl non-reentrant, lora_dtype bf16`` ("" when it chose nothing that
+    matters here)."""
+    chosen = shown_choices(plan)
+    if not chosen:
+        return ""
+    words = ", ".join(f"{k.partition('.')[2]} {row.value}" for k, row in chosen.items())
+    return f"stack {plan.stack.framework} chose: {words}"

@@ -212,7 +212,11 @@ def loss_bytes(ctx: ActCtx, lay: Layout) -> tuple[int, int, int, int]:
 
 
 def _without_copies(x: Saved) -> Saved:
-    return Saved(rep=x.rep, split=x.split, elems=x.elems, work=x.work)
+    """``x`` without its weight copies (ZeRO-3 / FSDP re-gather the weights): the activations it saves, its
+    backward transient, and what it keeps outside the saved tensors (bitsandbytes <= 0.43.1's inputs), stay."""
+    return Saved(
+        rep=x.rep, split=x.split, elems=x.elems, work=x.work, held=x.held, held_gc=x.held_gc, op_cache=x.op_cache
+    )
 
 
 def _fused_ce_chunk(T: int, arch: Arch) -> int:

@@ -1,0 +1,117 @@
+"""The [stack] table: the defaults a stack gives the keys a plan leaves unset (core.plan.stack)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from vramplan.core.memory.activations.context import plan_ctx
+from vramplan.core.memory.peak import estimate
+from vramplan.core.plan.errors import PlanError
+from vramplan.core.plan.plan import Plan, default_plan, plan_from_dict
+from vramplan.core.plan.stack import FRAMEWORKS, STACK_DEFAULTS, STACK_KEYS, StackConfig, stack_choice, version_tuple
+
+QLORA = {"training.method": "qlora", "strategy.gradient_checkpointing": "full"}
+
+
+def plan(**changes: object) -> Plan:
+    return default_plan().with_changes({**QLORA, **{k.replace("__", "."): v for k, v in changes.items()}})
+
+
+def test_custom_is_todays_behaviour() -> None:
+    p = default_plan()
+    assert p.stack.framework == "custom"
+    assert p.strategy.checkpoint_impl == "non-reentrant"
+    assert (p.training.lora_dtype, p.training.lora_dropout) == ("fp32", 0.0)
+    assert (p.training.quantized_modules, p.training.bnb_generation) == ("block-linears", "current")
+    assert set(p.stack_chosen) == set(STACK_KEYS)
+
+
+def test_each_stack_fills_what_the_plan_leaves_unset_and_an_explicit_key_wins() -> None:
+    tt = plan(stack__framework="torchtune")
+    assert (tt.training.lora_dtype, tt.training.quantized_modules) == ("bf16", "adapted")
+    assert tt.strategy.checkpoint_impl == "non-reentrant"
+    hf = plan(stack__framework="hf-trainer")
+    assert hf.strategy.checkpoint_impl == "reentrant"
+    assert plan(stack__framework="litgpt").training.lora_dropout == 0.05
+    mine = plan(stack__framework="torchtune", training__lora_dtype="fp32")
+    assert mine.training.lora_dtype == "fp32" and "training.lora_dtype" not in mine.stack_chosen
+    # switching stacks re-chooses only what the stack chose: the explicit key stays
+    assert mine.with_changes({"stack.framework": "litgpt"}).training.lora_dtype == "fp32"
+    assert tt.with_changes({"stack.framework": "litgpt"}).training.quantized_modules == "all-linears"
+
+
+def test_versions_choose_rows() -> None:
+    assert plan(stack__bitsandbytes="0.43.1").training.bnb_generation == "legacy"
+    assert plan(stack__bitsandbytes="0.43.2").training.bnb_generation == "current"
+    assert plan(stack__bitsandbytes="0.45.0.dev0").training.bnb_generation == "current"
+    assert plan(stack__framework="trl", stack__peft="0.10.0").training.lora_dtype == "bf16"
+    assert plan(stack__framework="trl", stack__peft="0.13.2").training.lora_dtype == "fp32"
+    assert version_tuple("2.5.0+cu124") == (2, 5, 0) and version_tuple("1.0.0rc1") == (1, 0, 0)
+
+
+def test_kbit_prepare_makes_checkpointing_reentrant_unless_stated() -> None:
+    assert plan(training__kbit_prepare=True).strategy.checkpoint_impl == "reentrant"
+    p = plan(training__kbit_prepare=True, strategy__checkpoint_impl="non-reentrant")
+    assert p.strategy.checkpoint_impl == "non-reentrant"
+
+
+def test_the_implementation_reaches_the_activation_model() -> None:
+    """Reentrant checkpointing runs the forward without autograd: bitsandbytes <= 0.43.1's kept 4-bit inputs are
+    dropped in the checkpointed blocks (core/memory/activations/stage.py), so the estimate is lower."""
+    legacy = plan(training__bnb_generation="legacy")
+    re, nre = (legacy.with_changes({"strategy.checkpoint_impl": v}) for v in ("reentrant", "non-reentrant"))
+    assert plan_ctx(re).reentrant and not plan_ctx(nre).reentrant
+    assert estimate(re).largest["activations"] < estimate(nre).largest["activations"]
+    assert not plan_ctx(re.with_changes({"strategy.gradient_checkpointing": "op"})).reentrant
+
+
+def test_round_trip_leaves_the_stacks_choices_out_of_the_file() -> None:
+    for framework in FRAMEWORKS:
+        p = plan(stack__framework=framework, stack__torch="2.5.1")
+        raw = p.dump()
+        assert "checkpoint_impl" not in raw["strategy"] and "lora_dtype" not in raw["training"]
+        assert plan_from_dict(json.loads(json.dumps(raw))) == p
+    explicit = plan(strategy__checkpoint_impl="reentrant")
+    assert explicit.dump()["strategy"]["checkpoint_impl"] == "reentrant"
+    assert plan_from_dict(explicit.dump()) == explicit != plan()
+
+
+@pytest.mark.parametrize(
+    "value", ["", "latest", "1.2.3; rm -rf /", "9" * 70, "1..2", True, 1e30, float("nan"), [1, 2], {"a": 1}]
+)
+def test_bad_versions_are_one_line_errors(value: object) -> None:
+    with pytest.raises(PlanError) as e:
+        default_plan().with_changes({"stack.peft": value})
+    assert "stack.peft" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_unknown_framework_suggests() -> None:
+    with pytest.raises(PlanError) as e:
+        default_plan().with_changes({"stack.framework": "torchtun"})
+    assert "torchtune" in str(e.value)
+    assert default_plan().with_changes({"stack.framework": "TorchTune"}).stack.framework == "torchtune"
+
+
+def test_every_key_has_a_row_for_every_stack_and_every_row_a_source() -> None:
+    for key in STACK_KEYS:
+        for framework in FRAMEWORKS:
+            assert stack_choice(key, StackConfig(framework=framework), {}).key == key  # type: ignore[arg-type]
+    assert all(len(row.source) > 20 for row in STACK_DEFAULTS)
+
+
+def test_estimate_json_and_headline_name_the_keys_the_stack_chose() -> None:
+    args = ["estimate", "--set", "stack.framework=hf-trainer", "--set", "training.method=lora"]
+    env = {"VRAMPLAN_DETECT": "0", "PATH": ""}
+    r = subprocess.run([sys.executable, "-m", "vramplan", *args, "--json"], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    stack = json.loads(r.stdout)["stack"]
+    assert stack["framework"] == "hf-trainer"
+    assert stack["chose"]["strategy.checkpoint_impl"]["value"] == "reentrant"
+    assert "modeling_utils.py" in stack["chose"]["strategy.checkpoint_impl"]["source"]
+    assert "training.bnb_generation" not in stack["chose"]  # no 4-bit base: not shown
+    r = subprocess.run([sys.executable, "-m", "vramplan", *args], capture_output=True, text=True, env=env)
+    assert "stack hf-trainer chose: checkpoint_impl reentrant, lora_dtype fp32, lora_dropout 0.0" in r.stdout
