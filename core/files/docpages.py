@@ -28,6 +28,13 @@ def _versions(row: StackDefault) -> str:
     return f"{row.package} >= {low}" if low else f"{row.package} < {high}"
 
 
+def _shown(value: object) -> str:
+    """A value as a plan file writes it: ``"reentrant"``, ``true``, ``0.05``."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    return f'"{value}"' if isinstance(value, str) else str(value)
+
+
 def _frameworks(row: StackDefault) -> str:
     if set(row.frameworks) == set(FRAMEWORKS):
         return "every stack"
@@ -50,8 +57,8 @@ def stacks_page() -> str:
         for row in STACK_DEFAULTS:
             if row.key != key:
                 continue
-            when = f"`{row.when[0]} = {str(row.when[1]).lower()}`" if row.when else ""
-            value = f'`"{row.value}"`' if isinstance(row.value, str) else f"`{row.value}`"
+            when = ", ".join(f"`{k}` {' or '.join(_shown(v) for v in vs)}" for k, vs in row.when)
+            value = f"`{_shown(row.value)}`"
             source = row.source.replace("|", "\\|")
             out.append(f"| {_frameworks(row)} | {_versions(row)} | {when} | {value} | {source} |\n")
     return "".join(out)

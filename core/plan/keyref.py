@@ -83,7 +83,7 @@ def type_text(annotation: Any) -> str:
 
 def _default(table: str, name: str, default: Any) -> str:
     if f"{table}.{name}" in STACK_KEYS:  # filled by the stack when unset (core.plan.stack)
-        row = stack_choice(f"{table}.{name}", StackConfig(), {})
+        row = stack_choice(f"{table}.{name}", StackConfig(), lambda key: None)
         return f"the stack's (custom: {_default('', '', row.value)})"
     stated = DEFAULT_PLAN_DATA.get(table, {})
     if name in stated:

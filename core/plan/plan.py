@@ -270,21 +270,29 @@ def _with_stack_defaults(data: dict[str, Any]) -> tuple[dict[str, Any], dict[str
         name: (value.model_dump(exclude_unset=True) if isinstance(value, BaseModel) else value)
         for name, value in data.items()
     }
-    stack = tables.get("stack", {})
+    if any(not isinstance(tables.get(t) or {}, dict) for t in ("training", "strategy", "stack")):
+        return data, {}  # not a table: the plan's validation says so
     try:
-        config = StackConfig.model_validate(stack if stack is not None else {})
+        config = StackConfig.model_validate(tables.get("stack") or {})
     except (ValidationError, ValueError):
         return data, {}
-    chosen = stack_choices(config, tables)
+
+    def stated(key: str) -> Any:
+        table, _, field = key.partition(".")
+        return (tables.get(table) or {}).get(field)
+
+    def value_of(key: str) -> Any:
+        value = stated(key)
+        if value is None:
+            table, _, field = key.partition(".")
+            value = Plan.model_fields[table].annotation.model_fields[field].default  # type: ignore[union-attr]
+        return value
+
+    chosen = stack_choices(config, lambda key: stated(key) is None, value_of)
     out = dict(data)
     for key, row in chosen.items():
         table, _, field = key.partition(".")
-        section = tables.get(table)
-        if section is None:
-            section = {}
-        if not isinstance(section, dict):
-            return data, {}  # not a table: the plan's validation says so
-        out[table] = tables[table] = {**section, field: row.value}
+        out[table] = tables[table] = {**(tables.get(table) or {}), field: row.value}
     return out, chosen
 
 

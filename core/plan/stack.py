@@ -13,6 +13,7 @@ them out as the stack's, never as the user's.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple
 
 from pydantic import BaseModel, Field, field_validator, model_validator
@@ -101,7 +102,7 @@ class StackConfig(BaseModel):
 class StackDefault(NamedTuple):
     """One default of one stack: ``key`` takes ``value`` under ``frameworks`` when ``package``'s version lies in
     [``since``, ``before``) (unset bounds: open; an unset version matches only a row open towards the newest),
-    and, with ``when``, when another key of the plan has that value. ``source`` is the framework file it was read
+    and when each of ``when``'s plan keys has one of its values. ``source`` is the framework file it was read
     from."""
 
     key: str
@@ -111,16 +112,13 @@ class StackDefault(NamedTuple):
     package: str = ""
     since: tuple[int, ...] = ()
     before: tuple[int, ...] = ()
-    when: tuple[str, Any] | None = None
+    when: tuple[tuple[str, tuple[Any, ...]], ...] = ()
 
-    def matches(self, stack: StackConfig, raw: dict[str, Any]) -> bool:
+    def matches(self, stack: StackConfig, value_of: Callable[[str], Any]) -> bool:
         if stack.framework not in self.frameworks:
             return False
-        if self.when is not None:
-            table, _, field = self.when[0].partition(".")
-            section = raw.get(table)
-            if not isinstance(section, dict) or section.get(field) != self.when[1]:
-                return False
+        if any(value_of(key) not in values for key, values in self.when):
+            return False
         if not self.package:
             return True
         stated = getattr(stack, self.package)
@@ -142,7 +140,7 @@ STACK_DEFAULTS: tuple[StackDefault, ...] = (
         ALL,
         "peft/utils/other.py prepare_model_for_kbit_training: gradient_checkpointing_kwargs None -> "
         '{"use_reentrant": True}',
-        when=("training.kbit_prepare", True),
+        when=(("training.kbit_prepare", (True,)),),
     ),
     StackDefault(
         "strategy.checkpoint_impl",
@@ -155,9 +153,38 @@ STACK_DEFAULTS: tuple[StackDefault, ...] = (
     StackDefault(
         "strategy.checkpoint_impl",
         "reentrant",
+        ("trl",),
+        "trl/trainer/sft_trainer.py SFTTrainer.__init__ (0.27+): PEFT under DeepSpeed ZeRO-3 forces "
+        '{"use_reentrant": True}',
+        package="trl",
+        since=(0, 27),
+        when=(("strategy.zero_stage", (3,)), ("training.method", ("lora", "qlora"))),
+    ),
+    StackDefault(
+        "strategy.checkpoint_impl",
+        "non-reentrant",
+        ("trl",),
+        "trl/trainer/sft_trainer.py (0.27+; sft_config.py __post_init__ in 0.27): gradient_checkpointing_kwargs"
+        '.setdefault("use_reentrant", False)',
+        package="trl",
+        since=(0, 27),
+    ),
+    StackDefault(
+        "strategy.checkpoint_impl",
+        "reentrant",
         ("hf-trainer", "trl", "accelerate", "axolotl", "llamafactory"),
-        "transformers modeling_utils.py gradient_checkpointing_enable: gradient_checkpointing_kwargs None -> "
-        '{"use_reentrant": True} (4.35+; before 4.35 torch.utils.checkpoint.checkpoint\'s own default, reentrant)',
+        "transformers modeling_utils.py gradient_checkpointing_enable: kwargs None -> "
+        '{"use_reentrant": True} (4.38-4.57; 4.35-4.37 and Trainer before 4.45 pass {}, and torch/utils/'
+        "checkpoint.py falls back to use_reentrant=True)",
+        package="transformers",
+        before=(5,),
+    ),
+    StackDefault(
+        "strategy.checkpoint_impl",
+        "non-reentrant",
+        ("hf-trainer", "trl", "accelerate", "axolotl", "llamafactory"),
+        "transformers modeling_utils.py (5.0+) gradient_checkpointing_enable / activation_checkpointing_enable: "
+        'kwargs None -> {"use_reentrant": False}',
     ),
     StackDefault(
         "strategy.checkpoint_impl",
@@ -250,24 +277,20 @@ STACK_DEFAULTS: tuple[StackDefault, ...] = (
 STACK_KEYS: tuple[str, ...] = tuple(dict.fromkeys(row.key for row in STACK_DEFAULTS))
 
 
-def stack_choice(key: str, stack: StackConfig, raw: dict[str, Any]) -> StackDefault:
-    """The row of `STACK_DEFAULTS` that gives ``key`` its value under ``stack`` (``raw``: the plan's tables)."""
+def stack_choice(key: str, stack: StackConfig, value_of: Callable[[str], Any]) -> StackDefault:
+    """The row of `STACK_DEFAULTS` that gives ``key`` its value under ``stack`` (``value_of``: a plan key's value,
+    as the plan states it or its field's default)."""
     for row in STACK_DEFAULTS:
-        if row.key == key and row.matches(stack, raw):
+        if row.key == key and row.matches(stack, value_of):
             return row
     raise LookupError(key)  # every key has an ALL row last: unreachable
 
 
-def stack_choices(stack: StackConfig, raw: dict[str, Any]) -> dict[str, StackDefault]:
-    """The rows that fill each stack key ``raw`` (a plan's tables) leaves unset."""
-    out = {}
-    for key in STACK_KEYS:
-        table, _, field = key.partition(".")
-        section = raw.get(table)
-        if isinstance(section, dict) and section.get(field) is not None:
-            continue
-        out[key] = stack_choice(key, stack, raw)
-    return out
+def stack_choices(
+    stack: StackConfig, unset: Callable[[str], bool], value_of: Callable[[str], Any]
+) -> dict[str, StackDefault]:
+    """The rows that fill each stack key the plan leaves ``unset``."""
+    return {key: stack_choice(key, stack, value_of) for key in STACK_KEYS if unset(key)}
 
 
 def shown_choices(plan: Plan) -> dict[str, StackDefault]:

@@ -34,14 +34,30 @@ def test_each_stack_fills_what_the_plan_leaves_unset_and_an_explicit_key_wins() 
     tt = plan(stack__framework="torchtune")
     assert (tt.training.lora_dtype, tt.training.quantized_modules) == ("bf16", "adapted")
     assert tt.strategy.checkpoint_impl == "non-reentrant"
-    hf = plan(stack__framework="hf-trainer")
-    assert hf.strategy.checkpoint_impl == "reentrant"
+    assert plan(stack__framework="hf-trainer", stack__transformers="4.45.2").strategy.checkpoint_impl == "reentrant"
+    assert plan(stack__framework="hf-trainer", stack__transformers="5.0.0").strategy.checkpoint_impl == "non-reentrant"
+    assert plan(stack__framework="hf-trainer").strategy.checkpoint_impl == "non-reentrant"  # unset: the newest
     assert plan(stack__framework="litgpt").training.lora_dropout == 0.05
     mine = plan(stack__framework="torchtune", training__lora_dtype="fp32")
     assert mine.training.lora_dtype == "fp32" and "training.lora_dtype" not in mine.stack_chosen
     # switching stacks re-chooses only what the stack chose: the explicit key stays
     assert mine.with_changes({"stack.framework": "litgpt"}).training.lora_dtype == "fp32"
     assert tt.with_changes({"stack.framework": "litgpt"}).training.quantized_modules == "all-linears"
+
+
+def test_trl_checkpoints_its_own_way_since_0_27() -> None:
+    old = plan(stack__framework="trl", stack__trl="0.21.0", stack__transformers="4.46.0")
+    assert old.strategy.checkpoint_impl == "reentrant"
+    assert (
+        plan(stack__framework="trl", stack__trl="0.27.0", strategy__zero_stage=2).strategy.checkpoint_impl
+        == "non-reentrant"
+    )
+    z3 = plan(stack__framework="trl", stack__trl="1.9.0", strategy__zero_stage=3, training__method="lora")
+    assert z3.strategy.checkpoint_impl == "reentrant"  # PEFT under ZeRO-3: TRL forces reentrant
+    z0 = z3.with_changes({"strategy.zero_stage": 0})
+    assert z0.strategy.checkpoint_impl == "non-reentrant"
+    full = z3.with_changes({"training.method": "full"})
+    assert full.strategy.checkpoint_impl == "non-reentrant"
 
 
 def test_versions_choose_rows() -> None:
@@ -99,12 +115,13 @@ def test_unknown_framework_suggests() -> None:
 def test_every_key_has_a_row_for_every_stack_and_every_row_a_source() -> None:
     for key in STACK_KEYS:
         for framework in FRAMEWORKS:
-            assert stack_choice(key, StackConfig(framework=framework), {}).key == key  # type: ignore[arg-type]
+            assert stack_choice(key, StackConfig(framework=framework), lambda k: None).key == key  # type: ignore[arg-type]
     assert all(len(row.source) > 20 for row in STACK_DEFAULTS)
 
 
 def test_estimate_json_and_headline_name_the_keys_the_stack_chose() -> None:
-    args = ["estimate", "--set", "stack.framework=hf-trainer", "--set", "training.method=lora"]
+    args = ["estimate", "--set", "stack.framework=hf-trainer", "--set", "stack.transformers=4.45.2"]
+    args += ["--set", "training.method=lora"]
     env = {"VRAMPLAN_DETECT": "0", "PATH": ""}
     r = subprocess.run([sys.executable, "-m", "vramplan", *args, "--json"], capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stderr
