@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from vramplan.cli.importing import add_from_arg, resolve, with_import
+from vramplan.cli.stackfrom import add_stack_arg
 from vramplan.core.plan.errors import PlanError, PlanNotice, shown
 
 Handler = Callable[[argparse.Namespace], int]
@@ -241,6 +242,7 @@ def build_parser() -> OneLineParser:
     p = sub.add_parser("estimate", help="per-GPU memory and step time of a plan (table or --json)")
     _plan_args(p)
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    add_stack_arg(p)
     p.set_defaults(handler=cmd_estimate)
 
     p = sub.add_parser(
@@ -269,6 +271,7 @@ def build_parser() -> OneLineParser:
         default="all",
         help="a memory fix this framework runs, as `fit --framework` (default: all)",
     )
+    add_stack_arg(p)
     p.set_defaults(handler=cmd_check)
 
     p = sub.add_parser("fit", help="the smallest sets of changes that make a plan fit, fastest first")
@@ -281,6 +284,7 @@ def build_parser() -> OneLineParser:
         default="all",
         help="suggest only plans this framework runs (default: all)",
     )
+    add_stack_arg(p)
     p.set_defaults(handler=cmd_fit)
 
     p = sub.add_parser("presets", help="list model and hardware presets")
@@ -312,6 +316,15 @@ def _print_notices(caught: list[warnings.WarningMessage]) -> None:
             warnings.showwarning(w.message, w.category, w.filename, w.lineno)
 
 
+def _note_this_machine() -> None:
+    """This machine's host memory (/proc/meminfo), registered for its detected GPU (`core.plan.node`);
+    ``VRAMPLAN_DETECT=0`` turns both readings off."""
+    from vramplan.core.plan.detect import detected_gpus
+    from vramplan.machine.host import note_this_machine
+
+    note_this_machine(detected_gpus())
+
+
 def _silence_stdout() -> None:
     """After a broken pipe: stdout goes to /dev/null, so the flush at exit raises nothing ("Exception ignored")."""
     with contextlib.suppress(OSError, ValueError, AttributeError):
@@ -334,6 +347,8 @@ def run(argv: Sequence[str]) -> int:
         handler: Handler = args.handler
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", PlanNotice)
+            if hasattr(args, "plan"):  # a command on a plan: the host memory of this machine, for plans on its GPU
+                _note_this_machine()
             code = handler(args)
         _print_notices(caught)
         return code

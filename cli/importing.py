@@ -42,13 +42,25 @@ def resolve(args: argparse.Namespace) -> Plan:
     from vramplan.core.plan.detect import starting_plan
 
     if not getattr(args, "from_file", None):
-        return resolve_plan(args.plan, args.model, args.gpu, args.sets, args.hf_config)
-    return import_over(args, load_plan(args.plan) if args.plan else starting_plan())
+        plan = resolve_plan(args.plan, args.model, args.gpu, args.sets, args.hf_config)
+    else:
+        plan = import_over(args, load_plan(args.plan) if args.plan else starting_plan())
+    if not hasattr(args, "stack_from"):  # a command without --stack-from (vramplan gpus)
+        return plan
+    from vramplan.cli.stackfrom import stack_over
+
+    return stack_over(args, plan)  # last: only the stack versions the plan leaves unset
 
 
 def with_import(args: argparse.Namespace, data: dict[str, Any]) -> dict[str, Any]:
-    """A command's JSON object, with ``"import"`` (file, format, read, ignored) when ``--from`` was given."""
+    """A command's JSON object, with ``"import"`` (file, format, read, ignored) when ``--from`` was given, and
+    ``"stack_from"`` (path, versions, warning) when an environment's versions were read."""
+    from vramplan.cli.stackfrom import stack_json
+
     imported = getattr(args, "imported", None)
     if imported is not None:
         data["import"] = imported.to_json()
+    stack = stack_json(args)
+    if stack is not None:
+        data["stack_from"] = stack
     return data

@@ -275,8 +275,11 @@ def test_axolotl_config_from_axolotls_examples() -> None:
         "full",
         "flash",
     )
+    # gradient_checkpointing_kwargs: {use_reentrant: true} is read, and the file names its framework
+    assert (s.checkpoint_impl, p.stack.framework) == ("reentrant", "axolotl")
+    assert "strategy.checkpoint_impl" not in p.stack_chosen and "stack.framework" in read_keys(im)
     named = ignored(im)
-    for key in ("lora_alpha", "lora_model_dir", "load_in_8bit", "gradient_checkpointing_kwargs", "tf32", "model_type",
+    for key in ("lora_alpha", "lora_model_dir", "load_in_8bit", "tf32", "model_type",
                 "tokenizer_type", "sample_packing", "pad_to_sequence_len", "datasets", "dataset_prepared_path",
                 "val_set_size", "output_dir", "wandb_project", "num_epochs", "lr_scheduler", "warmup_steps",
                 "weight_decay", "special_tokens", "fsdp_config.fsdp_limit_all_gathers",

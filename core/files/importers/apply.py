@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from vramplan.core.files.importers import accelerate, axolotl, deepspeed, llamafactory, torchtune
-from vramplan.core.files.importers.detect import FORMATS, detect_format, is_config_path
+from vramplan.core.files.importers.detect import FORMATS, FRAMEWORK_OF, detect_format, is_config_path
 from vramplan.core.files.importers.reading import read_data
 from vramplan.core.files.importers.record import Batch, Ignored, ImportLog, Read, shown
 from vramplan.core.files.planio import PlanFile, load_plan_file
@@ -80,6 +80,8 @@ def read_config(path: str | Path) -> ImportLog:
     data, _ = read_data(path)
     fmt = detect_format(data, str(path))
     log = ImportLog(fmt)
+    how = "the framework that runs it: its defaults fill the keys the plan leaves unset"
+    log.set(f"({FORMATS[fmt]})", None, "stack.framework", FRAMEWORK_OF[fmt], how)
     READERS[fmt](data, log)
     named = [r.key for r in log.reads] + [i.key for i in log.ignored] + list(log.batch.keys.values())
     for key, value in data.items():  # the net under every reader: no top-level key goes unmentioned

@@ -3,10 +3,11 @@ and PEFT).
 
 ``base_model`` (a preset where one matches), ``adapter`` (lora/qlora) with ``load_in_4bit`` (NF4 via
 bitsandbytes) or ``load_in_8bit``, ``lora_r``, ``lora_dropout``, ``lora_target_modules``/``lora_target_linear``;
-``micro_batch_size``, ``gradient_accumulation_steps``, ``sequence_len``, ``gradient_checkpointing``,
-``activation_offloading``, ``optimizer`` (HF Trainer names), ``bf16``/``fp16``, ``flash_attention``/``sdp_attention``/
-``xformers_attention``/``attention``, ``torch_compile``, ``max_grad_norm``, Liger's fused cross-entropy; ``fsdp`` /
-``fsdp_config`` (both key spellings, with or without ``fsdp_``) and ``deepspeed`` (a path: named, not followed).
+``micro_batch_size``, ``gradient_accumulation_steps``, ``sequence_len``, ``gradient_checkpointing`` (with
+``gradient_checkpointing_kwargs.use_reentrant``), ``activation_offloading``, ``optimizer`` (HF Trainer names),
+``bf16``/``fp16``, ``flash_attention``/``sdp_attention``/``xformers_attention``/``attention``, ``torch_compile``,
+``max_grad_norm``, Liger's fused cross-entropy; ``fsdp`` / ``fsdp_config`` (both key spellings, with or without
+``fsdp_``) and ``deepspeed`` (a path: named, not followed).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ def read(data: dict[str, Any], log: ImportLog) -> None:
             log.set("gradient_checkpointing", raw, "strategy.gradient_checkpointing", "full", "checkpointed blocks")
         else:
             log.set("gradient_checkpointing", raw, "strategy.gradient_checkpointing", "full" if on else "none")
-    top.ignore("gradient_checkpointing_kwargs", "how blocks are recomputed (reentrant or not), not how much is kept")
+    _checkpoint_kwargs(top, log)
     if top.has("activation_offloading"):
         on = flag(top.get("activation_offloading"))
         log.set(
@@ -117,6 +118,22 @@ def _adapter(top: Section, log: ImportLog) -> str:
     top.ignore("lora_alpha", "a scale, no memory effect")
     top.ignore("lora_model_dir", "where adapters are loaded from")
     return method
+
+
+def _checkpoint_kwargs(top: Section, log: ImportLog) -> None:
+    """``gradient_checkpointing_kwargs.use_reentrant``: axolotl hands it to transformers'
+    ``gradient_checkpointing_enable(gradient_checkpointing_kwargs=...)``, which passes it to
+    torch.utils.checkpoint.checkpoint (reentrant: a torch.autograd.Function; not: saved-tensor hooks)."""
+    kwargs = top.sub("gradient_checkpointing_kwargs")
+    if kwargs.has("use_reentrant"):
+        raw = kwargs.get("use_reentrant")
+        on = flag(raw)
+        if on is None:
+            log.ignore(kwargs.key("use_reentrant"), raw, "expected true or false; the stack's default is kept")
+        else:
+            impl = "reentrant" if on else "non-reentrant"
+            log.set(kwargs.key("use_reentrant"), raw, "strategy.checkpoint_impl", impl, "torch.utils.checkpoint")
+    kwargs.rest("a checkpointing option that does not change what is kept")
 
 
 def _fsdp(top: Section, log: ImportLog) -> None:

@@ -14,6 +14,14 @@ FORMATS: dict[str, str] = {
     "axolotl": "axolotl config",
     "llamafactory": "LLaMA-Factory config",
 }
+# The [stack] framework that runs each format (`core.plan.stack.FRAMEWORKS`): its defaults fill the keys left unset
+FRAMEWORK_OF: dict[str, str] = {
+    "deepspeed": "deepspeed",
+    "accelerate": "accelerate",
+    "torchtune": "torchtune",
+    "axolotl": "axolotl",
+    "llamafactory": "llamafactory",
+}
 _DEEPSPEED_KEYS = ("zero_optimization", "train_batch_size", "train_micro_batch_size_per_gpu", "fp16", "bf16")
 _AXOLOTL_KEYS = ("base_model", "micro_batch_size", "sequence_len", "adapter", "lora_r")
 _LLAMAFACTORY_KEYS = ("model_name_or_path", "finetuning_type", "cutoff_len", "per_device_train_batch_size", "stage")

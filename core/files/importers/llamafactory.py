@@ -5,7 +5,8 @@
 ``quantization_type`` nf4/fp4, ``double_quantization``) or 8 (LLM.int8); ``per_device_train_batch_size``,
 ``gradient_accumulation_steps``, ``cutoff_len``; ``bf16``/``fp16``/``pure_bf16``, ``optim``, ``flash_attn``,
 ``enable_liger_kernel``, ``max_grad_norm``; gradient checkpointing is on unless ``disable_gradient_checkpointing``
-(LLaMA-Factory's model loader enables it by default); ``deepspeed`` (a path: named, not followed).
+(LLaMA-Factory's model loader enables it by default), reentrant unless ``use_reentrant_gc: false``; ``deepspeed`` (a
+path: named, not followed).
 """
 
 from __future__ import annotations
@@ -54,6 +55,13 @@ def read(data: dict[str, Any], log: ImportLog) -> None:
         "none" if off else "full",
         "" if top.has("disable_gradient_checkpointing") else "LLaMA-Factory checkpoints by default",
     )
+    if top.has("use_reentrant_gc"):  # model_args.use_reentrant_gc (default true) -> gradient_checkpointing_kwargs
+        on = flag(top.get("use_reentrant_gc"))
+        if on is None:
+            log.ignore("use_reentrant_gc", top.get("use_reentrant_gc"), "expected true or false")
+        else:
+            impl = "reentrant" if on else "non-reentrant"
+            log.set("use_reentrant_gc", on, "strategy.checkpoint_impl", impl, "torch.utils.checkpoint's use_reentrant")
     uses_ds = trainer.trainer_arguments(top, log, "optim")
     trainer.precision(top, log, method, uses_ds, pure_key="pure_bf16")
     if top.has("flash_attn"):
