@@ -246,8 +246,8 @@ def _run(scan: _Scan) -> None:
 
 
 def _versions(scan: _Scan) -> tuple[dict[str, str], list[str]]:
-    """One version per package: the first site-packages folder's (as importlib.metadata takes it); two in one
-    folder (a stale dist-info left by an interrupted install) are said, and the newest taken."""
+    """One version per package; two different ones (a stale dist-info an interrupted upgrade left, or one in
+    ``lib`` and another in ``lib64``) are said, and the newest taken."""
     versions: dict[str, str] = {}
     notes: list[str] = []
     snapshot = dict(scan.found)  # a copy: a worker left behind may still be adding
