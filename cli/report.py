@@ -94,18 +94,38 @@ def estimate_table(est: Estimate, hardware_note: str = "") -> str:
     lines.append(f"  {'  torch allocated':<24}{'':8}  {_g(est.allocated)}")
     lines.append(f"  {'  torch reserved':<24}{'':8}  {_g(est.reserved)}")
     cap = est.gpu_capacity
-    if est.fits:
+    if est.gpu_fits:
         verdict = f"fits: {est.headroom / GiB:.1f} GiB free ({est.headroom_fraction:.0%} headroom)"
+        if not est.fits:
+            verdict = f"fits on the GPU ({est.headroom / GiB:.1f} GiB free) but DOES NOT FIT in " + " and ".join(
+                NODE_LIMIT_TEXT[k] for k in est.exceeded
+            )
     else:
         verdict = f"DOES NOT FIT by {-est.headroom / GiB:.1f} GiB"
     lines.append(f"  of {cap / GiB:.1f} GiB per GPU: {verdict}")
     lines.append(f"  peak moment: {est.peak.moment}")
-    if est.cpu_per_node or est.nvme_per_node:
-        extra = f"host RAM per node {est.cpu_per_node / GiB:.1f} GiB"
-        if est.nvme_per_node:
-            extra += f", NVMe per node {est.nvme_per_node / GiB:.1f} GiB"
-        lines.append(f"  {extra}")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + node_lines(est)) + "\n"
+
+
+NODE_LIMIT_TEXT = {"gpu_memory": "GPU memory", "host_memory": "host memory per node", "nvme": "NVMe per node"}
+
+
+def node_lines(est: Estimate) -> list[str]:
+    """What the node's ranks offload against the node's host memory and NVMe (`core.plan.node`): each over its
+    limit says so, and where the limit comes from (none when nothing is offloaded)."""
+    out = []
+    for label, need, ok, limit, key in (
+        ("host RAM", est.cpu_per_node, est.host_fits, est.node.host, "hardware.host_memory_gib"),
+        ("NVMe", est.nvme_per_node, est.nvme_fits, est.node.nvme, "hardware.nvme_gib"),
+    ):
+        if not need:
+            continue
+        have = limit.bytes
+        state = f"{(have - need) / GiB:.1f} GiB free" if ok else f"DOES NOT FIT by {(need - have) / GiB:.1f} GiB"
+        out.append(f"  {label} per node {need / GiB:.1f} GiB of {have / GiB:.1f} GiB: {state}")
+        hint = "" if limit.user else f"; set {key} for your node"
+        out += _wrap(f"limit: {limit.source}{hint}", 4, hang=2)
+    return out
 
 
 def _assumed_lines(assumed: str) -> list[str]:
@@ -222,11 +242,17 @@ def advice_text(a: Advice, title: str) -> str:
 
     est = a.est
     need = f"{est.total / GiB:.1f} GiB of {est.gpu_capacity / GiB:.1f} GiB per GPU"
-    if not est.fits:
+    if not est.gpu_fits:
         verdict = f"needs {need}: over by {-est.headroom / GiB:.1f} GiB"
+    elif not est.fits:
+        over = " and ".join(NODE_LIMIT_TEXT[k] for k in est.exceeded)
+        verdict = f"fits on the GPU ({need}) but not in {over}"
     else:
         verdict = f"fits: {need}, {est.headroom_fraction:.0%} free"
-    lines = [f"{title}: {verdict}"]
+    lines = [f"{title}: {verdict}", *node_lines(est)]
+    for limit, key in ((est.node.host, "hardware.host_memory_gib"), (est.node.nvme, "hardware.nvme_gib")):
+        if limit.user:  # the user's own limit: the suggestions that offload stay within it
+            lines.append(f"  offload within {limit.bytes / GiB:.1f} GiB per node ({key}, as set)")
     goal = "fit" if not est.fits else f"leave {a.goal_headroom:.0%} free"
     if not a.needed:
         lines.append("Enough headroom: nothing to change.")

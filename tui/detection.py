@@ -1,7 +1,8 @@
 """GPU detection off the UI thread. `core.plan.detect.detected_gpus` runs ``nvidia-smi`` (up to a 2-second timeout);
 here it runs once, in a background thread started as early as possible (`vramplan` starts it before importing
 Textual), so a slow or hanging ``nvidia-smi`` never delays the first frame: the planner starts on the documented
-default and takes the detected GPUs when they arrive, if the user has not changed the plan yet. No Textual here.
+default and takes the detected GPUs when they arrive, if the user has not changed the plan yet. The same thread
+reads this machine's host memory (vramplan.machine.host) for plans on the detected GPU. No Textual here.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import threading
 
 from vramplan.core.plan import detect, presets
 from vramplan.core.plan.detect import DetectedGpus
+from vramplan.machine import host
 
 
 class Detection:
@@ -26,6 +28,10 @@ class Detection:
             self.result = detect.detected_gpus()
         except Exception:  # detection is best effort: anything odd means the documented default
             self.result = None
+        try:
+            host.note_this_machine(self.result)  # this machine's host memory, for plans on its GPU
+        except Exception:  # best effort too: the GPU preset's typical node then
+            pass
         finally:
             self._done.set()
 

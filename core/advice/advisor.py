@@ -180,7 +180,10 @@ def suggestions(
     cap = w.est.gpu_capacity
 
     def ok(est: Estimate) -> bool:
-        return est.on_gpu <= cap * (1 - goal_headroom) and not unsupported(est.plan, framework)
+        """Leaves the goal's headroom on the GPU, and what it offloads fits in the node's host memory and NVMe
+        (`core.plan.node`: a plan over them does not run, however well it fits on the GPU)."""
+        on_node = est.host_fits and est.nvme_fits
+        return est.on_gpu <= cap * (1 - goal_headroom) and on_node and not unsupported(est.plan, framework)
 
     combos = _search(w, moves, ok, max_moves)
     sets = []

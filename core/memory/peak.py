@@ -28,6 +28,7 @@ from vramplan.core.memory.states import Stage, States, model_states, stages
 from vramplan.core.plan import presets
 from vramplan.core.plan.arch import lora_params_per_layer, lora_roles
 from vramplan.core.plan.memo import memoised
+from vramplan.core.plan.node import node_limits
 from vramplan.core.plan.plan import Plan
 
 
@@ -297,6 +298,7 @@ def estimate(plan: Plan, *, cpu: bool = False) -> Estimate:
         gpu_capacity=gpu.memory_bytes,
         cpu_per_node=(st.cpu + best.acts.offloaded * best.stage.in_flight) * gpus_node,
         nvme_per_node=st.nvme * gpus_node,
+        node=node_limits(plan),
         stage=stage_name,
         explainer=explain,
     )

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from vramplan.core.plan.node import NodeLimits
 from vramplan.core.plan.stack import choices_json
 
 if TYPE_CHECKING:
@@ -100,6 +101,7 @@ class Estimate:
     gpu_capacity: int
     cpu_per_node: int
     nvme_per_node: int
+    node: NodeLimits  # the node's host memory and NVMe: limits like the GPU's memory (`core.plan.node`)
     stage: str  # which pipeline stage is the busiest ("all" without pipeline parallelism)
     explainer: Explainer = field(repr=False, compare=False)
     _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
@@ -181,8 +183,29 @@ class Estimate:
         return live
 
     @property
-    def fits(self) -> bool:
+    def gpu_fits(self) -> bool:
         return self.on_gpu <= self.gpu_capacity
+
+    @property
+    def host_fits(self) -> bool:
+        """The host memory the node's ranks offload to fits in the node's (`core.plan.node`)."""
+        return self.cpu_per_node <= self.node.host.bytes
+
+    @property
+    def nvme_fits(self) -> bool:
+        return self.nvme_per_node <= self.node.nvme.bytes
+
+    @property
+    def exceeded(self) -> tuple[str, ...]:
+        """The limits the plan is over: ``gpu_memory``, ``host_memory``, ``nvme`` (empty: it fits)."""
+        over = (not self.gpu_fits, not self.host_fits, not self.nvme_fits)
+        return tuple(n for n, o in zip(("gpu_memory", "host_memory", "nvme"), over, strict=True) if o)
+
+    @property
+    def fits(self) -> bool:
+        """Fits on the GPU and in the node's host memory and NVMe: a plan that offloads more than the node holds
+        does not run either."""
+        return self.gpu_fits and self.host_fits and self.nvme_fits
 
     @property
     def headroom(self) -> int:
@@ -225,6 +248,12 @@ class Estimate:
                 "headroom": self.headroom,
                 "cpu_per_node": self.cpu_per_node,
                 "nvme_per_node": self.nvme_per_node,
+                "host_limit_per_node": self.node.host.bytes,
+                "host_limit_source": self.node.host.source,
+                "nvme_limit_per_node": self.node.nvme.bytes,
+                "nvme_limit_source": self.node.nvme.source,
+                "gpu_fits": self.gpu_fits,
+                "exceeded": list(self.exceeded),
                 "stage": self.stage,
                 "overhead_terms": dict(self.overhead_bytes),
                 "phases": self.phase_totals(),

@@ -25,6 +25,7 @@ from vramplan.core.plan import presets
 from vramplan.core.plan.combinations import check_combinations
 from vramplan.core.plan.errors import PlanError, pydantic_error, shown, suggest
 from vramplan.core.plan.model import ModelConfig
+from vramplan.core.plan.presets import MAX_NODE_GIB
 from vramplan.core.plan.stack import StackConfig, StackDefault, stack_choices
 from vramplan.core.plan.training import TrainingConfig
 from vramplan.core.plan.values import FROZEN_TABLE, caseless_choices, count_value, strict_scalars
@@ -48,6 +49,19 @@ class HardwareConfig(BaseModel):
     nodes: int = Field(default=1, ge=1, le=100_000)
     price_per_gpu_hour: float | None = Field(
         default=None, ge=0, le=MAX_PRICE_PER_GPU_HOUR, description="overrides the preset's price"
+    )
+    host_memory_gib: float | None = Field(
+        default=None,
+        gt=0,
+        le=MAX_NODE_GIB,
+        description="host memory per node, the limit of offload; unset: this machine's (on its GPU), else the "
+        "GPU preset's typical node",
+    )
+    nvme_gib: float | None = Field(
+        default=None,
+        gt=0,
+        le=MAX_NODE_GIB,
+        description="NVMe space per node for NVMe offload; unset: the GPU preset's typical node",
     )
 
     @model_validator(mode="before")

@@ -33,6 +33,7 @@ _SPEC = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 MAX_TFLOPS = 1e6  # 1 EFLOP/s on one chip
 MIN_TFLOPS = 0.01
 MAX_GBS = 1e6  # 1 PB/s
+MAX_NODE_GIB = 1 << 30  # 1 EiB of host memory or NVMe in one node: past any machine
 
 
 class GpuSpec(BaseModel):
@@ -74,6 +75,12 @@ class GpuSpec(BaseModel):
     price_per_gpu_hour: float | None = Field(default=None, ge=0, le=1e6)
     source: str
     note: str = ""
+    # The typical node this GPU comes in (`core.plan.node`): its host memory and local NVMe for offload, in GiB,
+    # for `node_gpus` GPUs, with where the figures come from. Unset: the documented rule of `core.plan.node`.
+    node_host_memory_gib: float | None = Field(default=None, gt=0, le=MAX_NODE_GIB)
+    node_nvme_gib: float | None = Field(default=None, gt=0, le=MAX_NODE_GIB)
+    node_gpus: int = Field(default=8, ge=1, le=1024, description="GPUs of the node the node_* figures are for")
+    node_source: str = ""
 
     @field_validator("bf16_tflops", "fp16_tflops", "fp8_tflops", "tf32_tflops")
     @classmethod
@@ -147,6 +154,7 @@ class Registry:
         self.origin: dict[str, str] = {}
         self.problems: list[str] = []  # broken user files: "path: problem"
         self.broken: dict[str, str] = {}  # "models/<file stem>" -> its problem line
+        self.machine_host: dict[str, int] = {}  # this machine's GPU preset -> its host memory, bytes
 
     def problem_lines(self) -> list[str]:
         """One line per broken user file; one that has a built-in preset's id says that the built-in is used."""
@@ -332,6 +340,13 @@ def register_gpu(spec: GpuSpec, origin: str) -> None:
     reg = registry()
     reg.gpus.add(spec)
     reg.origin[f"hardware/{spec.id}"] = origin
+
+
+def register_machine_host(gpu_id: str, host_bytes: int) -> None:
+    """This machine's host memory, for plans on its GPU (`core.plan.node`): a front end reads it (vramplan.machine)
+    and says it here, as it registers a detected GPU; `reload` forgets it. Estimates made before are forgotten."""
+    registry().machine_host[gpu_id] = host_bytes
+    memo.clear("estimate")
 
 
 def model_preset(preset_id: str, where: str = "model.preset", reg: Registry | None = None) -> ModelPreset:

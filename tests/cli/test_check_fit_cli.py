@@ -95,7 +95,7 @@ def test_check_json_contract(tmp_plan, capsys: pytest.CaptureFixture[str]) -> No
     data = json_of(["check", str(tmp_plan(OVER)), "--json"], capsys, code=1)
     assert data["summary"]["failing"] == ["oom.capacity"]
     items = data["items"]
-    assert len(items) == 23
+    assert len(items) == 24  # oom.host_memory: the node's host memory and NVMe (issue 28.7)
     for item in items:
         assert {"id", "group", "status", "title", "detail", "fix"} <= set(item)
         assert item["group"] in ("oom", "nan", "slow") and item["status"] in ("ok", "warn", "fail", "manual")

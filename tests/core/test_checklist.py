@@ -45,7 +45,7 @@ def assert_fix_applies(p: Plan, item: Any) -> None:
 def test_items_have_unique_ids_in_their_group_and_a_source() -> None:
     cl = checklist(default_plan())
     ids = [i.id for i in cl]
-    assert len(ids) == len(set(ids)) == 23
+    assert len(ids) == len(set(ids)) == 24
     for item in cl:
         assert item.group in GROUPS and item.id.startswith(item.group + ".")
         assert item.status in ("ok", "warn", "fail", "manual")

@@ -60,7 +60,7 @@ def capacity(c: Context) -> Item:
     where = f"the peak ({est.peak.moment})"
     fix: Effect | None = None
     alternatives: tuple[Effect, ...] = ()
-    if not est.fits:
+    if not est.gpu_fits:
         status = "fail"
         detail = f"{where} needs {gib(total)} of {gib(cap)} per GPU: over by {gib(-est.headroom)}."
     elif est.headroom_fraction < FRAGMENTATION_RISK:
@@ -153,4 +153,45 @@ def other_processes(c: Context) -> Item:
     )
 
 
-RULES: tuple[Rule, ...] = (capacity, *(dominance(k) for k in TARGET_KINDS), other_processes)
+def host_memory(c: Context) -> Item:
+    """What the node's ranks offload against the node's host memory and NVMe (`core.plan.node`): over is a
+    failure (the job dies in the optimizer's allocation or the OOM killer ends it); less than `HOST_SPARE` left is
+    a warning (the OS, page cache, data-loader workers and pinned staging buffers live there too)."""
+    est = c.est
+    parts, status = [], "ok"
+    for label, need, limit in (
+        ("host memory", est.cpu_per_node, est.node.host),
+        ("NVMe", est.nvme_per_node, est.node.nvme),
+    ):
+        if not need and label == "NVMe":
+            continue
+        free = limit.bytes - need
+        text = f"{label}: {gib(need)} of {gib(limit.bytes)} per node ({limit.source})"
+        if free < 0:
+            status = "fail"
+            text += f", over by {gib(-free)}"
+        elif need and free < HOST_SPARE * limit.bytes:
+            status = "warn" if status == "ok" else status
+            text += f", {gib(free)} left: less than {pct(HOST_SPARE)} for the OS and data loading"
+        parts.append(text)
+    detail = "; ".join(parts) + "."
+    if not est.cpu_per_node and not est.nvme_per_node:
+        detail = (
+            f"nothing is offloaded; the node has {gib(est.node.host.bytes)} of host memory ({est.node.host.source})."
+        )
+    elif status == "fail":
+        detail += (
+            " Offload less (`vramplan fit` proposes only plans within these limits), spread it over more nodes, "
+            "or set hardware.host_memory_gib / hardware.nvme_gib to your node's."
+        )
+    return Item("oom.host_memory", "oom", status, "Fits in host memory", detail, HOST_SRC)
+
+
+HOST_SPARE = 0.10  # host memory to leave free per node
+HOST_SRC = (
+    "DeepSpeed ZeRO-Offload keeps the fp32 master weights, gradients and optimizer states of each rank's partition "
+    "in pinned host memory, ZeRO-Infinity on NVMe (Ren et al. 2021, Rajbhandari et al. 2021); the node's figures: "
+    "the plan's key, this machine's /proc/meminfo, or the GPU preset's typical node (core/plan/node.py)"
+)
+
+RULES: tuple[Rule, ...] = (capacity, host_memory, *(dominance(k) for k in TARGET_KINDS), other_processes)
