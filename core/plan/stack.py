@@ -39,7 +39,16 @@ Framework = Literal[
     "custom",
 ]
 FRAMEWORKS: tuple[str, ...] = Framework.__args__  # type: ignore[attr-defined]
-PACKAGES: tuple[str, ...] = ("torch", "transformers", "peft", "bitsandbytes", "deepspeed", "accelerate", "trl")
+PACKAGES: tuple[str, ...] = (
+    "torch",
+    "transformers",
+    "peft",
+    "bitsandbytes",
+    "deepspeed",
+    "accelerate",
+    "trl",
+    "torchtune",
+)
 # The frameworks that run models through transformers' PreTrainedModel (its gradient_checkpointing_enable, PEFT)
 HF_FAMILY: tuple[str, ...] = ("hf-trainer", "trl", "accelerate", "axolotl", "llamafactory", "unsloth", "custom")
 
@@ -78,6 +87,7 @@ class StackConfig(BaseModel):
     deepspeed: str | None = Field(default=None, description="DeepSpeed version")
     accelerate: str | None = Field(default=None, description="accelerate version")
     trl: str | None = Field(default=None, description="TRL version")
+    torchtune: str | None = Field(default=None, description="torchtune version (which linears QLoRA quantizes)")
 
     @model_validator(mode="before")
     @classmethod
@@ -203,9 +213,26 @@ STACK_DEFAULTS: tuple[StackDefault, ...] = (
     StackDefault(
         "training.lora_dtype",
         "bf16",
-        ("torchtune", "litgpt"),
-        "torchtune modules/peft/lora.py LoRALinear (adapters made in the model's dtype, bf16 in every recipe); "
-        "litgpt lora.py under --precision bf16-true (the whole model in bf16)",
+        ("torchtune",),
+        "torchtune recipes/lora_finetune_single_device.py: the model, adapters included, is built under "
+        "training.set_default_dtype(bf16)",
+    ),
+    StackDefault(
+        "training.lora_dtype",
+        "bf16",
+        ("litgpt",),
+        "litgpt finetune/lora.py under --precision bf16-true: the whole model, adapters included, in bf16 "
+        "(litgpt/utils.py's default bf16-mixed keeps fp32 weights)",
+        when=(("training.precision", (None, "bf16-pure")),),
+    ),
+    StackDefault(
+        "training.lora_dtype",
+        "bf16",
+        ("trl",),
+        "trl/trainer/sft_trainer.py (0.26+): on a quantized model every trainable parameter is cast to bfloat16",
+        package="trl",
+        since=(0, 26),
+        when=(("training.method", ("qlora",)),),
     ),
     StackDefault(
         "training.lora_dtype",
@@ -241,8 +268,17 @@ STACK_DEFAULTS: tuple[StackDefault, ...] = (
         "training.quantized_modules",
         "adapted",
         ("torchtune",),
-        "torchtune modules/peft/lora.py LoRALinear(quantize_base=True) holds its base weight as torchao NF4Tensor; "
-        "linears without an adapter stay bf16",
+        "torchtune modules/peft/lora.py (before 0.3.0): LoRALinear(quantize_base=True) holds its base weight as "
+        "torchao NF4Tensor; linears without an adapter stay bf16",
+        package="torchtune",
+        before=(0, 3),
+    ),
+    StackDefault(
+        "training.quantized_modules",
+        "block-linears",
+        ("torchtune",),
+        "torchtune models/llama3/_component_builders.py (0.3.0+): non-adapted block linears are FrozenNF4Linear; "
+        "output_proj is not quantized",
     ),
     StackDefault(
         "training.quantized_modules",

@@ -31,13 +31,18 @@ def test_custom_is_todays_behaviour() -> None:
 
 
 def test_each_stack_fills_what_the_plan_leaves_unset_and_an_explicit_key_wins() -> None:
-    tt = plan(stack__framework="torchtune")
+    tt = plan(stack__framework="torchtune", stack__torchtune="0.2.1")
     assert (tt.training.lora_dtype, tt.training.quantized_modules) == ("bf16", "adapted")
+    assert plan(stack__framework="torchtune").training.quantized_modules == "block-linears"  # 0.3.0+
     assert tt.strategy.checkpoint_impl == "non-reentrant"
     assert plan(stack__framework="hf-trainer", stack__transformers="4.45.2").strategy.checkpoint_impl == "reentrant"
     assert plan(stack__framework="hf-trainer", stack__transformers="5.0.0").strategy.checkpoint_impl == "non-reentrant"
     assert plan(stack__framework="hf-trainer").strategy.checkpoint_impl == "non-reentrant"  # unset: the newest
     assert plan(stack__framework="litgpt").training.lora_dropout == 0.05
+    assert plan(stack__framework="litgpt").training.lora_dtype == "bf16"
+    assert plan(stack__framework="litgpt", training__precision="bf16-autocast").training.lora_dtype == "fp32"
+    assert plan(stack__framework="trl", stack__trl="0.26.0").training.lora_dtype == "bf16"  # QLoRA: cast to bf16
+    assert plan(stack__framework="trl", stack__trl="0.26.0", training__method="lora").training.lora_dtype == "fp32"
     mine = plan(stack__framework="torchtune", training__lora_dtype="fp32")
     assert mine.training.lora_dtype == "fp32" and "training.lora_dtype" not in mine.stack_chosen
     # switching stacks re-chooses only what the stack chose: the explicit key stays
@@ -65,7 +70,8 @@ def test_versions_choose_rows() -> None:
     assert plan(stack__bitsandbytes="0.43.2").training.bnb_generation == "current"
     assert plan(stack__bitsandbytes="0.45.0.dev0").training.bnb_generation == "current"
     assert plan(stack__framework="trl", stack__peft="0.10.0").training.lora_dtype == "bf16"
-    assert plan(stack__framework="trl", stack__peft="0.13.2").training.lora_dtype == "fp32"
+    assert plan(stack__framework="trl", stack__peft="0.13.2", training__method="lora").training.lora_dtype == "fp32"
+    assert plan(stack__framework="axolotl", stack__peft="0.10.0").training.lora_dtype == "bf16"
     assert version_tuple("2.5.0+cu124") == (2, 5, 0) and version_tuple("1.0.0rc1") == (1, 0, 0)
 
 
