@@ -317,8 +317,9 @@ def _print_notices(caught: list[warnings.WarningMessage]) -> None:
 
 
 def _note_this_machine() -> None:
-    """This machine's host memory (/proc/meminfo), registered for its detected GPU (`core.plan.node`);
-    ``VRAMPLAN_DETECT=0`` turns both readings off."""
+    """This machine's host memory (/proc/meminfo), registered for its detected GPU (`core.plan.node`). Only for a
+    command without a plan file, which detects the GPUs anyway (a plan file never runs nvidia-smi: it may describe
+    another machine; hardware.host_memory_gib says its node's); ``VRAMPLAN_DETECT=0`` turns both readings off."""
     from vramplan.core.plan.detect import detected_gpus
     from vramplan.machine.host import note_this_machine
 
@@ -347,7 +348,7 @@ def run(argv: Sequence[str]) -> int:
         handler: Handler = args.handler
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", PlanNotice)
-            if hasattr(args, "plan"):  # a command on a plan: the host memory of this machine, for plans on its GPU
+            if hasattr(args, "plan") and not args.plan:  # the starting plan, on this machine: its host memory
                 _note_this_machine()
             code = handler(args)
         _print_notices(caught)

@@ -63,15 +63,16 @@ def parse_memtotal(text: bytes) -> int | None:
     return total if 0 < total <= MAX_HOST_BYTES else None
 
 
-def host_memory_bytes(path: Path = MEMINFO) -> int | None:
-    """This machine's host memory (``MemTotal``), or None: detection off, no such file, or nothing that parses."""
+def host_memory_bytes(path: Path | None = None) -> int | None:
+    """This machine's host memory (``MemTotal`` of ``path``, default `MEMINFO`), or None: detection off, no such
+    file, or nothing that parses."""
     if not detection_on():
         return None
-    data = read_bounded(path)
+    data = read_bounded(MEMINFO if path is None else path)
     return None if data is None else parse_memtotal(data)
 
 
-def note_this_machine(det: DetectedGpus | None, path: Path = MEMINFO) -> int | None:
+def note_this_machine(det: DetectedGpus | None, path: Path | None = None) -> int | None:
     """Tell core this machine's host memory for plans on its GPU (``det``, the detected GPUs; None: no GPU
     detected, nothing to tell). Returns the bytes registered, or None."""
     if det is None:

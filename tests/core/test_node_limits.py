@@ -119,3 +119,26 @@ def test_estimate_and_fit_say_which_limit(capsys: pytest.CaptureFixture[str]) ->
     assert run(["fit", *ARGS_70B, "--set", "hardware.host_memory_gib=4096"]) == 0
     out = capsys.readouterr().out
     assert "offload within 4096.0 GiB per node (hardware.host_memory_gib, as set)" in out
+
+
+def test_the_cli_uses_this_machines_memory_on_its_gpu(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No plan file: the GPUs are detected (a fake nvidia-smi) and /proc/meminfo (a fake one) gives the node's
+    host memory; VRAMPLAN_DETECT=0 reads neither, and the preset's typical node is the limit."""
+    from tests.cli.test_machine_cli import install_smi
+    from vramplan.machine import host
+
+    fake = tmp_path / "meminfo"
+    fake.write_text("MemTotal:       1056964608 kB\n")  # 1,056,964,608 kB x 1024 = 1008 GiB
+    monkeypatch.setattr(host, "MEMINFO", fake)
+    install_smi(tmp_path, monkeypatch, "NVIDIA A100-SXM4-80GB, 81920\n" * 8)
+    assert run(["estimate", "--json"]) == 0
+    memory = json.loads(capsys.readouterr().out)["memory"]
+    assert memory["host_limit_per_node"] == 1008 * GiB and "this machine" in memory["host_limit_source"]
+    assert run(["estimate", "--json", "--gpu", "h100-80gb"]) == 0  # not this machine's GPU: its typical node
+    assert json.loads(capsys.readouterr().out)["memory"]["host_limit_per_node"] == 2048 * GiB
+    monkeypatch.setenv("VRAMPLAN_DETECT", "0")
+    presets.reload()
+    assert run(["estimate", "--json", "--gpu", "a100-80gb"]) == 0
+    assert json.loads(capsys.readouterr().out)["memory"]["host_limit_per_node"] == 2048 * GiB
