@@ -163,6 +163,13 @@ STACK_DEFAULTS: tuple[StackDefault, ...] = (
     StackDefault(
         "strategy.checkpoint_impl",
         "reentrant",
+        ("axolotl", "llamafactory"),
+        'axolotl core/builders (SFT): gradient_checkpointing_kwargs defaults to {"use_reentrant": True}; '
+        "LLaMA-Factory model/model_utils/checkpointing.py: use_reentrant_gc defaults to True",
+    ),
+    StackDefault(
+        "strategy.checkpoint_impl",
+        "reentrant",
         ("trl",),
         "trl/trainer/sft_trainer.py SFTTrainer.__init__ (0.27+): PEFT under DeepSpeed ZeRO-3 forces "
         '{"use_reentrant": True}',

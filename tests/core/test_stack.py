@@ -50,6 +50,12 @@ def test_each_stack_fills_what_the_plan_leaves_unset_and_an_explicit_key_wins() 
     assert tt.with_changes({"stack.framework": "litgpt"}).training.quantized_modules == "all-linears"
 
 
+def test_axolotl_and_llamafactory_ask_for_reentrant_checkpointing_themselves() -> None:
+    for framework in ("axolotl", "llamafactory"):
+        p = plan(stack__framework=framework, stack__transformers="5.2.0")
+        assert p.strategy.checkpoint_impl == "reentrant"
+
+
 def test_trl_checkpoints_its_own_way_since_0_27() -> None:
     old = plan(stack__framework="trl", stack__trl="0.21.0", stack__transformers="4.46.0")
     assert old.strategy.checkpoint_impl == "reentrant"

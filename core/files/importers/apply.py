@@ -81,13 +81,24 @@ def read_config(path: str | Path) -> ImportLog:
     fmt = detect_format(data, str(path))
     log = ImportLog(fmt)
     how = "the framework that runs it: its defaults fill the keys the plan leaves unset"
-    log.set(f"({FORMATS[fmt]})", None, "stack.framework", FRAMEWORK_OF[fmt], how)
+    framework = FRAMEWORK_OF[fmt]
+    if fmt == "deepspeed" and _has_auto(data):
+        # "auto" values are filled in by transformers' Trainer (integrations/deepspeed.py trainer_config_process)
+        framework, how = "hf-trainer", how + ' (its "auto" values are the HF Trainer\'s)'
+    log.set(f"({FORMATS[fmt]})", None, "stack.framework", framework, how)
     READERS[fmt](data, log)
     named = [r.key for r in log.reads] + [i.key for i in log.ignored] + list(log.batch.keys.values())
     for key, value in data.items():  # the net under every reader: no top-level key goes unmentioned
         if not any(n == key or n.startswith((f"{key}.", f"(no {key}", f"{key} +")) for n in named):
             log.ignore(str(key), value, "its value gave no plan setting (empty, off or not understood)")
     return log
+
+
+def _has_auto(data: Any, depth: int = 0) -> bool:
+    """Whether a DeepSpeed config holds an ``"auto"`` value (nested tables searched a few levels down)."""
+    if isinstance(data, dict) and depth < 4:
+        return any(v == "auto" or _has_auto(v, depth + 1) for v in data.values())
+    return False
 
 
 def _user_keys(model: str | None, gpu: str | None, sets: Sequence[str], hf_config: str | None) -> set[str]:
