@@ -71,7 +71,9 @@ class TrainingConfig(BaseModel):
         default=None,
         ge=MIN_MFU,
         le=1,
-        description="fraction of the dense peak the math reaches; unset: 0.45 (core.time.step)",
+        description="model-FLOPs utilisation of the step's math, recomputation's time included; unset: the GPU's "
+        "math MFU (A100 0.59, H100-class 0.45) / (1 + k x attention share) x model / hardware FLOPs "
+        "(core.time.assumptions)",
     )
 
     @field_validator("tokens", "mfu", mode="before")

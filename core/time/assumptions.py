@@ -7,24 +7,39 @@ from typing import NamedTuple
 
 from vramplan.core.plan import presets
 
+
 # MFU in PaLM's sense (Chowdhery et al. 2022, App. B): model FLOPs (6N + 12·L·s·h_q per token, recomputation not
-# counted) per second over the GPU's dense 16-bit peak. The default when `training.mfu` is unset:
-#     m0[generation][checkpointing] / (1 + k[generation] · a),   a = 12·L·s·h_q / (6N + 12·L·s·h_q)
-# m0: median of published bf16 runs of >= 1B-parameter models, each converted to this definition; k: median over
+# counted) per second over the GPU's dense 16-bit peak. The default when `training.mfu` is unset is one *math* MFU
+# per GPU generation, the same whatever the plan recomputes; the recomputed FLOPs run at that rate
+# (`core.time.flops.token_flops`), so the plan's MFU is
+#     m0[generation] / (1 + k[generation] · a) x model / hardware FLOPs,   a = 12·L·s·h_q / (6N + 12·L·s·h_q)
+# m0: the median of published bf16 runs of >= 1B-parameter models that recompute nothing (or only the attention
+# core, which re-runs nothing as a -> 0), converted to this definition: their MFU is the math's rate. Runs with full
+# recomputation are not pooled in: their median (A100 0.53 over 47 runs, H100 0.42 over 30) x 4/3 (hardware /
+# model FLOPs) would put the math at 0.71 / 0.56, because those runs are mostly larger models (llm-foundry's
+# 30B-70B, Megatron's) whose wider matmuls run faster, not because recomputing is free. k: median over
 # llm-foundry's sequence-length sweeps (same model and checkpointing, two lengths) of how MFU falls with the
-# attention share a. Rows: A100 42 without / 47 with full recomputation, H100 50 / 30.
-MFU_TABLE: dict[str, tuple[float, float, float]] = {  # generation -> (m0 none/selective, m0 full, k)
-    "ampere": (0.59, 0.53, 0.21),
-    "hopper": (0.45, 0.42, 0.58),
+# attention share a.
+class MathMfu(NamedTuple):
+    """One GPU generation's math MFU (model FLOPs, PaLM's definition) and the runs it is the median of."""
+
+    m0: float  # median MFU of runs without recomputation (or with selective), extrapolated to a = 0
+    runs: int
+    k: float  # how MFU falls with the attention share: / (1 + k·a)
+
+
+MATH_MFU: dict[str, MathMfu] = {
+    "ampere": MathMfu(0.59, 42, 0.21),
+    "hopper": MathMfu(0.45, 50, 0.58),
 }
-MFU_ROWS = {"ampere": "42 / 47", "hopper": "50 / 30"}
 MFU_SOURCE = (
     "published MFU in PaLM's sense (model FLOPs, recomputation not counted; Chowdhery et al. 2022 App. B, the "
     "definition of torchtitan components/metrics.py, Megatron-LM num_floating_point_operations, llm-foundry "
-    "collect_results.py, fms-fsdp): llm-foundry benchmark tables (MPT 1B-70B, A100-40/80 and H100, 2k-32k tokens), "
-    "Megatron-LM's A100 (Korthikanti et al. 2022 Table 5) and H100 (Megatron-Core r0.8.0 model table) runs, "
-    "fms-fsdp's Llama 2 7B-70B runs and torchtitan's Llama 3 8B H100 runs; set training.mfu for your stack "
-    "(short single-GPU fine-tuning runs below these)"
+    "collect_results.py, fms-fsdp) of runs without full recomputation: llm-foundry benchmark tables (MPT 1B-70B, "
+    "A100-40/80 and H100, 2k-32k tokens), Megatron-LM's A100 (Korthikanti et al. 2022 Table 5) and H100 "
+    "(Megatron-Core r0.8.0 model table) runs, fms-fsdp's Llama 2 7B-70B runs and torchtitan's Llama 3 8B H100 "
+    "runs; recomputation's FLOPs at the same rate (Korthikanti et al. 2022 Tables 4-5: +30-40% step time for full "
+    "recomputation); set training.mfu for your stack (short single-GPU fine-tuning runs below these)"
 )
 
 
@@ -33,25 +48,24 @@ class DefaultMfu(NamedTuple):
 
     value: float
     generation: str  # "ampere" | "hopper" | "other" (Hopper's row used)
-    m0: float
+    m0: float  # the math MFU (`MATH_MFU`)
     k: float
     attention_share: float
-    column: str  # "none/selective" | "full"
-    recompute_factor: float  # per-op checkpointing's recomputed matmuls: model / (model + recomputed)
+    recompute_factor: float  # model / hardware FLOPs: the time the plan's recomputation takes from the math
 
     def text(self) -> str:
         gen = {"ampere": "A100", "hopper": "H100-class"}.get(
             self.generation, "no published bf16 MFU for this GPU: Hopper's row"
         )
-        rows = MFU_ROWS.get(self.generation, MFU_ROWS["hopper"])
+        row = MATH_MFU.get(self.generation, MATH_MFU["hopper"])
         tail = (
-            f" x {self.recompute_factor:.3f} (per-op checkpointing recomputes every second matmul)"
+            f" x {self.recompute_factor:.3f} (model / hardware FLOPs: the recomputed FLOPs run at the same rate)"
             if self.recompute_factor < 1
             else ""
         )
         return (
-            f"training.mfu not set: {self.value:.3f} = {self.m0:g} ({gen}, {self.column} recomputation; median of "
-            f"published runs, {rows} rows) / (1 + {self.k:g} x {self.attention_share:.3f} attention share){tail}"
+            f"training.mfu not set: {self.value:.3f} = {self.m0:g} ({gen} math MFU: median of {row.runs} published "
+            f"runs without full recomputation) / (1 + {self.k:g} x {self.attention_share:.3f} attention share){tail}"
         )
 
 
@@ -66,13 +80,12 @@ def gpu_generation(gpu_id: str, gpu_name: str) -> str:
     return "other"
 
 
-def default_mfu(generation: str, full_recompute: bool, attention_share: float, recompute_factor: float) -> DefaultMfu:
-    """The default MFU (see MFU_TABLE)."""
-    m0_none, m0_full, k = MFU_TABLE.get(generation, MFU_TABLE["hopper"])
-    m0 = m0_full if full_recompute else m0_none
-    value = m0 / (1 + k * attention_share) * recompute_factor
-    column = "full" if full_recompute else "none/selective"
-    return DefaultMfu(value, generation, m0, k, attention_share, column, recompute_factor)
+def default_mfu(generation: str, attention_share: float, recompute_factor: float) -> DefaultMfu:
+    """The default MFU: the generation's math MFU, lowered by the attention share and by the time the plan's
+    recomputation takes (`recompute_factor` = model / hardware FLOPs; 1 without recomputation)."""
+    row = MATH_MFU.get(generation, MATH_MFU["hopper"])
+    value = row.m0 / (1 + row.k * attention_share) * recompute_factor
+    return DefaultMfu(value, generation, row.m0, row.k, attention_share, recompute_factor)
 
 
 HOST_MEMORY_GBS_PER_NODE = 100.0

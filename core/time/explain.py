@@ -51,26 +51,38 @@ def time_formulas(plan: Plan, w: Work, terms: tuple[TimeTerm, ...]) -> dict[str,
         "MFU as defined by PaLM (Chowdhery et al. 2022) App. B: model FLOPs, recomputation not counted",
     )
 
-    recompute = {
-        "full": " + forward recomputed",
-        "selective": " + attention recomputed",
-        "op": " + every second matmul recomputed",
-    }.get(s.gradient_checkpointing, "")
     method = "6N + 12·L·s·h_q" if t.method == "full" else "4N + 12·L·s·h_q + adapters (frozen: no dW)"
     src = fl.MATMUL_SRC + "; " + fl.ATTENTION_SRC
     if t.method != "full":
         src += "; " + fl.LORA_SRC
-    if recompute:
-        src += "; " + fl.RECOMPUTE_SRC
     how = w.mfu_default.text() if w.mfu_default is not None else f"training.mfu = {w.mfu:g}"
     f8 = " x Float8 share at the fp8 peak" if s.float8 else ""
+    math_mfu = w.mfu * tok.hardware / tok.model  # the rate of all the math, recomputation included
+    rate = f"/ {w.share} (TP x PP) / ({w.peak / 1e12:g} TFLOP/s {w.peak_dtype} x {math_mfu:.3g} math MFU){f8}"
     out["compute"] = (
-        f"{_mbs(m)} x {T:,} tokens x {_g(tok.model)} model FLOP/token ({method}) / {w.share} "
-        f"(TP x PP) / ({w.peak / 1e12:g} TFLOP/s {w.peak_dtype} x MFU {w.mfu:.3g}){f8} = "
-        f"{_ms(by['compute'].seconds)}; the GPU executes {_g(tok.hardware)} FLOP/token{recompute} in that time "
-        f"(HFU = MFU x {tok.hardware / tok.model:.3f}). {how}",
+        f"{_mbs(m)} x {T:,} tokens x {_g(tok.model)} model FLOP/token ({method}) {rate} = "
+        f"{_ms(by['compute'].seconds)}; with the recomputation, MFU {w.mfu:.3g} = math MFU x model / hardware "
+        f"FLOPs {tok.model / tok.hardware:.3f} (HFU = MFU x {tok.hardware / tok.model:.3f}). {how}",
         f"{src}; {MFU_SOURCE}",
     )
+    if "recompute" in by:
+        ckpt = s.gradient_checkpointing
+        blocks = fl.recomputed_blocks(plan.model.num_hidden_layers, ckpt, s.checkpoint_every)
+        what = {
+            "full": "each block's forward: 2 x block linear weights + 4·s·h_q"
+            + ("" if t.method == "full" else " + adapters, the frozen base included"),
+            "selective": "the attention core: 4·s·h_q (QKᵀ and AV)",
+            "op": "the matmuls the per-op policy does not save: every second one",
+        }[ckpt]
+        every = (
+            f" (checkpoint_every = {s.checkpoint_every})" if s.checkpoint_every > 1 and ckpt in ("full", "op") else ""
+        )
+        out["recompute"] = (
+            f"{_mbs(m)} x {T:,} tokens x {blocks} blocks{every} x {_g(tok.recompute // max(blocks, 1))} FLOP/token "
+            f"({what}; the embedding and lm_head are not re-run) {rate} = {_ms(by['recompute'].seconds)}: "
+            f"+{tok.recompute / tok.model:.1%} of the model FLOPs",
+            fl.RECOMPUTE_SRC,
+        )
     passes = fl.weight_read_passes(t.method == "full", s.gradient_checkpointing)
     out["weight_streaming"] = (
         f"{m} x {passes} passes x {_g(w.weights_local)} weights x {w.act_bytes} B / HBM {w.hbm / 1e9:.0f} GB/s = "

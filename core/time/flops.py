@@ -28,8 +28,13 @@ LORA_SRC = (
     "(Hu et al. 2021 §4.2: about 25% faster than full fine-tuning); adapters A, B cost 6·r·(d_in + d_out) per token"
 )
 RECOMPUTE_SRC = (
-    "Korthikanti et al. 2022 §5 and App. A: full recomputation runs the forward again (8N per token instead of "
-    "6N); selective recomputation re-runs only the attention core (QKᵀ, softmax, AV)"
+    "Korthikanti et al. 2022 §5 and App. A: full recomputation runs each checkpointed block's forward again in its "
+    "backward (+1/3 of the block's 3x forward-backward FLOPs; the embedding and the lm_head/loss sit outside the "
+    "checkpointed blocks and are not re-run); selective recomputation re-runs only the attention core (QKᵀ, "
+    "softmax, dropout, AV: §4.2.1); per-op checkpointing the matmuls torchtitan's policy does not save; "
+    "checkpoint_every = k: blocks k, 2k, ... only (torchtitan ac_freq). The recomputed FLOPs run at the same MFU "
+    "as the rest of the math: Korthikanti et al. Tables 4-5 measure +30-40% step time for full recomputation "
+    "against none on the same model and GPUs"
 )
 
 
@@ -39,6 +44,13 @@ def forward_matmul_flops(arch: Arch) -> int:
     N = L·(block linear weights) + V·h: the lm_head is a matmul even when tied to the embedding. Source: Kaplan
     et al. 2020 §2.1 (C_forward ≈ 2N); norms, biases and activations are O(h) per token and left out."""
     return 2 * arch.matmul_weight_params
+
+
+def head_forward_flops(arch: Arch) -> int:
+    """Forward FLOPs per token of the lm_head: 2·V·h (part of `forward_matmul_flops`; outside the decoder blocks,
+    so activation checkpointing never re-runs it: torch utils/checkpoint.py wraps each block, HF
+    ``GradientCheckpointingLayer``, torchtitan ``apply_ac`` per ``TransformerBlock``)."""
+    return 2 * arch.V * arch.h
 
 
 def attention_forward_flops(arch: Arch, s: int) -> int:
@@ -86,6 +98,33 @@ def op_recompute_flops(arch: Arch, roles: tuple[str, ...], rank: int) -> int:
     return 2 * arch.L * sum(weights[1::2])
 
 
+def recomputed_blocks(L: int, checkpointing: str, checkpoint_every: int = 1) -> int:
+    """How many decoder blocks re-run forward work in their backward: none 0; selective every block (its attention
+    core); full and op ``L // k`` with ``checkpoint_every`` = k (blocks k, 2k, ...: torchtitan
+    ``apply_ac``'s ``_count % ac_freq == 0``, as `core.memory.activations.stage` counts them)."""
+    if checkpointing == "none":
+        return 0
+    return L if checkpointing == "selective" else L // checkpoint_every
+
+
+def block_recompute_flops(
+    arch: Arch, s: int, checkpointing: str, *, full: bool, roles: tuple[str, ...], rank: int
+) -> int:
+    """Forward FLOPs per token that one checkpointed block re-runs in its backward.
+
+    full: the block's whole forward, 2·(block linear weights) + 4·s·h_q (+ its LoRA adapters; the frozen base's
+    matmuls are re-run too): Korthikanti et al. 2022 §5; selective: the attention core alone, 4·s·h_q (QKᵀ and AV,
+    counted as `attention_forward_flops` counts them: the full s x s matrix; softmax and dropout are O(s²) pointwise,
+    not matmul FLOPs): §4.2.1; op: the matmuls torchtitan's policy does not save (`op_recompute_flops`)."""
+    L = arch.L
+    if checkpointing == "full":
+        fwd = forward_matmul_flops(arch) - head_forward_flops(arch) + attention_forward_flops(arch, s)
+        return (fwd + (0 if full else lora_forward_flops(arch, roles, rank))) // L
+    if checkpointing == "op":
+        return op_recompute_flops(arch, roles, rank) // L
+    return attention_forward_flops(arch, s) // L if checkpointing == "selective" else 0
+
+
 def token_flops(
     arch: Arch,
     s: int,
@@ -101,9 +140,8 @@ def token_flops(
     Full training: forward 2N + A, backward 4N + 2A (A = attention core forward; the backward of a matmul is two
     matmuls of the same size: dX and dW), so model FLOPs = 6N + 12·L·s·h_q (PaLM App. B).
     LoRA / QLoRA: frozen weights get only dX, so backward = 2N + 2A + 2·adapters: model FLOPs ≈ 4N + 12·L·s·h_q.
-    Full checkpointing re-runs the forward (8N in total for full training); selective re-runs the attention core;
-    per-op checkpointing every second matmul (`op_recompute_flops`); ``checkpoint_every`` = k: blocks k, 2k, ...
-    only."""
+    Recomputation: `recomputed_blocks` x `block_recompute_flops` (full checkpointing of every block: the forward
+    less the lm_head's 2·V·h, about 8N in total for full training)."""
     mm = forward_matmul_flops(arch)
     att = attention_forward_flops(arch, s)
     if full:
@@ -111,15 +149,9 @@ def token_flops(
     else:
         ad = lora_forward_flops(arch, roles, rank)
         fwd, bwd = mm + att + ad, mm + 2 * att + 2 * ad
-    if checkpointing == "full":
-        recompute = fwd
-    elif checkpointing == "op":
-        recompute = op_recompute_flops(arch, roles, rank)
-    else:
-        recompute = att if checkpointing == "selective" else 0
-    if checkpoint_every > 1 and checkpointing in ("full", "op"):  # only blocks k, 2k, ... are checkpointed
-        recompute = recompute * (arch.L // checkpoint_every) // arch.L
-    return TokenFlops(fwd, bwd, recompute)
+    blocks = recomputed_blocks(arch.L, checkpointing, checkpoint_every)
+    per_block = block_recompute_flops(arch, s, checkpointing, full=full, roles=roles, rank=rank)
+    return TokenFlops(fwd, bwd, blocks * per_block)
 
 
 # -- bytes moved by memory-bound kernels ----------------------------------------------------------------------------

@@ -53,6 +53,7 @@ class TimeTerm(NamedTuple):
 
 LABELS: dict[str, str] = {
     "compute": "Matmuls + attention",
+    "recompute": "Recomputation",
     "weight_streaming": "Weight streaming",
     "autocast_casts": "Autocast weight casts",
     "eager_attention": "Eager attention s² traffic",

@@ -88,17 +88,14 @@ def _int8_traffic(plan: Plan, arch: Arch, tp: int) -> int:
 
 
 def plan_default_mfu(plan: Plan, tok: fl.TokenFlops) -> DefaultMfu:
-    """The MFU the plan gets when ``training.mfu`` is unset (`core.time.assumptions.default_mfu`): the GPU's
-    generation, full recomputation or not, the attention share of the model FLOPs at this sequence length, and
-    per-op checkpointing's recomputed matmuls."""
-    arch, s = plan.model.arch(), plan.strategy
+    """The MFU the plan gets when ``training.mfu`` is unset (`core.time.assumptions.default_mfu`): the GPU
+    generation's math MFU, the attention share of the model FLOPs at this sequence length, and the share of the
+    math's time its recomputation takes (model / hardware FLOPs: the recomputed FLOPs run at the same rate)."""
+    arch = plan.model.arch()
     gpu = presets.gpu(plan.hardware.gpu)
     mm = fl.forward_matmul_flops(arch)
     att = fl.attention_forward_flops(arch, plan.training.seq_len)
-    factor = tok.model / tok.hardware if s.gradient_checkpointing == "op" else 1.0
-    return default_mfu(
-        gpu_generation(plan.hardware.gpu, gpu.name), s.gradient_checkpointing == "full", att / (mm + att), factor
-    )
+    return default_mfu(gpu_generation(plan.hardware.gpu, gpu.name), att / (mm + att), tok.model / tok.hardware)
 
 
 def float8_factor(plan: Plan, arch: Arch, tok: fl.TokenFlops) -> float:
@@ -147,10 +144,12 @@ def step_time(plan: Plan) -> StepTime:
 
     # -- one micro-batch on one GPU: math and memory-bound kernels, forward and backward (with recomputation) ----
     # MFU counts model FLOPs (PaLM App. B): the step's math takes model FLOPs / (MFU x peak), recomputation
-    # included in that time (the backward's share: it runs the recomputation)
+    # included in that time: it runs in the backward at the rate of the rest of the math (the default MFU already
+    # carries model / hardware FLOPs: `plan_default_mfu`)
     math = tok.model * T / share / (peak * mfu) * float8_factor(plan, arch, tok)
-    math_f = math * tok.forward / tok.model
+    math_f = math * tok.forward / tok.hardware
     math_b = math - math_f
+    math_r = math * tok.recompute / tok.hardware  # the recomputation's part of the backward
     weights_local = arch.matmul_weight_params / share
     per_pass = weights_local * C / hbm  # streaming every matmul weight once
     stream_f, stream_b = per_pass, (fl.weight_read_passes(full, ckpt) - 1) * per_pass
@@ -263,7 +262,8 @@ def step_time(plan: Plan) -> StepTime:
     per_mb_comm = m * (fwd_comm + bwd_comm)  # ZeRO-3 gathers + reduce-scatter, or ZeRO-2 reduce-scatter
     mem, com, off = "memory", "communication", "offload"
     candidates = (
-        TimeTerm(name="compute", seconds=m * math_mb, exposed=m * math_mb, category="compute"),
+        TimeTerm(name="compute", seconds=m * (math_mb - math_r), exposed=m * (math_mb - math_r), category="compute"),
+        TimeTerm(name="recompute", seconds=m * math_r, exposed=m * math_r, category="compute"),
         TimeTerm(name="weight_streaming", seconds=m * stream_mb, exposed=m * stream_exposed, category=mem),
         TimeTerm(name="autocast_casts", seconds=m * cast, exposed=m * cast, category=mem),
         TimeTerm(name="eager_attention", seconds=m * eager, exposed=m * eager, category=mem),

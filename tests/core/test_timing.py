@@ -54,7 +54,9 @@ def test_full_training_is_6n_plus_attention_and_8n_with_recompute() -> None:
     assert none.model == none.hardware == 6 * N_7B + 12 * 32 * 2048 * 4096 == 42_863_689_728
     full = token_flops(LLAMA_7B, 2048, full=True, roles=(), rank=8, checkpointing="full")
     assert full.model == none.model
-    assert full.hardware == 8 * N_7B + 16 * 32 * 2048 * 4096  # 8N: the forward runs twice
+    # 8N: the blocks' forward runs twice; the lm_head (2·V·h = 2 x 32000 x 4096) sits outside the checkpointed
+    # blocks and is not re-run
+    assert full.hardware == 8 * N_7B - 2 * 32000 * 4096 + 16 * 32 * 2048 * 4096
     sel = token_flops(LLAMA_7B, 2048, full=True, roles=(), rank=8, checkpointing="selective")
     assert sel.hardware - sel.model == 4 * 32 * 2048 * 4096  # only the attention core again
 
@@ -109,13 +111,16 @@ def test_default_plan_compute_term() -> None:
     arch = plan.model.arch()
     assert arch.matmul_weight_params == N_7B
     # MFU counts model FLOPs (PaLM App. B): per GPU 2048 tokens x (6N + 12·L·s·h) / (312e12 x MFU); the default MFU
-    # for an A100 with full recomputation: 0.53 / (1 + 0.21 x attention share)
+    # for an A100: the math MFU 0.59 / (1 + 0.21 x attention share), x model / hardware FLOPs for the recomputation
     model = 6 * N_7B + 12 * 32 * 2048 * 4096
+    hardware = 8 * N_7B - 2 * 32000 * 4096 + 16 * 32 * 2048 * 4096
     share = 12 * 32 * 2048 * 4096 / model
-    assert st.mfu_default is not None and st.mfu_setting == pytest.approx(0.53 / (1 + 0.21 * share))
-    expected = 2048 * model / (312e12 * st.mfu_setting)
-    assert st.seconds("compute") == pytest.approx(expected)
-    assert st.hfu == pytest.approx(st.mfu * (8 * N_7B + 16 * 32 * 2048 * 4096) / model)
+    math_mfu = 0.59 / (1 + 0.21 * share)
+    assert st.mfu_default is not None and st.mfu_setting == pytest.approx(math_mfu * model / hardware)
+    # the model FLOPs and the recomputed ones both run at the math MFU
+    assert st.seconds("compute") == pytest.approx(2048 * model / (312e12 * math_mfu))
+    assert st.seconds("recompute") == pytest.approx(2048 * (hardware - model) / (312e12 * math_mfu))
+    assert st.hfu == pytest.approx(st.mfu * hardware / model)
     assert st.flops_per_step == 8 * 2048 * (6 * N_7B + 12 * 32 * 2048 * 4096)
     assert st.tokens_per_step == 8 * 2048
     assert st.bottleneck == "compute"
@@ -128,6 +133,7 @@ def test_mfu_setting_scales_compute() -> None:
     base = step_time(default_plan())
     half = step_time(default_plan().with_changes({"training.mfu": base.mfu_setting / 2}))
     assert half.seconds("compute") == pytest.approx(2 * base.seconds("compute"))
+    assert half.seconds("recompute") == pytest.approx(2 * base.seconds("recompute"))
     assert half.mfu_setting == base.mfu_setting / 2 and half.mfu_default is None
 
 
@@ -142,21 +148,22 @@ def test_mfu_setting_is_model_flops_utilisation() -> None:
         }
     )
     st = step_time(plan)
-    assert st.flops_per_step / (st.seconds("compute") * st.peak_flops) == pytest.approx(0.5)
+    math = st.seconds("compute") + st.seconds("recompute")  # the step's math, its recomputation included
+    assert st.flops_per_step / (math * st.peak_flops) == pytest.approx(0.5)
     assert st.mfu == pytest.approx(0.5, rel=0.02)  # the optimizer step is the only other term
     assert st.hfu == pytest.approx(st.mfu * st.hardware_flops_per_step / st.flops_per_step)
 
 
 def test_default_mfu_table() -> None:
-    """The default's rows (core.time.assumptions.MFU_TABLE): the GPU's generation picks the row, full
-    recomputation the column, longer sequences lower it; GPUs without published rows use Hopper's, marked."""
+    """The default's rows (core.time.assumptions.MATH_MFU): the GPU's generation picks the row, longer sequences
+    lower it, recomputation multiplies it by model / hardware FLOPs; GPUs without published rows use Hopper's."""
     assert gpu_generation("a100-40gb", "NVIDIA A100 40GB") == "ampere"
     assert gpu_generation("h200", "NVIDIA H200") == "hopper"
     assert gpu_generation("l40s", "NVIDIA L40S") == "other"
-    assert default_mfu("ampere", False, 0.0, 1.0).value == pytest.approx(0.59)
-    assert default_mfu("ampere", True, 0.0, 1.0).value == pytest.approx(0.53)
-    assert default_mfu("hopper", False, 0.25, 1.0).value == pytest.approx(0.45 / (1 + 0.58 * 0.25))
-    assert "Hopper's row" in default_mfu("other", False, 0.1, 1.0).text()
+    assert default_mfu("ampere", 0.0, 1.0).value == pytest.approx(0.59)
+    assert default_mfu("ampere", 0.0, 0.75).value == pytest.approx(0.59 * 0.75)  # full recomputation: 6N / 8N
+    assert default_mfu("hopper", 0.25, 1.0).value == pytest.approx(0.45 / (1 + 0.58 * 0.25))
+    assert "Hopper's row" in default_mfu("other", 0.1, 1.0).text()
 
 
 def test_tensor_parallel_all_reduces() -> None:
