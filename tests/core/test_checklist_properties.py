@@ -127,7 +127,9 @@ def test_advice_suggestions_fit_and_are_minimal(data: dict[str, Any]) -> None:
                     smaller = estimate(plan.with_changes(merged))
                 except PlanError:
                     continue
-                assert smaller.total > base.gpu_capacity * (1 - goal), (s.title, [m.title for m in sub])
+                over_gpu = smaller.total > base.gpu_capacity * (1 - goal)
+                over_node = not (smaller.host_fits and smaller.nvme_fits)  # offload past the node's host memory
+                assert over_gpu or over_node, (s.title, [m.title for m in sub])
         if s.speedups:  # the speed moves its spare memory pays for make it faster than its memory moves alone
             alone = plan.with_changes({key: v for mv in s.moves for key, v in mv.changes})
             assert s.effect.step_seconds < step_time(alone).step_seconds, s.title
