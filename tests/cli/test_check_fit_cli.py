@@ -176,7 +176,8 @@ def test_fit_finds_levers_that_help_only_together(tmp_plan, capsys: pytest.Captu
     assert together in by_changes
     s = by_changes[together]
     assert s["fits"] is True and s["memory_on_gpu"] < s["memory_total"]  # the paged states are beside the peak
-    assert s["relative_step_time"] < 1.1  # no offload: about the same step
+    # no offload: the step costs what full recomputation re-runs, one forward of the blocks (+1/3 of their math)
+    assert 1.2 < s["relative_step_time"] < 1.35
 
 
 BLOOM_A100 = ["--model", "bloom-7b1", "--gpu", "a100-40gb", "--gpus", "4", "--set", "training.method=full"]
@@ -190,7 +191,8 @@ def test_fit_ranks_memory_and_speed_moves_by_one_notion_of_fastest(capsys: pytes
     out = capsys.readouterr().out
     lines = [line.strip() for line in out.splitlines()]
     pair = lines.index("2. 8-bit AdamW + no checkpointing (different numerics)")
-    assert lines[pair + 1].startswith("29.2 GiB per GPU (27% free), step time x0.87")
+    assert lines[pair + 1].startswith("29.2 GiB per GPU (27% free), ")
+    assert "step time x0.76" in lines[pair + 1]  # full recomputation re-ran the blocks' forward: 1 / 1.32
     assert lines[pair + 2 : pair + 4] == [
         "--set training.optimizer=adamw-8bit",
         "--set strategy.gradient_checkpointing=none",
