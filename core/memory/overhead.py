@@ -40,18 +40,27 @@ def _zero_buffers(plan: Plan) -> int:
 
 
 def overhead_bytes(
-    plan: Plan, st: States, tensor_peak: int, *, grads_at_peak: int = 0, freed_logits: int = 0
+    plan: Plan,
+    st: States,
+    tensor_peak: int,
+    *,
+    grads_at_peak: int = 0,
+    freed_logits: int = 0,
+    allocator_rules: int = 0,
 ) -> dict[str, int]:
     """The memory outside the step's tensors, by term. Which of them `torch.cuda.max_memory_allocated` and
     `max_memory_reserved` see is `core.memory.result.ALLOCATED_TERMS` / `RESERVE_TERMS`.
 
     ``grads_at_peak``: gradient bytes live at the peak moment (FSDP2's gradient shards that are not are still
     reserved in the reduce-scatter stream's pool); ``freed_logits``: the 16-bit logits freed before a loss
-    backward whose fp32 requests that block cannot serve (0 unless the peak is the loss's backward)."""
+    backward whose fp32 requests that block cannot serve (0 unless the peak is the loss's backward);
+    ``allocator_rules``: the caching allocator's rounding and segment waste over the step's moments
+    (`core.memory.allocator`), the reserve unless ``overhead.allocator_reserve_percent`` replaces it."""
     o, s, dp = plan.overhead, plan.strategy, plan.data_parallel
+    pct = o.allocator_reserve_percent
     out = {
         "cuda_context": o.cuda_context_mib * MiB,
-        "allocator_reserve": int(tensor_peak * o.allocator_reserve_percent / 100),
+        "allocator_reserve": allocator_rules if pct is None else int(tensor_peak * pct / 100),
     }
     if freed_logits and not o.expandable_segments:
         out["freed_logits"] = freed_logits
@@ -83,12 +92,7 @@ def overhead_terms(plan: Plan, st: States, numbers: dict[str, int]) -> tuple[Ove
             "CUDA context, kernel images and cuBLAS/cuDNN handles: 287 MiB lazy / 667 MiB eager module loading "
             "(pytorch/pytorch#86509), ~400 MiB typical with CUDA >= 11.7 (pytorch/pytorch#109888)",
         ),
-        "allocator_reserve": (
-            f"{o.allocator_reserve_percent:g}% of the tensor peak (overhead.allocator_reserve_percent)",
-            "PyTorch's caching allocator rounds blocks (512 B, 2 MiB, 20 MiB segments: "
-            "c10/cuda/CUDACachingAllocator.cpp) and keeps freed blocks reserved; GMLake (ASPLOS'24) measured 15% "
-            "average fragmentation on LLM training; PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True lowers it",
-        ),
+        "allocator_reserve": _reserve_text(plan),
         "nccl": (
             f"{_groups(plan)} process group(s) x {o.nccl_mib_per_group} MiB (overhead.nccl_mib_per_group)",
             "NCCL's own cudaMalloc'd channel buffers (NCCL_BUFFSIZE 4 MiB per channel and peer), invisible to "
@@ -130,3 +134,40 @@ def overhead_terms(plan: Plan, st: States, numbers: dict[str, int]) -> tuple[Ove
         ),
     }
     return tuple(OverheadTerm(name, n, *text[name]) for name, n in numbers.items())
+
+
+RULES_SOURCE = (
+    "c10/cuda/CUDACachingAllocator.cpp: requests rounded up to 512 B (round_size); <= 1 MiB from 2 MiB small "
+    "segments, < 10 MiB from 20 MiB segments, larger ones from a segment rounded up to 2 MiB "
+    "(get_allocation_size); the rest of a block stays free when >= 512 B (small) or > 1 MiB (large: "
+    "should_split), and freed blocks stay reserved until empty_cache. Applied to the tensors the estimate "
+    "knows at each moment (each parameter, gradient and optimizer-state tensor, or its ZeRO/FSDP shard; each "
+    "tensor a block saves; the loss's [tokens, V] tensors; every other kind as one tensor), packed from an "
+    "empty cache. Not modelled: the order the step really allocates and frees in (a freed block too small for "
+    "a later request, other than the 16-bit logits: freed_logits), the loading phase, communication buckets, "
+    "kernels' workspaces; torch's max_memory_allocated counts the rounded blocks, the estimate's allocated "
+    "the tensors' bytes. GMLake (Guo et al., ASPLOS 2024) measured about 15% fragmentation on LLM training"
+)
+
+
+def _reserve_text(plan: Plan) -> tuple[str, str]:
+    """Formula and source of the allocator reserve: the user's percentage, or the allocator's rules."""
+    o = plan.overhead
+    if o.allocator_reserve_percent is not None:
+        return (
+            f"{o.allocator_reserve_percent:g}% of the tensor peak (overhead.allocator_reserve_percent)",
+            "set by the plan in place of the caching allocator's rules (unset: the rules). " + RULES_SOURCE,
+        )
+    if o.expandable_segments:
+        return (
+            "each moment's live tensors, 512 B blocks, rounded up to 2 MiB per pool "
+            "(overhead.expandable_segments), largest over the step, less the peak's tensors",
+            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: one segment per stream and pool grows in 2 MiB "
+            "pages and freed ranges serve any later request (CUDACachingAllocator.cpp ExpandableSegment). "
+            + RULES_SOURCE,
+        )
+    return (
+        "the segments each moment's live tensors fill (512 B rounding; 2 MiB / 20 MiB / 2 MiB-rounded segments; "
+        "split rests), largest over the step, less the peak's tensors and freed_logits",
+        RULES_SOURCE,
+    )

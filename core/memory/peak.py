@@ -21,6 +21,7 @@ from typing import NamedTuple
 
 from vramplan.core.memory.activations.context import ActCtx, plan_ctx
 from vramplan.core.memory.activations.stage import Layout, StageActs, stage_acts
+from vramplan.core.memory.allocator import moment_requests, pack, step_shapes
 from vramplan.core.memory.explain import component_formulas
 from vramplan.core.memory.overhead import overhead_bytes, overhead_terms
 from vramplan.core.memory.result import KINDS, Estimate, OverheadTerm, Phase
@@ -213,6 +214,23 @@ def _stage_peak(ctx: ActCtx, stage: Stage, st: States, lay: Layout) -> StagePeak
     return StagePeak(tensor_bytes=top, moment=peak, phases=phases, largest=largest, acts=acts)
 
 
+@memoised(1024)
+def _packed(ctx: ActCtx, stage: Stage, st: States, lay: Layout, expandable: bool) -> tuple[int, ...]:
+    """The bytes the caching allocator reserves for each moment's live tensors (`core.memory.allocator`)."""
+    shapes = step_shapes(ctx, stage, lay)
+    phases = _stage_peak(ctx, stage, st, lay).phases
+    w, g = ctx.reg.weight_bytes, st.grad_bytes
+    return tuple(pack(moment_requests(p.live, shapes, w, g), expandable) for p in phases)
+
+
+def allocator_waste(packed: tuple[int, ...], moment: int, tensor_peak: int, stranded: int) -> int:
+    """Reserved beyond the peak's tensors and `stranded` (freed_logits): the allocator never returns a segment
+    (until ``empty_cache``), so ``max_memory_reserved`` is at least the largest over the step's moments of what
+    that moment's tensors fill, the peak's stranded block included."""
+    most = max(p + (stranded if i == moment else 0) for i, p in enumerate(packed))
+    return max(0, most - tensor_peak - stranded)
+
+
 def estimate(plan: Plan, *, cpu: bool = False) -> Estimate:
     """Per-GPU memory of the busiest rank at the peak of a steady-state step (see module docstring).
 
@@ -275,8 +293,18 @@ def estimate(plan: Plan, *, cpu: bool = False) -> Estimate:
     # reserved when the peak is that backward's start (moment 1)
     upcast = not s.fused_cross_entropy and s.loss_chunks == 1 and reg.act_bytes != 4
     freed = reg.act_bytes * ctx.T * arch.V // tp if (upcast and best.stage.last and best.peak.moment == 1) else 0
+    expandable = plan.overhead.expandable_segments
+    rules = 0
+    if plan.overhead.allocator_reserve_percent is None:
+        packed = _packed(ctx, best.stage, st, lay, expandable)
+        rules = allocator_waste(packed, best.peak.moment, best.peak.tensor_bytes, 0 if expandable else freed)
     overheads = overhead_bytes(
-        plan, st, best.peak.tensor_bytes, grads_at_peak=peak.live.get("gradients", 0), freed_logits=freed
+        plan,
+        st,
+        best.peak.tensor_bytes,
+        grads_at_peak=peak.live.get("gradients", 0),
+        freed_logits=freed,
+        allocator_rules=rules,
     )
     largest = dict(most)  # the Estimate's own (the memo's stays as it is)
 

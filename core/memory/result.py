@@ -81,8 +81,9 @@ SPILLS_TO_HOST = ("paged_optimizer_states",)  # unified memory: the driver pages
 Explainer = Callable[[], tuple[dict[str, tuple[str, str]], tuple[OverheadTerm, ...]]]
 
 # Headroom below this fraction of the GPU's memory is an OOM risk even when the estimate fits: the estimate's
-# allocator reserve (overhead.allocator_reserve_percent, 5% by default) is below the fragmentation measured on LLM
-# training (GMLake, Guo et al. ASPLOS 2024: 15% on average), so keep about 10% free. The checklist warns under it
+# allocator reserve (the caching allocator's rounding and segment rules, core.memory.allocator) leaves out the holes
+# the order of allocations and frees makes, and fragmentation measured on LLM training is larger (GMLake, Guo et
+# al. ASPLOS 2024: 15% on average), so keep about 10% free. The checklist warns under it
 # (`core.advice.whatif`) and the planner's headline turns amber.
 FRAGMENTATION_RISK = 0.10
 

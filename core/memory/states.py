@@ -152,7 +152,7 @@ def model_states(
     if spec.factored:
         state_total = factored * state_elem
     elif spec.int8_states or spec.paged:
-        tensors = _trainable_tensors(arch, stage, tp, method, lora_roles, lora_rank)
+        tensors = trainable_tensors(arch, stage, tp, method, lora_roles, lora_rank)
         state_total, paged = _bnb_states(spec, tensors, state_elem)
     else:
         state_total = spec.dense_states * trainable * state_elem
@@ -252,7 +252,7 @@ def _sharded(total: int, shard: int, expert_share: float, ep: int) -> int:
     return (total - experts) // shard + experts // max(shard // ep, 1)
 
 
-def _trainable_tensors(
+def trainable_tensors(
     arch: Arch, stage: Stage, tp: int, method: str, lora_roles: tuple[str, ...], rank: int
 ) -> list[tuple[int, int]]:
     """The trainable tensors of one rank's stage as (elements, how many): bitsandbytes decides per tensor whether

@@ -159,7 +159,12 @@ class OverheadConfig(BaseModel):
     cuda_context_mib: int = Field(
         default=512, ge=0, le=1024 * 1024, description="CUDA context, kernels, cuBLAS handles"
     )
-    allocator_reserve_percent: float = Field(default=5.0, ge=0, le=100, description="caching-allocator slack")
+    allocator_reserve_percent: float | None = Field(
+        default=None,
+        ge=0,
+        le=100,
+        description="caching-allocator reserve as % of the tensor peak; unset: the allocator's rules",
+    )
     nccl_mib_per_group: int = Field(
         default=768, ge=0, le=1024 * 1024, description="NCCL buffers per process group in use"
     )

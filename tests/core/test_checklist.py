@@ -91,7 +91,8 @@ def test_capacity_ok_warn_fail() -> None:
     assert warn.fix is not None and warn.fix.headroom_fraction >= FRAGMENTATION_RISK  # solves it: leaves 10%
     over = plan(strategy__zero_stage=0, strategy__gradient_checkpointing="none", training__micro_batch_size=4)
     fail = check(over, "oom.capacity")
-    assert fail.status == "fail" and "over by 100.6 GiB" in fail.detail
+    # 93.4 GiB: the allocator reserve is its rules (about 1 GiB here), no longer 5% of a 166 GiB tensor peak
+    assert fail.status == "fail" and "over by 93.4 GiB" in fail.detail
     assert fail.fix is not None and fail.fix.fits and fail.fix.memory_delta < 0
     assert_fix_applies(over, fail)
     # the fix is the fastest single change that fits among the measured alternatives
@@ -137,7 +138,8 @@ def test_optimizer_states_and_weights() -> None:
 
 def test_other_processes_is_by_hand() -> None:
     item = check(default_plan(), "oom.other_processes")
-    assert item.status == "manual" and "17.8 GiB" in item.detail and not item.ticked
+    # 18.3 GiB: FSDP-style 8 MiB optimizer-state shards pack two to a 20 MiB segment (the allocator reserve)
+    assert item.status == "manual" and "18.3 GiB" in item.detail and not item.ticked
 
 
 # -- NaN loss -------------------------------------------------------------------------------------------------

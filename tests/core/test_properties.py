@@ -152,8 +152,11 @@ def test_any_valid_plan_estimates(data: dict[str, Any]) -> None:
 
 
 def _total(data: dict[str, Any], table: str, key: str, value: Any) -> int:
+    """The total less the allocator's reserve: the caching allocator's segment packing is not monotone (a larger
+    tensor can fill its 2 MiB / 20 MiB segment better: core/memory/allocator.py), everything else must be."""
     changed = {**data, table: {**data[table], key: value}}
-    return estimate(plan_from_dict(changed)).total
+    est = estimate(plan_from_dict(changed))
+    return est.total - est.overhead_bytes.get("allocator_reserve", 0)
 
 
 @SETTINGS
@@ -234,7 +237,10 @@ def test_checkpointing_never_adds_memory(data: dict[str, Any]) -> None:
 
     def bookkeeping(level: str) -> int:
         c = ests[level].components.get("checkpoint_buffers")
-        return int((c.bytes if c else 0) * 1.06 + 0.002 * ests[level].total)  # + allocator reserve on it
+        # + the allocator reserve of the level with more memory (its segment packing is not monotone)
+        return int((c.bytes if c else 0) * 1.06 + 0.002 * ests[level].total) + ests[level].overhead_bytes.get(
+            "allocator_reserve", 0
+        )
 
     assert ests["full"].total <= ests["selective"].total + bookkeeping("full")
     assert ests["selective"].total <= ests["none"].total + bookkeeping("selective")

@@ -55,7 +55,7 @@ def _best(c: Context, effects: tuple[Effect, ...]) -> Effect | None:
 
 
 def capacity(c: Context) -> Item:
-    est, o = c.est, c.plan.overhead
+    est = c.est
     total, cap = est.total, est.gpu_capacity
     where = f"the peak ({est.peak.moment})"
     fix: Effect | None = None
@@ -67,8 +67,9 @@ def capacity(c: Context) -> Item:
         status = "warn"
         detail = (
             f"{gib(total)} of {gib(cap)} per GPU leaves {gib(est.headroom)} ({pct(est.headroom_fraction)}) free, "
-            f"less than fragmentation can take (the estimate reserves {o.allocator_reserve_percent:g}% of the "
-            "tensor peak): set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, or free memory."
+            f"less than fragmentation can take (the estimate reserves "
+            f"{gib(est.overhead_bytes.get('allocator_reserve', 0))} for the allocator's rounding and segments): "
+            "set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, or free memory."
         )
     else:
         status = "ok"
