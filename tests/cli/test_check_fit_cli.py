@@ -191,7 +191,7 @@ def test_fit_ranks_memory_and_speed_moves_by_one_notion_of_fastest(capsys: pytes
     out = capsys.readouterr().out
     lines = [line.strip() for line in out.splitlines()]
     pair = lines.index("2. 8-bit AdamW + no checkpointing (different numerics)")
-    assert lines[pair + 1].startswith("29.2 GiB per GPU (27% free), ")
+    assert lines[pair + 1].startswith("28.2 GiB per GPU (30% free), ")  # the allocator's rules, not 5% slack
     assert "step time x0.76" in lines[pair + 1]  # full recomputation re-ran the blocks' forward: 1 / 1.32
     assert lines[pair + 2 : pair + 4] == [
         "--set training.optimizer=adamw-8bit",
