@@ -103,6 +103,7 @@ def estimate_table(est: Estimate, hardware_note: str = "") -> str:
     else:
         verdict = f"DOES NOT FIT by {-est.headroom / GiB:.1f} GiB"
     lines.append(f"  of {cap / GiB:.1f} GiB per GPU: {verdict}")
+    lines.append(f"  estimate {est.expected_error.text()}")
     lines.append(f"  peak moment: {est.peak.moment}")
     return "\n".join(lines + node_lines(est)) + "\n"
 

@@ -10,6 +10,7 @@ from vramplan.core.plan.node import NodeLimits
 from vramplan.core.plan.stack import choices_json
 
 if TYPE_CHECKING:
+    from vramplan.core.memory.accuracy import ExpectedError
     from vramplan.core.plan.plan import Plan
 
 # Kinds of GPU memory, in the order gauges and tables show them.
@@ -233,6 +234,15 @@ class Estimate:
             out[p.name] = max(out.get(p.name, 0), p.total)
         return out
 
+    @property
+    def expected_error(self) -> ExpectedError:
+        """The estimate's error on the published GPU runs nearest to this plan (same method, stack family, size:
+        `core.memory.accuracy`; its module and data load on first use)."""
+        from vramplan.core.memory.accuracy import expected_error
+
+        t = self.plan.training
+        return expected_error(t.method, self.plan.stack.framework, self.params_total)
+
     def to_json(self, version: str) -> dict[str, Any]:
         return {
             "version": version,
@@ -240,7 +250,7 @@ class Estimate:
             "stack": choices_json(self.plan),
             "parameters": self.parameters_json(),
             "memory": {
-                "per_gpu": self.per_gpu(),
+                "per_gpu": {**self.per_gpu(), "expected_error": self.expected_error.to_json()},
                 "peak_phase": self.peak_phase,
                 "peak_moment": self.peak.moment,
                 "live_at_peak": self.live_at_peak,

@@ -65,7 +65,7 @@ def test_estimate_json_equals_core(capsys: pytest.CaptureFixture[str]) -> None:
             ["strategy.zero_stage=3", 'training.lora_targets=["qkv"]', "training.method=lora"],
         )
     )
-    assert data["memory"]["per_gpu"] == est.per_gpu()
+    assert data["memory"]["per_gpu"] == {**est.per_gpu(), "expected_error": est.expected_error.to_json()}
     assert data["plan"]["training"]["lora_targets"] == ["qkv"]
     assert data["plan"]["model"]["preset"] == "bloom-7b1"
 

@@ -17,6 +17,8 @@ FRAGMENTATION_SRC = (
     "GMLake (Guo et al., ASPLOS 2024) measured about 15% fragmentation on LLM training; PyTorch docs, CUDA "
     "semantics, 'Optimizing memory usage with PYTORCH_CUDA_ALLOC_CONF': expandable_segments:True lets segments "
     "grow instead of fragmenting"
+    "; the estimate's error on the nearest published GPU runs: vramplan.core.memory.accuracy "
+    "(tests/data/published, bench/data/accuracy.py)"
 )
 SIGNIFICANT = 0.25  # a kind of memory this large a share of the peak is worth acting on
 DOMINANCE_SRC = {
@@ -55,21 +57,32 @@ def _best(c: Context, effects: tuple[Effect, ...]) -> Effect | None:
 
 
 def capacity(c: Context) -> Item:
-    est = c.est
+    est, o = c.est, c.plan.overhead
     total, cap = est.total, est.gpu_capacity
     where = f"the peak ({est.peak.moment})"
+    ee = est.expected_error
+    margin = ee.under_margin_bytes(est.on_gpu)  # what the estimate may be under by, as on its worst similar run
+    keep = 1 - min(ee.worst_under_pct, 90.0) / 100  # a change solves the band warning at this share of the GPU
     fix: Effect | None = None
     alternatives: tuple[Effect, ...] = ()
-    if not est.gpu_fits:
+    if not est.fits:
         status = "fail"
         detail = f"{where} needs {gib(total)} of {gib(cap)} per GPU: over by {gib(-est.headroom)}."
+    elif est.headroom < margin:
+        status = "warn"
+        detail = (
+            f"{gib(total)} of {gib(cap)} per GPU leaves {gib(est.headroom)} ({pct(est.headroom_fraction)}) free, "
+            f"inside the estimate's error: on {ee.n_cases} similar published runs it was up to "
+            f"{ee.worst_under_pct:.0f}% under ({ee.basis}), so keep {gib(margin)} free."
+        )
+        if est.headroom_fraction < FRAGMENTATION_RISK:
+            detail += " Set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, or free memory."
     elif est.headroom_fraction < FRAGMENTATION_RISK:
         status = "warn"
         detail = (
             f"{gib(total)} of {gib(cap)} per GPU leaves {gib(est.headroom)} ({pct(est.headroom_fraction)}) free, "
-            f"less than fragmentation can take (the estimate reserves "
-            f"{gib(est.overhead_bytes.get('allocator_reserve', 0))} for the allocator's rounding and segments): "
-            "set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, or free memory."
+            f"less than fragmentation can take (the estimate reserves {o.allocator_reserve_percent:g}% of the "
+            "tensor peak): set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, or free memory."
         )
     else:
         status = "ok"
@@ -79,7 +92,13 @@ def capacity(c: Context) -> Item:
     if status != "ok":
         alternatives = tuple(e for e in c.remedies() if c.runs(e))
         fix = c.fastest_fix() or _best(c, alternatives)
-        if fix is not None and c.goal(fix):
+        if status == "warn" and est.headroom < margin:
+            clear = [e for e in alternatives if c.goal(e) and e.memory_on_gpu <= keep * e.gpu_capacity]
+            fix = min(clear, key=lambda e: (e.relative_step_time, e.memory_total)) if clear else fix
+            solves = bool(clear)
+        else:
+            solves = fix is not None and c.goal(fix)
+        if fix is not None and solves:
             detail += f" Fastest change that solves it: {fix.title}."
         elif fix is not None:
             detail += " No single change solves it: see `vramplan fit` for combinations."
