@@ -94,6 +94,8 @@ def capacity(c: Context) -> Item:
         fix = c.fastest_fix() or _best(c, alternatives)
         if status == "warn" and est.headroom < margin:
             clear = [e for e in alternatives if c.goal(e) and e.memory_on_gpu <= keep * e.gpu_capacity]
+            if fix is not None and c.goal(fix) and fix.memory_on_gpu <= keep * fix.gpu_capacity:
+                clear.append(fix)  # the advisor's fastest (with what its spare memory pays for) clears it too
             fix = min(clear, key=lambda e: (e.relative_step_time, e.memory_total)) if clear else fix
             solves = bool(clear)
         else:
