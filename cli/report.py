@@ -39,7 +39,7 @@ def plan_summary(est: Estimate) -> list[str]:
         f"parameters {fmt_count(est.params_total)}"
         + _moe_summary(est)
         + f" (trainable {fmt_count(est.params_trainable)})",
-        *([chose] if (chose := choices_text(p)) else []),
+        *(_wrap(chose, 0, hang=2) if (chose := choices_text(p)) else []),
         *_ignored_keys(m.hf_config),
     ]
 
