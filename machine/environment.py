@@ -103,17 +103,24 @@ def _kind(mode: int) -> str:
     return "not a regular file"  # a door, a whiteout
 
 
+def _stat(scan: _Scan, path: Path, missing: str | None) -> os.stat_result | None:
+    """``path``'s stat (symlinks followed), or None with a problem: ``missing`` when it does not exist (None: say
+    nothing), why otherwise."""
+    try:
+        return os.stat(path)
+    except FileNotFoundError:
+        if missing is not None:
+            scan.problem(path, missing)
+    except OSError as exc:
+        scan.problem(path, _why(exc))
+    return None
+
+
 def _is_dir(scan: _Scan, path: Path, quiet_missing: bool = True) -> os.stat_result | None:
     """``path``'s stat when it is a folder (symlinks followed: a venv's ``lib64`` is one), else None (and a
     problem, unless it is simply missing and ``quiet_missing``)."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        if not quiet_missing:
-            scan.problem(path, "no such folder")
-        return None
-    except OSError as exc:
-        scan.problem(path, _why(exc))
+    st = _stat(scan, path, None if quiet_missing else "no such folder")
+    if st is None:
         return None
     if not stat.S_ISDIR(st.st_mode):
         scan.problem(path, f"{_kind(st.st_mode)}, not a folder")
@@ -160,13 +167,8 @@ def read_header(scan: _Scan, path: Path) -> str | None:
     """The ``Version:`` of a core-metadata file (METADATA, PKG-INFO), reading at most `MAX_HEADER_BYTES` of it, or
     None (a problem says why). Only a regular file is opened, and it is checked again once open (``O_NONBLOCK``: a
     FIFO put there in between does not block)."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        scan.problem(path, "missing")
-        return None
-    except OSError as exc:
-        scan.problem(path, _why(exc))
+    st = _stat(scan, path, "missing")
+    if st is None:
         return None
     if not stat.S_ISREG(st.st_mode):
         scan.problem(path, _kind(st.st_mode))

@@ -102,10 +102,10 @@ def test_the_wheel_holds_one_package_with_every_source_and_preset(wheel: Path) -
     assert files <= names, sorted(files - names)  # sub-packages too (core/advice/checks)
 
 
-def test_installed_it_puts_only_vramplan_in_site_packages_and_runs(wheel: Path, tmp_path: Path) -> None:
-    """``pip install`` of the wheel (dependencies taken from this environment): one package, its dist-info and the
-    ``vramplan`` script; ``python -m vramplan`` and the script work from anywhere, not only from a checkout."""
-    target = tmp_path / "site"
+@pytest.fixture(scope="module")
+def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel ``pip install``-ed into a folder of its own (dependencies taken from this environment)."""
+    target = tmp_path_factory.mktemp("install") / "site"
     r = subprocess.run(
         [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)],
         capture_output=True,
@@ -113,6 +113,13 @@ def test_installed_it_puts_only_vramplan_in_site_packages_and_runs(wheel: Path, 
         timeout=600,
     )
     assert r.returncode == 0, r.stderr[-2000:]
+    return target
+
+
+def test_installed_it_puts_only_vramplan_in_site_packages_and_runs(installed: Path, tmp_path: Path) -> None:
+    """``pip install`` of the wheel: one package, its dist-info and the ``vramplan`` script; ``python -m vramplan``
+    and the script work from anywhere, not only from a checkout."""
+    target = installed
     assert {p.name for p in target.iterdir()} == {"vramplan", f"vramplan-{vramplan.__version__}.dist-info", "bin"}
     assert [p.name for p in (target / "bin").iterdir()] == ["vramplan"]
     env = {**os.environ, "PYTHONPATH": str(target), "VRAMPLAN_DETECT": "0"}
@@ -131,19 +138,12 @@ def test_installed_it_puts_only_vramplan_in_site_packages_and_runs(wheel: Path, 
     assert r.stdout.strip().startswith(str(target)), r.stdout
 
 
-def test_from_the_repository_root_the_installed_package_is_imported(wheel: Path, tmp_path: Path) -> None:
+def test_from_the_repository_root_the_installed_package_is_imported(installed: Path) -> None:
     """Issue 31.4: from the repository's root, with a non-editable install, ``python -m vramplan --version``,
     ``import vramplan.core`` and ``vramplan estimate`` work and use the installed package: no folder there shadows
     it (a ``vramplan/`` folder holding only ``__init__`` and ``__main__`` once did, and ``vramplan.core`` failed)."""
     assert not (ROOT / "vramplan").exists()
-    target = tmp_path / "site"
-    r = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert r.returncode == 0, r.stderr[-2000:]
+    target = installed
     env = {**os.environ, "PYTHONPATH": str(target), "VRAMPLAN_DETECT": "0"}
 
     def run(*argv: str) -> subprocess.CompletedProcess[str]:
