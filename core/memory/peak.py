@@ -23,14 +23,16 @@ from vramplan.core.memory.activations.context import ActCtx, plan_ctx
 from vramplan.core.memory.activations.stage import Layout, StageActs, stage_acts
 from vramplan.core.memory.allocator import moment_requests, pack, step_shapes
 from vramplan.core.memory.explain import component_formulas
+from vramplan.core.memory.flat_params import flat_units, fsdp1_states
 from vramplan.core.memory.overhead import overhead_bytes, overhead_terms
 from vramplan.core.memory.result import KINDS, Estimate, OverheadTerm, Phase
 from vramplan.core.memory.states import Stage, States, model_states, stages
 from vramplan.core.plan import presets
-from vramplan.core.plan.arch import lora_params_per_layer, lora_roles
+from vramplan.core.plan.arch import Arch, lora_params_per_layer, lora_roles
 from vramplan.core.plan.memo import memoised
 from vramplan.core.plan.node import node_limits
 from vramplan.core.plan.plan import Plan
+from vramplan.core.plan.precision import REGIMES
 
 
 @memoised(1024)
@@ -231,6 +233,29 @@ def allocator_waste(packed: tuple[int, ...], moment: int, tensor_peak: int, stra
     return max(0, most - tensor_peak - stranded)
 
 
+def _flat(plan: Plan, arch: Arch, stage: Stage, st: States, roles: tuple[str, ...]) -> States:
+    """``st`` under FSDP1 (`core.memory.flat_params`): the stage's units as padded FlatParameters."""
+    t, s = plan.training, plan.strategy
+    reg, quant, tp = REGIMES[t.regime], t.base_quantization, s.tensor_parallel
+    rank = t.lora_rank
+    lora = tuple((rank * lin.d_in // tp, rank * lin.d_out // tp) for lin in arch.linears if lin.role in roles)
+    adapted = t.quantized_modules == "adapted"
+    quantized = tuple(lin.role for lin in arch.linears if quant != "none" and (not adapted or lin.role in roles))
+    units = flat_units(
+        arch,
+        stage,
+        tp=tp,
+        world=plan.data_parallel,
+        elem=reg.weight_bytes,
+        lora=lora,
+        adapter_wrap=s.fsdp_adapter_wrap or "own",
+        quantized=quantized,
+        quantization=quant,
+        double_quant=t.double_quantization,
+    )
+    return fsdp1_states(st, units, stage, reg, zero=s.zero_stage, dp=plan.data_parallel, full=t.method == "full")
+
+
 def estimate(plan: Plan, *, cpu: bool = False) -> Estimate:
     """Per-GPU memory of the busiest rank at the peak of a steady-state step (see module docstring).
 
@@ -280,6 +305,8 @@ def estimate(plan: Plan, *, cpu: bool = False) -> Estimate:
             quantized_modules=t.quantized_modules,
             ep=s.expert_parallel,
         )
+        if s.fsdp_version == 1 and s.zero_stage >= 2 and dp > 1:
+            st = _flat(plan, arch, stage, st, roles)
         sp = _stage_peak(ctx, stage, st, lay)
         if best is None or sp.tensor_bytes > best.peak.tensor_bytes:
             name = "all" if pp == 1 else ("first" if stage.first else "last")

@@ -127,6 +127,17 @@ class StrategyConfig(BaseModel):
         "per-expert Python loop (experts_implementation = eager; transformers 4.x's only path); batched: "
         "batched_mm, which copies each token's expert weights",
     )
+    fsdp_version: Literal[1, 2] | None = Field(
+        default=None,
+        description="under zero_stage 2/3: 1: FullyShardedDataParallel (one padded FlatParameter per wrapped unit); "
+        "2: fully_shard (each parameter its own shard, as vramplan's custom stack and DeepSpeed); unset: the stack's",
+    )
+    fsdp_adapter_wrap: Literal["block", "own"] | None = Field(
+        default=None,
+        description="FSDP1 LoRA: block: the adapters share their block's FlatParameter (use_orig_params=True, "
+        "Lightning's FSDPStrategy), so its gradient covers the whole block; own: units of their own (PEFT's "
+        "fsdp_auto_wrap_policy); unset: the stack's",
+    )
     expert_parallel: int = Field(
         default=1,
         ge=1,
@@ -139,6 +150,13 @@ class StrategyConfig(BaseModel):
     @classmethod
     def _caseless(cls, data: Any) -> Any:
         return caseless_choices(cls, strict_scalars(cls, data, cls.TABLE))
+
+    @field_validator("fsdp_version", mode="before")
+    @classmethod
+    def _fsdp_version(cls, v: Any) -> Any:
+        if v is not None and (isinstance(v, bool) or v not in (1, 2) or not isinstance(v, int)):
+            raise ValueError(f"the FSDP version is 1 or 2 (got {shown(v)})")
+        return v
 
     @field_validator("checkpoint_every", "loss_chunks", "tensor_parallel", "pipeline_parallel", mode="before")
     @classmethod

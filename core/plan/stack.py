@@ -48,6 +48,7 @@ PACKAGES: tuple[str, ...] = (
     "accelerate",
     "trl",
     "torchtune",
+    "litgpt",
 )
 # The frameworks that run models through transformers' PreTrainedModel (its gradient_checkpointing_enable, PEFT)
 HF_FAMILY: tuple[str, ...] = ("hf-trainer", "trl", "accelerate", "axolotl", "llamafactory", "unsloth", "custom")
@@ -88,6 +89,7 @@ class StackConfig(BaseModel):
     accelerate: str | None = Field(default=None, description="accelerate version")
     trl: str | None = Field(default=None, description="TRL version")
     torchtune: str | None = Field(default=None, description="torchtune version (which linears QLoRA quantizes)")
+    litgpt: str | None = Field(default=None, description="litgpt version (FSDP1 or FSDP2 for LoRA)")
 
     @model_validator(mode="before")
     @classmethod
@@ -299,6 +301,74 @@ STACK_DEFAULTS: tuple[StackDefault, ...] = (
         ALL,
         "transformers integrations/bitsandbytes.py replace_with_bnb_linear: modules_to_not_convert keeps lm_head",
     ),
+    # -- FSDP1 (FullyShardedDataParallel) or FSDP2 (fully_shard) under zero_stage 2/3 ------------------------------
+    StackDefault(
+        "strategy.fsdp_version",
+        1,
+        ("torchtune",),
+        "torchtune recipes/lora_finetune_distributed.py and full_finetune_distributed.py (0.1.0-0.2.1): "
+        "FullyShardedDataParallel(model, auto_wrap_policy=...)",
+        package="torchtune",
+        before=(0, 3),
+    ),
+    StackDefault(
+        "strategy.fsdp_version",
+        2,
+        ("torchtune", "torchtitan"),
+        "torchtune training/_distributed.py shard_model (0.3.0+): fully_shard(module, reshard_after_forward=True); "
+        "torchtitan models/llama3/infra/parallelize.py apply_fsdp: fully_shard per block and the root",
+    ),
+    StackDefault(
+        "strategy.fsdp_version",
+        2,
+        ("litgpt",),
+        "litgpt finetune/lora.py (0.5.11+): ModelParallelStrategy(parallelize_fn), which fully_shard's the "
+        "trainable Linears, each Block and the root",
+        package="litgpt",
+        since=(0, 5, 11),
+        when=(("training.method", ("lora", "qlora")),),
+    ),
+    StackDefault(
+        "strategy.fsdp_version",
+        1,
+        ("litgpt",),
+        "litgpt finetune/lora.py (before 0.5.11) and finetune/full.py (0.5.13): lightning/fabric/strategies/fsdp.py "
+        "FSDPStrategy wraps the model in FullyShardedDataParallel (limit_all_gathers=True)",
+    ),
+    StackDefault(
+        "strategy.fsdp_version",
+        1,
+        ("hf-trainer", "trl", "accelerate", "axolotl", "llamafactory"),
+        "accelerate utils/dataclasses.py FullyShardedDataParallelPlugin.__post_init__ (1.6+): fsdp_version = "
+        'int(os.environ.get("FSDP_VERSION", "1")) (before 1.6: FSDP1 only); axolotl and LLaMA-Factory pass '
+        "fsdp_version through to accelerate (DeepSpeed's master regimes are not FSDP: the next row)",
+        when=(("training.precision", (None, "fp32", "bf16-autocast", "fp16-autocast", "bf16-pure", "bf16-fsdp")),),
+    ),
+    StackDefault(
+        "strategy.fsdp_version",
+        2,
+        ALL,
+        "vramplan's custom stack: each parameter sharded on its own (torch/distributed/fsdp/_fully_shard/"
+        "_fsdp_param.py FSDPParam: a DTensor Shard(0) per parameter), as DeepSpeed ZeRO-3 partitions each "
+        "parameter (deepspeed/runtime/zero/partition_parameters.py)",
+    ),
+    # -- FSDP1 LoRA: do the adapters share their block's FlatParameter? -----------------------------------------
+    StackDefault(
+        "strategy.fsdp_adapter_wrap",
+        "block",
+        ("litgpt",),
+        "lightning/fabric/strategies/fsdp.py FSDPStrategy.setup_module_and_optimizers: use_orig_params=True; "
+        "litgpt finetune/lora.py wraps each Block, so a Block's FlatParameter holds its frozen weights and its "
+        "LoRA A/B (torch/distributed/fsdp/_flat_param.py: requires_grad is the OR over the unit's parameters)",
+    ),
+    StackDefault(
+        "strategy.fsdp_adapter_wrap",
+        "own",
+        ALL,
+        "peft utils/other.py fsdp_auto_wrap_policy (installed by transformers' Trainer._fsdp_qlora_plugin_updates "
+        "for LoRA models) wraps each trainable leaf module alone; with use_orig_params=False (accelerate's "
+        "default) _flat_param.py refuses a unit of mixed requires_grad",
+    ),
     # -- the bitsandbytes generation ---------------------------------------------------------------------------
     StackDefault(
         "training.bnb_generation",
@@ -336,6 +406,13 @@ def stack_choices(
     return {key: stack_choice(key, stack, value_of) for key in STACK_KEYS if unset(key)}
 
 
+def fsdp_sharded(plan: Plan) -> bool:
+    """Whether the plan shards with FSDP, where FSDP1 and FSDP2 differ: ZeRO-2/3 over more than one data-parallel
+    rank, outside DeepSpeed's and Megatron's master-weight regimes (their ZeRO is not FSDP)."""
+    master = plan.training.regime in ("bf16-master", "fp16-master")
+    return plan.strategy.zero_stage >= 2 and plan.data_parallel > 1 and not master
+
+
 def shown_choices(plan: Plan) -> dict[str, StackDefault]:
     """The keys the stack chose that change this plan's estimate: the checkpoint implementation under full
     checkpointing, the adapters' keys under LoRA/QLoRA, the 4-bit keys on a quantized base."""
@@ -346,6 +423,8 @@ def shown_choices(plan: Plan) -> dict[str, StackDefault]:
         "training.lora_dropout": t.method != "full",
         "training.quantized_modules": t.base_quantization != "none",
         "training.bnb_generation": t.base_quantization in ("nf4", "fp4"),
+        "strategy.fsdp_version": fsdp_sharded(plan),
+        "strategy.fsdp_adapter_wrap": fsdp_sharded(plan) and s.fsdp_version == 1 and t.method != "full",
     }
     return {k: row for k, row in plan.stack_chosen.items() if relevant.get(k, True)}
 
