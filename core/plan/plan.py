@@ -127,8 +127,10 @@ class StrategyConfig(BaseModel):
         "per-expert Python loop (experts_implementation = eager; transformers 4.x's only path); batched: "
         "batched_mm, which copies each token's expert weights",
     )
-    fsdp_version: Literal[1, 2] | None = Field(
+    fsdp_version: int | None = Field(
         default=None,
+        ge=1,
+        le=2,
         description="under zero_stage 2/3: 1: FullyShardedDataParallel (one padded FlatParameter per wrapped unit); "
         "2: fully_shard (each parameter its own shard, as vramplan's custom stack and DeepSpeed); unset: the stack's",
     )
@@ -155,7 +157,7 @@ class StrategyConfig(BaseModel):
     @classmethod
     def _fsdp_version(cls, v: Any) -> Any:
         if v is not None and (isinstance(v, bool) or v not in (1, 2) or not isinstance(v, int)):
-            raise ValueError(f"the FSDP version is 1 or 2 (got {shown(v)})")
+            raise ValueError("the FSDP version is 1 or 2")
         return v
 
     @field_validator("checkpoint_every", "loss_chunks", "tensor_parallel", "pipeline_parallel", mode="before")
