@@ -10,6 +10,7 @@ from typing import Any, NamedTuple
 
 from vramplan.core.plan.errors import PlanError
 from vramplan.core.plan.plan import Plan
+from vramplan.core.plan.stack import FRAMEWORKS
 from vramplan.core.plan.training import OPTIMIZERS, PRECISIONS
 
 
@@ -50,6 +51,11 @@ CHOICES: dict[str, tuple[Choice, ...]] = {
         Choice("selective", "selective", "strategy: selective checkpointing"),
         Choice("op", "op", "strategy: per-op checkpointing (torchtitan)"),
         Choice("full", "full", "strategy: full checkpointing"),
+    ),
+    "strategy.checkpoint_impl": (
+        Choice(None, "stack's", "strategy: checkpointing as the stack does (reentrant or not)"),
+        Choice("reentrant", "reentrant", "strategy: reentrant checkpointing (autograd.Function)"),
+        Choice("non-reentrant", "non-reentrant", "strategy: non-reentrant checkpointing (saved-tensor hooks)"),
     ),
     "strategy.compile": (
         Choice(False, "off", "strategy: torch.compile off"),
@@ -104,6 +110,7 @@ CHOICES: dict[str, tuple[Choice, ...]] = {
         Choice(False, "off", "strategy: sequence parallel off"),
         Choice(True, "on", "strategy: sequence parallel"),
     ),
+    "stack.framework": _simple("stack", "framework", FRAMEWORKS),
 }
 
 # Sizes offered in the palette for the parallel degrees (any value can be typed in the Strategies pane).
@@ -117,8 +124,16 @@ def plan_value(plan: Plan, key: str) -> Any:
     return getattr(getattr(plan, table), name)
 
 
+def shown_value(plan: Plan, key: str) -> Any:
+    """The value a choice control shows: None (its "stack's" choice) for a key the stack chose when the key has
+    such a choice (`strategy.checkpoint_impl`), else the key's value."""
+    if key in plan.stack_chosen and any(c.value is None for c in CHOICES.get(key, ())):
+        return None
+    return plan_value(plan, key)
+
+
 def choice_index(plan: Plan, key: str) -> int:
-    value = plan_value(plan, key)
+    value = shown_value(plan, key)
     for i, c in enumerate(CHOICES[key]):
         if c.value == value and type(c.value) is type(value):
             return i

@@ -17,6 +17,7 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from vramplan.core.plan import presets
 from vramplan.core.plan.describe import short_gpu_name
+from vramplan.core.plan.stack import PACKAGES
 from vramplan.tui.choices import CHOICES, PARALLEL_PALETTE, PARALLEL_SIZES
 
 
@@ -155,10 +156,14 @@ NUMBER_FIELDS: dict[str, str] = {
     "hardware.gpus_per_node": "GPUs per node",
     "hardware.nodes": "nodes",
     "hardware.price_per_gpu_hour": "price per GPU-hour",
+    "hardware.host_memory_gib": "host memory per node, GiB",
+    "hardware.nvme_gib": "NVMe per node, GiB",
     "strategy.tensor_parallel": "tensor parallel degree",
     "strategy.pipeline_parallel": "pipeline parallel degree",
     "strategy.loss_chunks": "loss chunks",
 }
+# The stack's package versions (text fields of the Hardware pane), as the palette finds them (`stack: torch`).
+VERSION_FIELDS: dict[str, str] = {f"stack.{p}": f"{p} version" for p in PACKAGES}
 
 
 class Planner(Protocol):
@@ -182,7 +187,7 @@ def palette_entries(planner: Planner) -> Iterator[Entry]:
         if c.palette:
             keys = f" ({' '.join(key_label(k) for k in c.key.split(','))})" if c.key else ""
             yield Entry(c.palette, c.description + keys, partial(planner.run_action, c.action))
-    for key, label in NUMBER_FIELDS.items():  # numbers: the palette opens the field, typing does the rest
+    for key, label in (NUMBER_FIELDS | VERSION_FIELDS).items():  # the palette opens the field, typing does the rest
         table, _, name = key.partition(".")
         action = partial(planner.run_action, f"edit_field('{key}')")
         namespace = "gpu" if table == "hardware" else table  # the palette's namespaces (gpu: H100 80GB SXM5)

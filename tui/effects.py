@@ -12,6 +12,7 @@ from typing import Any
 from vramplan.core.advice.whatif import Effect, WhatIf
 from vramplan.core.memory.result import Estimate
 from vramplan.core.plan.plan import Plan
+from vramplan.core.plan.stack import STACK_KEYS
 from vramplan.core.plan.units import GiB
 from vramplan.tui.choices import CHOICES, choice_index, plan_value
 
@@ -25,6 +26,9 @@ def alternatives(plan: Plan, key: str) -> list[tuple[str, Any]]:
         options = CHOICES[key]
         start = choice_index(plan, key)
         picked = (options[(start + k) % len(options)] for k in range(1, len(options)))
+        if key in STACK_KEYS:  # the stack's choice is one of the others: only the value not in effect differs
+            now = plan_value(plan, key)
+            return [(c.label, c.value) for c in picked if c.value is not None and c.value != now]
         return [(c.label, c.value) for c in picked]
     n = plan_value(plan, key)
     return [(str(n * 2), n * 2), *([(str(n // 2), n // 2)] if n > 1 else [])]

@@ -11,9 +11,10 @@ from vramplan.core.files.planfile import Meta
 from vramplan.core.plan import presets
 from vramplan.core.plan.errors import PlanError
 from vramplan.core.plan.plan import Plan, StrategyConfig, default_plan, plan_from_dict
+from vramplan.core.plan.stack import StackConfig
 from vramplan.core.plan.training import TrainingConfig
 from vramplan.core.plan.units import fmt_count
-from vramplan.tui.choices import CHOICES, blocked, choice_index, error_text, next_valid, plan_value
+from vramplan.tui.choices import CHOICES, blocked, choice_index, error_text, next_valid, plan_value, shown_value
 from vramplan.tui.commands import COMMANDS, bindings, palette_entries
 from vramplan.tui.history import PlanHistory
 from vramplan.tui.screens.files import with_format
@@ -90,6 +91,8 @@ def test_history_keeps_each_steps_file_meta() -> None:
         ("strategy.gradient_checkpointing", StrategyConfig.model_fields["gradient_checkpointing"].annotation),
         ("strategy.attention", StrategyConfig.model_fields["attention"].annotation),
         ("strategy.offload_optimizer", StrategyConfig.model_fields["offload_optimizer"].annotation),
+        ("strategy.checkpoint_impl", StrategyConfig.model_fields["checkpoint_impl"].annotation),
+        ("stack.framework", StackConfig.model_fields["framework"].annotation),
     ],
 )
 def test_choices_cover_every_value_of_the_plan_field(key: str, literal: object) -> None:
@@ -99,10 +102,22 @@ def test_choices_cover_every_value_of_the_plan_field(key: str, literal: object) 
     assert {c.value for c in CHOICES[key]} == values
 
 
+def test_a_key_the_stack_chose_shows_as_the_stacks_choice() -> None:
+    """checkpoint_impl left to the stack is its "stack's" choice (None), though the plan holds the stack's value;
+    set in the plan, it is that value's choice. lora_dtype has no such choice: it shows the value."""
+    plan = default_plan()
+    key = "strategy.checkpoint_impl"
+    assert plan_value(plan, key) == "non-reentrant" and key in plan.stack_chosen
+    assert shown_value(plan, key) is None and CHOICES[key][choice_index(plan, key)].label == "stack's"
+    set_ = plan.with_changes({key: "reentrant"})
+    assert shown_value(set_, key) == "reentrant" and CHOICES[key][choice_index(set_, key)].value == "reentrant"
+    assert shown_value(plan, "training.lora_dtype") == plan_value(plan, "training.lora_dtype") == "fp32"
+
+
 def test_every_choice_is_a_valid_plan_value() -> None:
     plan = default_plan()
     for key, choices in CHOICES.items():
-        assert choices[choice_index(plan, key)].value == plan_value(plan, key) or key == "training.quantization"
+        assert choices[choice_index(plan, key)].value == shown_value(plan, key) or key == "training.quantization"
         for c in choices:
             try:
                 plan.with_changes({key: c.value})
@@ -157,7 +172,7 @@ class _Recorder:
 def test_palette_entries_are_namespaced_and_act_on_the_plan() -> None:
     rec = _Recorder()
     entries = {e.text: e for e in palette_entries(rec)}
-    namespaces = {"plan", "view", "model", "gpu", "strategy", "training", "export"}
+    namespaces = {"plan", "view", "model", "gpu", "strategy", "training", "stack", "export"}
     assert all(t.split(": ", 1)[0] in namespaces for t in entries)
     for text in ("model: LLaMA-7B", "model: BLOOM-7B1", "gpu: H100 80GB SXM5", "strategy: ZeRO-3 (+ parameters)"):
         assert any(t.startswith(text) for t in entries), text
@@ -166,7 +181,16 @@ def test_palette_entries_are_namespaced_and_act_on_the_plan() -> None:
     entries["model: LLaMA-7B"].run()
     entries["gpu: H100 80GB SXM5"].run()
     entries["strategy: TP 4"].run()
-    assert rec.calls == [{"model.preset": "llama-7b"}, {"hardware.gpu": "h100-80gb"}, {"strategy.tensor_parallel": 4}]
+    entries["stack: framework torchtune"].run()
+    entries["strategy: checkpointing as the stack does (reentrant or not)"].run()
+    assert rec.calls == [
+        {"model.preset": "llama-7b"},
+        {"hardware.gpu": "h100-80gb"},
+        {"strategy.tensor_parallel": 4},
+        {"stack.framework": "torchtune"},
+        {"strategy.checkpoint_impl": None},  # unset: the stack chooses again
+    ]
+    assert "stack: torch (torch version)" in entries and "gpu: host_memory_gib (host memory per node, GiB)" in entries
     assert entries["plan: open"].help == "Open (ctrl+o)"
     for text in ("export: TOML", "export: DeepSpeed config", "export: Markdown report"):
         assert text in entries, text

@@ -54,6 +54,8 @@ PANES: tuple[tuple[str, str, str, str], ...] = (
     ("checklist", "Checks", "checklist_pane", "ChecklistPane"),
 )
 
+TABLE_PANES = {"stack": "hardware"}  # the tables edited in a pane named otherwise: the stack beside the hardware
+
 
 def pane_class(pid: str) -> type[PlanPane]:
     """The class of pane ``pid``; its module is imported on first use (the Model pane's with this module)."""
@@ -270,7 +272,8 @@ class PlannerScreen(Screen[None]):
 
     async def action_edit_field(self, key: str) -> None:
         """Show the pane holding the field of plan key ``key`` and put the cursor in it (the palette's numbers)."""
-        self.pane = key.split(".")[0]  # the panes are named after the plan's tables (model, hardware...)
+        table = key.split(".")[0]  # the panes are named after the plan's tables (model, hardware...)
+        self.pane = TABLE_PANES.get(table, table)
         row = (await self.pane_widget(self.pane)).query_one(f"#{field_id(key)}")
         if not row.display:  # e.g. LoRA rank with full fine-tuning
             hint = " (choose LoRA or QLoRA: m)" if key.startswith("training.lora") else ""

@@ -21,7 +21,7 @@ from vramplan.core.memory.result import Estimate
 from vramplan.core.plan.plan import Plan
 from vramplan.core.plan.units import number_text, parse_number
 from vramplan.core.plan.values import parse_count
-from vramplan.tui.choices import CHOICES, Choice, blocked, plan_value
+from vramplan.tui.choices import CHOICES, Choice, blocked, plan_value, shown_value
 from vramplan.tui.widgets.choice_bar import ChoiceBar
 from vramplan.tui.widgets.text import compact, show_text
 
@@ -350,6 +350,9 @@ class ChoiceField(FieldRow):
 
     def make_control(self) -> Widget:
         return ChoiceBar([c.label for c in self.choices])
+
+    def value_in(self, plan: Plan) -> Any:
+        return shown_value(plan, self.key)  # a key the stack chose: its "stack's" choice
 
     def _index(self, value: Any) -> int:
         for i, c in enumerate(self.choices):

@@ -25,28 +25,62 @@ from vramplan.tui.widgets.settle import Settled
 from vramplan.tui.widgets.text import LineText, show_text, without_links
 
 
-def headroom_state(est: Estimate) -> str:
-    """``over`` (does not fit), ``tight`` (fits with less than the checklist's fragmentation margin free,
+def error_margin(est: Estimate) -> int:
+    """The memory to keep free if the estimate is as far under as on its worst similar published run
+    (`ExpectedError.under_margin_bytes`, as the checklist's OOM item warns)."""
+    return est.expected_error.under_margin_bytes(est.on_gpu)
+
+
+def headroom_state(est: Estimate, error: bool = True) -> str:
+    """``over`` (does not fit), ``band`` (fits with less free than the estimate's error may take: `error_margin`;
+    not judged with ``error=False``), ``tight`` (fits with less than the checklist's fragmentation margin free,
     `FRAGMENTATION_RISK`: 10%) or ``ok``: the headline's colour and words follow it."""
     if not est.fits:
         return "over"
+    if error and est.headroom < error_margin(est):
+        return "band"
     return "tight" if est.headroom_fraction < FRAGMENTATION_RISK else "ok"
 
 
-def headline(est: Estimate) -> Content:
-    """Three lines: the verdict with the per-GPU total (one decimal, as ``vramplan estimate``), the margin, and
-    what ``torch.cuda.max_memory_allocated()`` / ``max_memory_reserved()`` would show. Assembled, not parsed from
-    markup: it is redrawn on every key."""
+def error_text(est: Estimate, runs: bool = True) -> str:
+    """How far to trust the total: ``± 6% on 14 runs``, the median error on the published runs nearest to the plan
+    (`core.memory.accuracy`; ``runs=False``: ``± 6%``)."""
+    ee = est.expected_error
+    if not ee.n_cases:
+        return "± ? (no similar runs)" if runs else "± ?"
+    return f"± {ee.median_pct:.0f}%" + (f" on {ee.n_cases} runs" if runs else "")
+
+
+def headline(est: Estimate, error: bool = True) -> Content:
+    """Three lines: the verdict with the per-GPU total (one decimal, as ``vramplan estimate``), the margin with the
+    estimate's expected error (`error_text`; within its band, how far under the worst similar run was and what to
+    keep free), and what ``torch.cuda.max_memory_allocated()`` / ``max_memory_reserved()`` would show. Each line
+    fits the 33 columns of the gauges at 80x24. ``error=False``: without the expected error (the first frame: its
+    data loads after it). Assembled, not parsed from markup: it is redrawn on every key."""
     total, cap = gib(est.total), gib(est.gpu_capacity)
-    if headroom_state(est) == "tight":  # the words say it without colour
+    state = headroom_state(est, error)
+    free, pct = f"{gib(est.headroom)} GiB free", f"{est.headroom_fraction:.0%}"
+    if state == "band":  # the words say it without colour
+        verdict = Content.assemble(("! fits, within the error", "bold"), f"  {total} / {cap} GiB per GPU")
+        worst = est.expected_error.worst_under_pct
+        margin = f"up to {worst:.0f}% under: keep {gib(error_margin(est))} GiB"
+    elif state == "tight":
         verdict = Content.assemble(("! fits, tight", "bold"), f"  {total} / {cap} GiB per GPU")
-        margin = f"{gib(est.headroom)} GiB free ({est.headroom_fraction:.0%} < {FRAGMENTATION_RISK:.0%} headroom)"
+        margin = f"{free} ({pct} < {FRAGMENTATION_RISK:.0%}" + (
+            f"), {error_text(est, False)}" if error else " headroom)"
+        )
     elif est.fits:
         verdict = Content.assemble(("✔ fits", "bold"), f"  {total} / {cap} GiB per GPU")
-        margin = f"{gib(est.headroom)} GiB free ({est.headroom_fraction:.0%} headroom)"
+        margin = f"{free}, {error_text(est)}" if error else f"{free} ({pct} headroom)"
+    elif est.gpu_fits:  # over the node's host memory or NVMe (`core.plan.node`)
+        host = "host_memory" in est.exceeded
+        verdict = Content.assemble((f"✘ does not fit in {'host RAM' if host else 'NVMe'}", "bold"))
+        need, limit = (est.cpu_per_node, est.node.host) if host else (est.nvme_per_node, est.node.nvme)
+        margin = f"{gib(need, 0)} / {gib(limit.bytes, 0)} GiB per node; GPU {total}"
     else:
         verdict = Content.assemble((f"✘ does not fit by {gib(-est.headroom)} GiB", "bold"))
-        margin = f"{total} / {cap} GiB per GPU ({est.total / est.gpu_capacity:.0%})"
+        tail = f", {error_text(est, False)}" if error else f" ({est.total / est.gpu_capacity:.0%})"
+        margin = f"{total} / {cap} GiB per GPU{tail}"
     # what torch.cuda.max_memory_allocated() / max_memory_reserved() would show (the total adds the process)
     torch = f"torch alloc {gib(est.allocated)} · resv {gib(est.reserved)}"
     return Content("\n").join([verdict, Content(margin), Content(torch)])
@@ -118,6 +152,8 @@ class MemoryGauges(VerticalScroll):
         # widget before the frame instead of two: a plan change changes the estimate and the timing together)
         self.show_later = Settled(self, self._after_frame, after_frame=True)
         self._host_parts: tuple[Vertical, Static, StackedBar] | None = None  # the host RAM line and bar, once built
+        # the expected error joins the headline after the first frame: its data (and json) load then, not before
+        self._with_error = False
 
     def compose(self) -> ComposeResult:
         yield without_links(Static(id="plan-summary"))
@@ -180,9 +216,7 @@ class MemoryGauges(VerticalScroll):
         if est is None or not self.is_mounted:
             return
         show_text(self.query_one("#plan-summary", Static), Content(plan_summary(est)))
-        show_text(self.query_one("#headline", Static), headline(est))
-        state = headroom_state(est)
-        self.query_one("#headline").set_class(state == "over", "-over").set_class(state == "tight", "-warn")
+        self._headline(est)
         live = est.live_at_peak
         self.query_one("#gpu-bar", StackedBar).show([(k, live.get(k, 0)) for k in KINDS], est.gpu_capacity)
         stage = "" if est.stage == "all" else f" (busiest: {est.stage} pipeline stage)"
@@ -192,7 +226,16 @@ class MemoryGauges(VerticalScroll):
         # pass over the whole screen, e.g. switching ZeRO-3), and the key's frame need not wait for them
         self.show_later()
 
+    def _headline(self, est: Estimate) -> None:
+        show_text(self.query_one("#headline", Static), headline(est, self._with_error))
+        state = headroom_state(est, self._with_error)
+        warn = state in ("tight", "band")
+        self.query_one("#headline").set_class(state == "over", "-over").set_class(warn, "-warn")
+
     def _after_frame(self) -> None:
+        if not self._with_error and self.estimate is not None:
+            self._with_error = True
+            self._headline(self.estimate)
         self._details()
         self._time_terms()
 

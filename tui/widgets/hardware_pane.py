@@ -1,4 +1,5 @@
-"""The Hardware pane: GPU presets (memory and dense TFLOP/s), GPUs per node and nodes."""
+"""The Hardware pane: GPU presets (memory and dense TFLOP/s), GPUs per node and nodes, the price, the node's host
+memory and NVMe (the limits of offload), and the stack that runs the training (`stack_fields`)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from vramplan.core.plan.describe import parallel_summary, short_gpu_name
 from vramplan.tui import detection
 from vramplan.tui.widgets.fields import IntField, NumberField, PlanPane
 from vramplan.tui.widgets.preset_list import USER_MARK, PresetList, broken_notes
+from vramplan.tui.widgets.stack_fields import node_rows, show_limit, show_stack, stack_rows
 from vramplan.tui.widgets.text import show_text
 
 
@@ -41,6 +43,8 @@ class HardwarePane(PlanPane):
             "price / GPU-hour",
             tooltip="for the cost of a token budget (Training pane); empty: the preset's price, if it has one",
         )
+        yield from node_rows()
+        yield from stack_rows()
 
     def show_estimate(self, est: Estimate) -> None:
         plan = est.plan
@@ -64,6 +68,14 @@ class HardwarePane(PlanPane):
         price = self.fields["hardware.price_per_gpu_hour"]
         assert isinstance(price, NumberField)
         price.set_placeholder(f"{g.price_per_gpu_hour:g} (preset)" if g.price_per_gpu_hour is not None else "unset")
+        for key, limit, need, what in (
+            ("hardware.host_memory_gib", est.node.host, est.cpu_per_node, "offload to host RAM"),
+            ("hardware.nvme_gib", est.node.nvme, est.nvme_per_node, "offload to NVMe"),
+        ):
+            row = self.fields[key]
+            assert isinstance(row, NumberField)
+            show_limit(row, limit, need, what, limit.source == est.node.host.source and key.endswith("nvme_gib"))
+        show_stack(self, est)
 
     @on(OptionList.OptionSelected, "#gpu-list")
     def _picked(self, event: OptionList.OptionSelected) -> None:

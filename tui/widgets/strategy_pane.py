@@ -28,7 +28,20 @@ BLOCKABLE = (
     "strategy.activation_offload",
     "strategy.float8",
 )
+IMPL = "strategy.checkpoint_impl"
 EFFECT_KEYS = (*BLOCKABLE, *DEGREE_KEYS)
+
+
+def impl_line(est: Estimate) -> str:
+    """Under the checkpoint implementation: whose choice it is, and what the other one would do (only full
+    checkpointing runs through torch.utils.checkpoint: elsewhere it changes nothing)."""
+    plan = est.plan
+    s = plan.strategy
+    if s.gradient_checkpointing != "full":
+        return "applies to full checkpointing only"
+    whose = f"stack {plan.stack.framework}: {s.checkpoint_impl}" if IMPL in plan.stack_chosen else "set in the plan"
+    pairs = toggle_effects(plan, est, (IMPL,))[IMPL]
+    return f"{whose} · {effects_line(pairs)}" if pairs else whose
 
 
 class StrategyPane(PlanPane):
@@ -41,6 +54,13 @@ class StrategyPane(PlanPane):
     def compose(self) -> ComposeResult:
         yield Static("→ other choices: memory per GPU, time", id="effects-legend", classes="muted")
         yield ChoiceField("strategy.gradient_checkpointing", "checkpointing", effect=True)
+        yield ChoiceField(
+            "strategy.checkpoint_impl",
+            "checkpoint impl",
+            effect=True,
+            tooltip="full checkpointing through torch's reentrant autograd.Function or its saved-tensor hooks; "
+            "stack's: what the stack (Hardware pane) does",
+        )
         yield ChoiceField("strategy.attention", "attention", effect=True)
         yield ChoiceField("strategy.activation_compression", "int8 activations", effect=True)
         yield ChoiceField("strategy.fused_cross_entropy", "fused CE loss", effect=True)
@@ -73,3 +93,4 @@ class StrategyPane(PlanPane):
         keys = (*EFFECT_KEYS, "strategy.expert_parallel", "strategy.experts") if moe else EFFECT_KEYS
         for key, pairs in toggle_effects(est.plan, est, keys).items():
             self.fields[key].set_effect(effects_line(pairs))
+        self.fields[IMPL].set_effect(impl_line(est))

@@ -1,0 +1,94 @@
+"""The plan's ``[stack]`` in the Hardware pane: the framework (a choice: changing it re-chooses the keys the plan
+leaves to the stack, `core.plan.stack`), the line naming what the stack chose, and one text field per package
+version. And the node's host memory and NVMe limits (`core.plan.node`) as the Hardware pane shows them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from textual import on
+from textual.content import Content
+from textual.widget import Widget
+from textual.widgets import Input, Label, Static
+
+from vramplan.core.memory.result import Estimate
+from vramplan.core.plan.node import Limit
+from vramplan.core.plan.stack import PACKAGES, choices_text
+from vramplan.core.plan.units import gib_text
+from vramplan.tui.widgets.fields import ChoiceField, FieldRow, NumberField, plan_input
+from vramplan.tui.widgets.text import show_text
+
+NODE_KEYS = ("hardware.host_memory_gib", "hardware.nvme_gib")
+
+
+class VersionField(FieldRow):
+    """A package version of the stack (``stack.torch``...): text as ``--set`` takes it; empty unsets it (the newest
+    behaviour the stack table knows). A string that is not a version is the plan's error, shown here."""
+
+    keeps_text = True
+
+    def make_control(self) -> Widget:
+        return plan_input(placeholder="unset (newest)")
+
+    def set_control(self, value: Any) -> None:
+        field = self.control
+        assert isinstance(field, Input)
+        if (field.value.strip() or None) != value:
+            with self.prevent(Input.Changed):
+                field.value = value or ""
+
+    @on(Input.Changed)
+    def _typed(self, event: Input.Changed) -> None:
+        event.stop()
+        if event.value != event.input.value:
+            return  # stale: the plan has set the field since
+        self.post_change(event.value.strip() or None, coalesce=True)
+
+
+def stack_rows() -> Iterator[Widget]:
+    """The stack section of the Hardware pane."""
+    yield Label("stack (what runs the training)", classes="section")
+    yield ChoiceField(
+        "stack.framework",
+        "framework",
+        tooltip="its defaults fill the keys the plan leaves unset (checkpointing's implementation, LoRA dtype...)",
+    )
+    yield Static(id="stack-chose", classes="details muted")
+    for package in PACKAGES:
+        yield VersionField(f"stack.{package}", package, tooltip=f"the {package} version, e.g. 2.5.1; empty: unset")
+
+
+def show_stack(pane: Widget, est: Estimate) -> None:
+    """The line naming the keys the stack chose for this plan (`core.plan.stack.choices_text`)."""
+    text = choices_text(est.plan) or f"stack {est.plan.stack.framework}: no key of this plan left to it"
+    show_text(pane.query_one("#stack-chose", Static), Content(text))
+
+
+def node_rows() -> Iterator[FieldRow]:
+    yield NumberField(
+        "hardware.host_memory_gib",
+        "host RAM / node",
+        effect=True,
+        tooltip="GiB of host memory per node, the limit of CPU offload; empty: the limit shown under the field",
+    )
+    yield NumberField(
+        "hardware.nvme_gib",
+        "NVMe / node",
+        effect=True,
+        tooltip="GiB of NVMe space per node, the limit of NVMe offload; empty: the limit shown under the field",
+    )
+
+
+def show_limit(row: NumberField, limit: Limit, need: int, what: str, same_source: bool = False) -> None:
+    """One node limit at its field: the limit in effect as the placeholder, where it comes from when unset (the
+    same node as the field above: ``same_source``), what the plan offloads against it, and a warning when that
+    is over it."""
+    where = "this machine" if "machine" in limit.source else limit.source.partition(":")[0]
+    row.set_placeholder(f"{gib_text(limit.bytes, 0)} ({where})")
+    lines = [] if limit.user else [f"unset: {'the same ' + where if same_source else limit.source}"]
+    if need and need <= limit.bytes:
+        lines.append(f"{what} per node: {gib_text(need)} of {gib_text(limit.bytes)} GiB")
+    row.set_effect("\n".join(lines))
+    over = need - limit.bytes
+    row.set_note(f"✘ {what} needs {gib_text(need)} GiB per node: over by {gib_text(over)} GiB" if over > 0 else "")
