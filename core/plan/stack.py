@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from vramplan.core.plan.errors import shown
 from vramplan.core.plan.values import FROZEN_TABLE, caseless_choices, strict_scalars
 
 if TYPE_CHECKING:
@@ -104,10 +103,10 @@ class StackConfig(BaseModel):
         if isinstance(v, int | float) and not isinstance(v, bool) and re.fullmatch(r"\d{1,6}(\.\d{1,6})?", str(v)):
             v = str(v)  # TOML's transformers = 4.38 is a float
         if not isinstance(v, str):
-            raise ValueError(f'a version is a string such as "4.38.2" (got {shown(v)})')
+            raise ValueError('a version is a string such as "4.38.2"')  # pydantic_error adds "(got ...)"
         v = v.strip()
         if len(v) > MAX_VERSION_CHARS or not _VERSION.match(v):
-            raise ValueError(f'not a version: {shown(v)} (a release such as "0.43.1" or "2.5.0+cu124")')
+            raise ValueError('not a version (a release such as "0.43.1" or "2.5.0+cu124")')
         return v
 
 

@@ -114,7 +114,7 @@ def test_round_trip_leaves_the_stacks_choices_out_of_the_file() -> None:
 def test_bad_versions_are_one_line_errors(value: object) -> None:
     with pytest.raises(PlanError) as e:
         default_plan().with_changes({"stack.peft": value})
-    assert "stack.peft" in str(e.value) and "\n" not in str(e.value)
+    assert "stack.peft" in str(e.value) and "\n" not in str(e.value) and str(e.value).count("(got") <= 1
 
 
 def test_unknown_framework_suggests() -> None:
