@@ -30,6 +30,7 @@ CHOICES: dict[str, tuple[Choice, ...]] = {
         *_simple("training", "precision", PRECISIONS),
     ),
     "training.lora_dtype": (
+        Choice(None, "stack's", "training: LoRA adapters in the dtype the stack makes them"),
         Choice("fp32", "fp32", "training: LoRA adapters fp32 (PEFT)"),
         Choice("bf16", "bf16", "training: LoRA adapters 16-bit (torchtune, litgpt)"),
     ),
@@ -45,6 +46,27 @@ CHOICES: dict[str, tuple[Choice, ...]] = {
         Choice("int8", "int8", "training: base weights int8"),
         Choice("nf4", "nf4", "training: base weights nf4"),
         Choice("fp4", "fp4", "training: base weights fp4"),
+    ),
+    "training.quantized_modules": (
+        Choice(None, "stack's", "training: 4-bit base quantizes the linears the stack quantizes"),
+        Choice("block-linears", "block linears", "training: 4-bit base: every block linear (transformers)"),
+        Choice("all-linears", "all linears", "training: 4-bit base: every linear, lm_head too (litgpt)"),
+        Choice("adapted", "adapted", "training: 4-bit base: only the LoRA-adapted linears (torchtune < 0.3)"),
+    ),
+    "training.bnb_generation": (
+        Choice(None, "stack's", "training: bitsandbytes as the stack's version runs it"),
+        Choice("current", "current", "training: bitsandbytes >= 0.43.2 (4-bit inputs not kept)"),
+        Choice("legacy", "legacy", "training: bitsandbytes <= 0.43.1 (each 4-bit linear keeps its input)"),
+    ),
+    "strategy.fsdp_version": (
+        Choice(None, "stack's", "strategy: FSDP version as the stack runs it"),
+        Choice(1, "1", "strategy: FSDP1 (FullyShardedDataParallel, flat parameters)"),
+        Choice(2, "2", "strategy: FSDP2 (fully_shard, per-parameter shards)"),
+    ),
+    "strategy.fsdp_adapter_wrap": (
+        Choice(None, "stack's", "strategy: FSDP1 LoRA units as the stack wraps them"),
+        Choice("block", "block", "strategy: FSDP1 LoRA adapters share their block's flat parameter (litgpt)"),
+        Choice("own", "own", "strategy: FSDP1 LoRA adapters in units of their own (PEFT)"),
     ),
     "strategy.gradient_checkpointing": (
         Choice("none", "none", "strategy: checkpointing off"),

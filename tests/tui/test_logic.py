@@ -104,14 +104,18 @@ def test_choices_cover_every_value_of_the_plan_field(key: str, literal: object) 
 
 def test_a_key_the_stack_chose_shows_as_the_stacks_choice() -> None:
     """checkpoint_impl left to the stack is its "stack's" choice (None), though the plan holds the stack's value;
-    set in the plan, it is that value's choice. lora_dtype has no such choice: it shows the value."""
+    set in the plan, it is that value's choice. The other keys the stack chooses (lora_dtype, quantized_modules,
+    bnb_generation, fsdp_version, fsdp_adapter_wrap) have the same choice."""
     plan = default_plan()
     key = "strategy.checkpoint_impl"
     assert plan_value(plan, key) == "non-reentrant" and key in plan.stack_chosen
     assert shown_value(plan, key) is None and CHOICES[key][choice_index(plan, key)].label == "stack's"
     set_ = plan.with_changes({key: "reentrant"})
     assert shown_value(set_, key) == "reentrant" and CHOICES[key][choice_index(set_, key)].value == "reentrant"
-    assert shown_value(plan, "training.lora_dtype") == plan_value(plan, "training.lora_dtype") == "fp32"
+    for key in ("training.lora_dtype", "training.quantized_modules", "training.bnb_generation"):
+        assert shown_value(plan, key) is None and plan_value(plan, key) is not None and key in plan.stack_chosen
+    mine = plan.with_changes({"training.lora_dtype": "fp32"})
+    assert shown_value(mine, "training.lora_dtype") == "fp32"
 
 
 def test_every_choice_is_a_valid_plan_value() -> None:

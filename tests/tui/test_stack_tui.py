@@ -171,3 +171,38 @@ async def test_the_stack_fields_at_40x12_no_color_and_from_the_palette(monkeypat
         await pilot.press(*"0.43.1")
         await pilot.pause()
         assert app.planner.plan.stack.bitsandbytes == "0.43.1"
+
+
+async def test_the_other_stack_keys_and_the_fsdp_version_have_fields_of_their_own() -> None:
+    """LoRA dropout, the 4-bit linears, the bitsandbytes generation (Training pane) and the FSDP version and FSDP1
+    adapter units (Strategies pane): each shows the stack's choice until set, by keyboard, in the plan."""
+    app = VramplanApp(plan=default_plan().with_changes(QLORA))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("3")
+        planner = app.planner
+        for key in ("training.lora_dropout", "training.quantized_modules", "training.bnb_generation"):
+            assert planner.query_one(f"#f-{key.replace('.', '-')}").display, key
+        bar = planner.query_one("#f-training-bnb_generation ChoiceBar", ChoiceBar)
+        bar.focus()
+        await pilot.press("right", "right")  # stack's -> current -> legacy
+        await pilot.pause()
+        assert planner.plan.training.bnb_generation == "legacy"
+        assert "training.bnb_generation" not in planner.plan.stack_chosen
+        dropout = planner.query_one("#f-training-lora_dropout Input", Input)
+        dropout.focus()
+        await pilot.press(*"0.1")
+        await pilot.pause()
+        assert planner.plan.training.lora_dropout == 0.1
+        bar.focus()  # out of the text field, where "4" is a digit
+        await pilot.press("4")
+        assert planner.query_one("#f-strategy-fsdp_version").display  # ZeRO-3 over 8 GPUs
+        version = planner.query_one("#f-strategy-fsdp_version ChoiceBar", ChoiceBar)
+        version.focus()
+        await pilot.press("right")  # stack's -> 1
+        await pilot.pause()
+        assert planner.plan.strategy.fsdp_version == 1
+        assert planner.query_one("#f-strategy-fsdp_adapter_wrap").display  # FSDP1 with LoRA
+    full = VramplanApp(plan=default_plan())
+    async with full.run_test(size=(80, 24)) as pilot:
+        await pilot.press("3")
+        assert not full.planner.query_one("#f-training-lora_dropout").display

@@ -65,6 +65,12 @@ class StrategyPane(PlanPane):
         yield ChoiceField("strategy.activation_compression", "int8 activations", effect=True)
         yield ChoiceField("strategy.fused_cross_entropy", "fused CE loss", effect=True)
         yield ChoiceField("strategy.zero_stage", "ZeRO stage", effect=True)
+        yield ChoiceField(
+            "strategy.fsdp_version", "FSDP version", tooltip="under ZeRO-2/3: 1 flat parameters, 2 fully_shard"
+        )
+        yield ChoiceField(
+            "strategy.fsdp_adapter_wrap", "FSDP1 adapters", tooltip="block: adapters share their block's unit"
+        )
         yield ChoiceField("strategy.offload_optimizer", "offload optimizer", effect=True)
         yield ChoiceField("strategy.offload_parameters", "offload params", effect=True)
         yield IntField("strategy.tensor_parallel", "tensor parallel", effect=True)
@@ -81,6 +87,12 @@ class StrategyPane(PlanPane):
     def show_estimate(self, est: Estimate) -> None:
         self.show_blocked(est, BLOCKABLE)
         moe = est.plan.model.arch().moe is not None
+        s = est.plan.strategy
+        sharded = s.zero_stage >= 2 and est.plan.data_parallel > 1
+        self.fields["strategy.fsdp_version"].display = sharded
+        self.fields["strategy.fsdp_adapter_wrap"].display = (
+            sharded and s.fsdp_version == 1 and est.plan.training.method != "full"
+        )
         self.fields["strategy.expert_parallel"].display = moe
         self.fields["strategy.experts"].display = moe
         self.show_effects()

@@ -13,7 +13,14 @@ from vramplan.core.time.step import step_time
 from vramplan.tui.widgets.fields import ChoiceField, IntField, ListField, NumberField, PlanPane
 from vramplan.tui.widgets.text import show_text
 
-LORA_KEYS = ("training.lora_rank", "training.lora_targets", "training.quantization")
+LORA_KEYS = (
+    "training.lora_rank",
+    "training.lora_targets",
+    "training.quantization",
+    "training.lora_dtype",
+    "training.lora_dropout",
+)
+QUANT_KEYS = ("training.quantized_modules", "training.bnb_generation")
 
 
 class TrainingPane(PlanPane):
@@ -32,7 +39,15 @@ class TrainingPane(PlanPane):
             "training.lora_targets", "LoRA targets", tooltip="q k v o gate up down, qkv (BLOOM), or all-linear"
         )
         yield ChoiceField("training.quantization", "base weights")
-        yield ChoiceField("training.lora_dtype", "LoRA dtype")
+        yield ChoiceField("training.lora_dtype", "LoRA dtype", tooltip="stack's: what the stack (Hardware pane) makes")
+        yield NumberField(
+            "training.lora_dropout",
+            "LoRA dropout",
+            placeholder="the stack's",
+            tooltip="probability before lora_A (a mask and a dropped copy per adapted linear); empty: the stack's",
+        )
+        yield ChoiceField("training.quantized_modules", "4-bit linears", tooltip="which linears a 4-bit base holds")
+        yield ChoiceField("training.bnb_generation", "bitsandbytes", tooltip="<= 0.43.1 kept each 4-bit input")
         yield Label("time (step time, time to train)", classes="section")
         yield NumberField(
             "training.mfu",
@@ -61,6 +76,9 @@ class TrainingPane(PlanPane):
         lora = t.method != "full"
         for key in LORA_KEYS:
             self.query_one(f"#f-{key.replace('.', '-')}").display = lora
+        quantized = lora and t.base_quantization != "none"
+        for key in QUANT_KEYS:
+            self.query_one(f"#f-{key.replace('.', '-')}").display = quantized
         self.show_blocked(est, ("training.method",))
         self._show_time(est)
 
