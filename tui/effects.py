@@ -12,7 +12,7 @@ from typing import Any
 from vramplan.core.advice.whatif import Effect, WhatIf
 from vramplan.core.memory.result import Estimate
 from vramplan.core.plan.plan import Plan
-from vramplan.core.plan.stack import STACK_KEYS
+from vramplan.core.plan.stack_defaults import STACK_KEYS
 from vramplan.core.plan.units import GiB
 from vramplan.tui.choices import CHOICES, choice_index, plan_value
 

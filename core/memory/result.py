@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from vramplan.core.plan.node import NodeLimits
-from vramplan.core.plan.stack import choices_json
+from vramplan.core.plan.stack_defaults import choices_json
 
 if TYPE_CHECKING:
     from vramplan.core.memory.accuracy import ExpectedError

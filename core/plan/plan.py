@@ -26,7 +26,8 @@ from vramplan.core.plan.combinations import check_combinations
 from vramplan.core.plan.errors import PlanError, pydantic_error, shown, suggest
 from vramplan.core.plan.model import ModelConfig
 from vramplan.core.plan.presets import MAX_NODE_GIB
-from vramplan.core.plan.stack import StackConfig, StackDefault, stack_choices
+from vramplan.core.plan.stack import StackConfig, StackDefault
+from vramplan.core.plan.stack_defaults import stack_choices
 from vramplan.core.plan.training import TrainingConfig
 from vramplan.core.plan.values import FROZEN_TABLE, caseless_choices, count_value, strict_scalars
 
@@ -237,8 +238,8 @@ class Plan(BaseModel):
     @model_validator(mode="wrap")
     @classmethod
     def _stack_defaults(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Plan:
-        """The keys of `core.plan.stack.STACK_KEYS` that the data leaves unset, filled with the stack's defaults;
-        the plan remembers which (`stack_chosen`), and `dump` leaves them out."""
+        """The keys of `core.plan.stack_defaults.STACK_KEYS` that the data leaves unset, filled with the stack's
+        defaults; the plan remembers which (`stack_chosen`), and `dump` leaves them out."""
         chosen: dict[str, StackDefault] = {}
         if isinstance(data, dict):
             data, chosen = _with_stack_defaults(data)
@@ -269,7 +270,7 @@ class Plan(BaseModel):
     @property
     def stack_chosen(self) -> dict[str, StackDefault]:
         """The keys the stack chose (the plan's data left them unset), each with the row of
-        `core.plan.stack.STACK_DEFAULTS` that gave its value."""
+        `core.plan.stack_defaults.STACK_DEFAULTS` that gave its value."""
         return self._stack_chosen
 
     def dump(self) -> dict[str, Any]:

@@ -12,7 +12,8 @@ from vramplan.core.memory.activations.context import plan_ctx
 from vramplan.core.memory.peak import estimate
 from vramplan.core.plan.errors import PlanError
 from vramplan.core.plan.plan import Plan, default_plan, plan_from_dict
-from vramplan.core.plan.stack import FRAMEWORKS, STACK_DEFAULTS, STACK_KEYS, StackConfig, stack_choice, version_tuple
+from vramplan.core.plan.stack import FRAMEWORKS, StackConfig, version_tuple
+from vramplan.core.plan.stack_defaults import STACK_DEFAULTS, STACK_KEYS, stack_choice
 
 QLORA = {"training.method": "qlora", "strategy.gradient_checkpointing": "full"}
 

@@ -14,7 +14,8 @@ from textual.widgets import Input, Label, Static
 
 from vramplan.core.memory.result import Estimate
 from vramplan.core.plan.node import Limit
-from vramplan.core.plan.stack import PACKAGES, choices_text
+from vramplan.core.plan.stack import PACKAGES
+from vramplan.core.plan.stack_defaults import choices_text
 from vramplan.core.plan.units import gib_text
 from vramplan.tui.widgets.fields import ChoiceField, FieldRow, NumberField, plan_input
 from vramplan.tui.widgets.text import show_text
