@@ -84,7 +84,7 @@ def _plan_args(p: argparse.ArgumentParser, required: bool = False) -> None:
 
 def cmd_estimate(args: argparse.Namespace) -> int:
     from vramplan import __version__
-    from vramplan.cli.report import estimate_table, time_table
+    from vramplan.cli.report import brief_line, estimate_table, time_table
     from vramplan.core.memory.peak import estimate
     from vramplan.core.time.step import step_time
 
@@ -93,15 +93,18 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     plan = resolve(args)
     est = estimate(plan)
     st = step_time(plan)
-    if args.json:
+    if args.json:  # always exit 0 on a valid plan: scripts read memory.fits (and treat non-zero as no estimate)
         data = est.to_json(__version__)
         data["time"] = st.to_json()
         sys.stdout.write(json.dumps(with_import(args, data)) + "\n")
+        return 0
+    if args.brief:
+        sys.stdout.write(brief_line(est, st) + "\n")
     else:
         sys.stdout.write(
             estimate_table(est, hardware_note=_detected_note(args, plan.hardware.gpu)) + "\n" + time_table(st)
         )
-    return 0
+    return 0 if est.fits else 1
 
 
 def _broken_presets() -> None:
@@ -239,9 +242,20 @@ def build_parser() -> OneLineParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
 
-    p = sub.add_parser("estimate", help="per-GPU memory and step time of a plan (table or --json)")
+    p = sub.add_parser(
+        "estimate",
+        help="per-GPU memory and step time of a plan (table or --json)",
+        description="The memory per GPU at the step's peak, by kind, and the step time of a plan. Exit code: 0 "
+        "when the plan fits, 1 when it does not (GPU, host memory or NVMe per node), 2 on bad input; --json always "
+        "exits 0 on a valid plan: read memory.fits.",
+        epilog="example: vramplan estimate --model llama-3.1-8b --gpu h100 --set training.method=lora --brief",
+    )
     _plan_args(p)
-    p.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="one JSON object on stdout (exit 0 even if it does not fit)")
+    out.add_argument(
+        "--brief", action="store_true", help="one line: fits: 17.8 / 80.0 GiB, 559.8 ms per step (or does not fit)"
+    )
     add_stack_arg(p)
     p.set_defaults(handler=cmd_estimate)
 

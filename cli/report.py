@@ -111,6 +111,28 @@ def estimate_table(est: Estimate, hardware_note: str = "") -> str:
 NODE_LIMIT_TEXT = {"gpu_memory": "GPU memory", "host_memory": "host memory per node", "nvme": "NVMe per node"}
 
 
+def brief_line(est: Estimate, st: StepTime) -> str:
+    """``estimate --brief``: one line a script can show, ``fits: 17.8 / 80.0 GiB, 559.8 ms per step`` or ``does not
+    fit by 3.1 GiB (83.1 / 80.0 GiB), ...``; a node limit it is over is named (``does not fit in host memory per
+    node by ...``), the GPU's figures following when they fit."""
+    gpu = f"{est.on_gpu / GiB:.1f} / {est.gpu_capacity / GiB:.1f} GiB"
+    step = f"{fmt_seconds(st.step_seconds)} per step"
+    if est.fits:
+        return f"fits: {gpu}, {step}"
+    need_have = {
+        "gpu_memory": (est.on_gpu, est.gpu_capacity),
+        "host_memory": (est.cpu_per_node, est.node.host.bytes),
+        "nvme": (est.nvme_per_node, est.node.nvme.bytes),
+    }
+    parts = []
+    for kind in est.exceeded:
+        need, have = need_have[kind]
+        where = "" if kind == "gpu_memory" else f"in {NODE_LIMIT_TEXT[kind]} "
+        parts.append(f"{where}by {(need - have) / GiB:.1f} GiB ({need / GiB:.1f} / {have / GiB:.1f} GiB)")
+    on_gpu = "" if "gpu_memory" in est.exceeded else f"; GPU {gpu}"
+    return f"does not fit {' and '.join(parts)}{on_gpu}, {step}"
+
+
 def node_lines(est: Estimate) -> list[str]:
     """What the node's ranks offload against the node's host memory and NVMe (`core.plan.node`): each over its
     limit says so, and where the limit comes from (none when nothing is offloaded)."""
