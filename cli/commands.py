@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import json
 import os
 import sys
@@ -31,6 +32,12 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         raise CliError(f"{self.prog}: {message} (see {self.prog} --help)")
+
+
+HEADROOM_HELP = (
+    "GPU memory every suggestion leaves free, in percent (same as --set advice.headroom_percent=PERCENT; default: "
+    "the estimate's worst under-prediction on similar published runs, at least 10%%)"
+)
 
 
 def _positive(text: str) -> int:
@@ -248,7 +255,7 @@ def build_parser() -> OneLineParser:
         description="The memory per GPU at the step's peak, by kind, and the step time of a plan. Exit code: 0 "
         "when the plan fits, 1 when it does not (GPU, host memory or NVMe per node), 2 on bad input; --json always "
         "exits 0 on a valid plan: read memory.fits.",
-        epilog="example: vramplan estimate --model llama-3.1-8b --gpu h100 --set training.method=lora --brief",
+        epilog="example: vramplan estimate --model llama-3.1-8b --gpu h100 --gpus 1 --brief",
     )
     _plan_args(p)
     out = p.add_mutually_exclusive_group()
@@ -260,7 +267,11 @@ def build_parser() -> OneLineParser:
     p.set_defaults(handler=cmd_estimate)
 
     p = sub.add_parser(
-        "export", help="write a plan as TOML (reloadable), a DeepSpeed or accelerate config or a Markdown report"
+        "export",
+        help="write a plan as TOML (reloadable), a DeepSpeed or accelerate config or a Markdown report",
+        description="Write the plan as a TOML plan file (it loads back to the same plan, its estimate alongside), "
+        "a DeepSpeed JSON or accelerate YAML config, or a Markdown report for review.",
+        epilog="example: vramplan export --model llama-3.1-8b --gpu h100 -o plan.toml",
     )
     _plan_args(p)
     p.add_argument(
@@ -275,7 +286,11 @@ def build_parser() -> OneLineParser:
     p.set_defaults(handler=cmd_export)
 
     p = sub.add_parser(
-        "check", help="troubleshooting checklist: OOM, NaN loss, slow training (exit 1 when an item fails)"
+        "check",
+        help="troubleshooting checklist: OOM, NaN loss, slow training (exit 1 when an item fails)",
+        description="The troubleshooting checklist of a plan: out of memory, NaN loss, slow training, each item "
+        "passing, warning or failing with its fix. Exit code 1 when an item fails, 2 on bad input.",
+        epilog="example: vramplan check plan.toml --framework fsdp",
     )
     _plan_args(p)
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
@@ -285,10 +300,17 @@ def build_parser() -> OneLineParser:
         default="all",
         help="a memory fix this framework runs, as `fit --framework` (default: all)",
     )
+    p.add_argument("--headroom", metavar="PERCENT", help=HEADROOM_HELP)
     add_stack_arg(p)
     p.set_defaults(handler=cmd_check)
 
-    p = sub.add_parser("fit", help="the smallest sets of changes that make a plan fit, fastest first")
+    p = sub.add_parser(
+        "fit",
+        help="the smallest sets of changes that make a plan fit, fastest first",
+        description="The fit advisor: the smallest sets of changes (strategy, batch, precision, offload, GPUs) "
+        "that make the plan fit, fastest step first.",
+        epilog="example: vramplan fit --model llama-3.1-70b --gpu a100-80gb --gpus 8 --limit 5",
+    )
     _plan_args(p)
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
     p.add_argument("--limit", type=_positive, default=10, metavar="N", help="at most N suggestions (default 10)")
@@ -298,15 +320,27 @@ def build_parser() -> OneLineParser:
         default="all",
         help="suggest only plans this framework runs (default: all)",
     )
+    p.add_argument("--headroom", metavar="PERCENT", help=HEADROOM_HELP)
     add_stack_arg(p)
     p.set_defaults(handler=cmd_fit)
 
-    p = sub.add_parser("presets", help="list model and hardware presets")
+    p = sub.add_parser(
+        "presets",
+        help="list model and hardware presets",
+        description="The model presets (parameters, layers) and GPU presets (memory, peak FLOP/s), built-in and "
+        "your own; the ids are what --model and --gpu take.",
+        epilog="example: vramplan presets hardware",
+    )
     p.add_argument("kind", nargs="?", choices=("models", "hardware"))
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
     p.set_defaults(handler=cmd_presets)
 
-    p = sub.add_parser("keys", help="every settable key (--set TABLE.KEY=VALUE) with its type, default and meaning")
+    p = sub.add_parser(
+        "keys",
+        help="every settable key (--set TABLE.KEY=VALUE) with its type, default and meaning",
+        description="Every key a plan file or --set TABLE.KEY=VALUE takes, with its type, default and meaning.",
+        epilog="example: vramplan keys | grep -A1 zero_stage",
+    )
     p.add_argument("--json", action="store_true", help="one JSON array on stdout")
     p.set_defaults(handler=cmd_keys)
 
@@ -353,19 +387,27 @@ def run(argv: Sequence[str]) -> int:
     try:
         args = build_parser().parse_args(list(argv))
         shortcuts = [
-            f"hardware.{key}={value}"
-            for key, value in (("gpus_per_node", getattr(args, "gpus", None)), ("nodes", getattr(args, "nodes", None)))
+            f"{key}={value}"
+            for key, value in (
+                ("hardware.gpus_per_node", getattr(args, "gpus", None)),
+                ("hardware.nodes", getattr(args, "nodes", None)),
+                ("advice.headroom_percent", getattr(args, "headroom", None)),
+            )
             if value is not None
         ]
-        if shortcuts:  # --gpus/--nodes first: an explicit --set of the same key wins
+        if shortcuts:  # --gpus/--nodes/--headroom first: an explicit --set of the same key wins
             args.sets = [*shortcuts, *args.sets]
         handler: Handler = args.handler
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", PlanNotice)
-            if hasattr(args, "plan") and not args.plan:  # the starting plan, on this machine: its host memory
-                _note_this_machine()
-            code = handler(args)
-        _print_notices(caught)
+        output = io.StringIO()  # the command's stdout, held so its notices print before it (--gpu h100: taken as)
+        try:
+            with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stdout(output):
+                warnings.simplefilter("always", PlanNotice)
+                if hasattr(args, "plan") and not args.plan:  # the starting plan, on this machine: its host memory
+                    _note_this_machine()
+                code = handler(args)
+            _print_notices(caught)
+        finally:
+            sys.stdout.write(output.getvalue())
         return code
     except CliError as exc:
         print(str(exc), file=sys.stderr)

@@ -15,7 +15,11 @@ if TYPE_CHECKING:  # imported when the command runs: `vramplan --help` stays fas
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
-        "diff", help="the keys two plan files differ in, and what each does to memory per GPU and step time"
+        "diff",
+        help="the keys two plan files differ in, and what each does to memory per GPU and step time",
+        description="The keys plan B differs from plan A in (after defaults), the memory per GPU by kind and the "
+        "step time of each (per step and per token), and each changed key applied to A alone.",
+        epilog="example: vramplan diff lora.toml qlora.toml",
     )
     p.add_argument("a", metavar="A.toml", help="plan file A (the one changes are measured from)")
     p.add_argument("b", metavar="B.toml", help="plan file B")
@@ -72,6 +76,7 @@ def diff_text(d: PlanDiff, a_name: str = "A", b_name: str = "B") -> str:
         f"{'step time':<34}{fmt_seconds(fa.step_seconds):>10}{fmt_seconds(fb.step_seconds):>10}"
         f"{sign + fmt_seconds(abs(step_delta)):>10} ({rel})"
     )
+    lines.append(per_token_line(fa.tokens_per_second, fb.tokens_per_second))
     lines.append(f"{'tokens/s':<34}{fa.tokens_per_second:>10,.0f}{fb.tokens_per_second:>10,.0f}")
     if d.keys:
         lines.append("")
@@ -80,3 +85,13 @@ def diff_text(d: PlanDiff, a_name: str = "A", b_name: str = "B") -> str:
             head = f"{k.key} {value_text(k.a)} -> {value_text(k.b)}: "
             lines += wrapped(head + (k.alone.text() if k.alone else k.error))
     return "\n".join(lines) + "\n"
+
+
+def per_token_line(tps_a: float, tps_b: float) -> str:
+    """``step time per token, us`` of A and B, the change and its percentage: the step time over the tokens of the
+    step (1 / tokens/s), fair between plans of different batches where the time per step is not."""
+    from vramplan.core.advice.plandiff import relative_text
+
+    us_a, us_b = 1e6 / tps_a, 1e6 / tps_b
+    rel = relative_text(us_b / us_a).removesuffix(" step time")
+    return f"{'step time per token, us':<34}{us_a:>10,.2f}{us_b:>10,.2f}{us_b - us_a:>+10,.2f} ({rel})"

@@ -27,6 +27,7 @@ def add_parser(sub: argparse._SubParsersAction, plan_args: Callable[[argparse.Ar
         "(1, 2, 4, 8 on one node, then nodes of 8), the step time, tokens/s and, with --tokens and --price, the time "
         "and cost to train. The plan's GPU and GPU count are what the guide varies (--gpu only says whose "
         "hardware.price_per_gpu_hour the plan's price is).",
+        epilog="example: vramplan gpus --model llama-3.1-70b --tokens 2T --price 2.5",
     )
     plan_args(p)
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
@@ -80,7 +81,7 @@ def cmd_gpus(args: argparse.Namespace) -> int:
     return 0
 
 
-HEADER = ("GPU", "GiB", "GPUs", "GiB/GPU", "step", "tokens/s", "train", "cost")
+HEADER = ("GPU", "GiB", "GPUs", "GiB/GPU", "step", "tokens/s", "train", "cost USD")
 WIDTHS = (19, 4, 5, 7, 8, 8, 11, 10)  # with one space between: 79 columns
 
 
