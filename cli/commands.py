@@ -34,6 +34,12 @@ class OneLineParser(argparse.ArgumentParser):
         raise CliError(f"{self.prog}: {message} (see {self.prog} --help)")
 
 
+HEADROOM_HELP = (
+    "GPU memory every suggestion leaves free, in percent (same as --set advice.headroom_percent=PERCENT; default: "
+    "the estimate's worst under-prediction on similar published runs, at least 10%%)"
+)
+
+
 def _positive(text: str) -> int:
     """``--limit N``: a whole number of at least 1 (argparse turns the ValueError into a usage line)."""
     try:
@@ -294,6 +300,7 @@ def build_parser() -> OneLineParser:
         default="all",
         help="a memory fix this framework runs, as `fit --framework` (default: all)",
     )
+    p.add_argument("--headroom", metavar="PERCENT", help=HEADROOM_HELP)
     add_stack_arg(p)
     p.set_defaults(handler=cmd_check)
 
@@ -313,6 +320,7 @@ def build_parser() -> OneLineParser:
         default="all",
         help="suggest only plans this framework runs (default: all)",
     )
+    p.add_argument("--headroom", metavar="PERCENT", help=HEADROOM_HELP)
     add_stack_arg(p)
     p.set_defaults(handler=cmd_fit)
 
@@ -379,11 +387,15 @@ def run(argv: Sequence[str]) -> int:
     try:
         args = build_parser().parse_args(list(argv))
         shortcuts = [
-            f"hardware.{key}={value}"
-            for key, value in (("gpus_per_node", getattr(args, "gpus", None)), ("nodes", getattr(args, "nodes", None)))
+            f"{key}={value}"
+            for key, value in (
+                ("hardware.gpus_per_node", getattr(args, "gpus", None)),
+                ("hardware.nodes", getattr(args, "nodes", None)),
+                ("advice.headroom_percent", getattr(args, "headroom", None)),
+            )
             if value is not None
         ]
-        if shortcuts:  # --gpus/--nodes first: an explicit --set of the same key wins
+        if shortcuts:  # --gpus/--nodes/--headroom first: an explicit --set of the same key wins
             args.sets = [*shortcuts, *args.sets]
         handler: Handler = args.handler
         output = io.StringIO()  # the command's stdout, held so its notices print before it (--gpu h100: taken as)

@@ -261,6 +261,7 @@ def checklist_text(cl: Checklist, title: str, alternatives: int = 2) -> str:
 def advice_text(a: Advice, title: str) -> str:
     """``vramplan fit``: the verdict, the ranked suggestions with their ``--set`` arguments, the largest micro-batch
     and the fewest GPUs; 80 columns."""
+    from vramplan.core.advice.limits import layout_text, seq_len_text
     from vramplan.core.advice.moves import TIER_TEXT
 
     est = a.est
@@ -276,17 +277,18 @@ def advice_text(a: Advice, title: str) -> str:
     for limit, key in ((est.node.host, "hardware.host_memory_gib"), (est.node.nvme, "hardware.nvme_gib")):
         if limit.user:  # the user's own limit: the suggestions that offload stay within it
             lines.append(f"  offload within {limit.bytes / GiB:.1f} GiB per node ({key}, as set)")
-    goal = "fit" if not est.fits else f"leave {a.goal_headroom:.0%} free"
+    goal = f"leave {a.goal_headroom:.0%} free ({a.margin.reason}; --headroom sets it)"
     if not a.needed:
-        lines.append("Enough headroom: nothing to change.")
+        lines += _wrap(f"Enough headroom: nothing to change (the margin: {goal[6:]}).", 0)
     elif not a.suggestions:
-        lines.append(f"No set of up to 3 changes makes it {goal} ({a.searched:,} plans searched).")
+        lines += _wrap(f"No set of up to 3 changes makes it {goal} ({a.searched:,} plans searched).", 0)
     else:
-        lines += [
-            f"Changes that make it {goal} ({a.searched:,} plans searched), fastest first: step time relative to now",
+        lines += _wrap(
+            f"Changes that make it {goal}, fastest first ({a.searched:,} plans searched): step time relative to now "
             f"({fmt_seconds(a.step_seconds)}; same global batch); changes of method after those that train the same "
             "model:",
-        ]
+            0,
+        )
         same: bool | None = None
         for n, s in enumerate(a.suggestions, 1):
             if s.same_model != same:
@@ -304,19 +306,14 @@ def advice_text(a: Advice, title: str) -> str:
             lines += _set_line(e.set_args(), 6)
     lines.append("")
     mb = a.max_micro_batch_size
-    lines.append(
-        f"Largest micro-batch that fits as is: {mb}" if mb else "Largest micro-batch that fits as is: none, not even 1"
-    )
-    seq = a.max_seq_len
-    lines.append(
-        f"Largest sequence length that fits as is: {seq:,}"
-        if seq
-        else "Largest sequence length that fits as is: none, not even 1 token"
+    kept = f"with {a.goal_headroom:.0%} free"
+    lines.append(f"Largest micro-batch that fits as is ({kept}): {mb if mb else 'none, not even 1'}")
+    lines += _wrap(
+        f"Largest sequence length that fits as is ({kept}): {seq_len_text(a.max_seq_len, a.context_len)}", 0, hang=2
     )
     if a.min_gpus is None:
         lines.append("Fewest GPUs that fit with these strategies: none (more GPUs do not shrink what each holds)")
     else:
-        nodes = a.min_gpus_changes["hardware.nodes"]
-        layout = f"{nodes} nodes x {a.min_gpus_changes['hardware.gpus_per_node']}" if nodes > 1 else "one node"
-        lines.append(f"Fewest GPUs that fit with these strategies: {a.min_gpus} ({layout})")
+        layout = layout_text(a.min_gpus_changes)
+        lines.append(f"Fewest GPUs that fit with these strategies ({kept}): {a.min_gpus} ({layout})")
     return "\n".join(lines) + "\n"

@@ -15,29 +15,30 @@ current; the global batch is kept, so this is also the time per token), one noti
 training the same and tier 1 changes numerics (8-bit states, int8 activations, precision), ranked together; tier
 2 changes the method (LoRA, QLoRA) and comes after them, since it trains something else.
 
-The goal: a plan that does not fit must fit; one that fits with less headroom than fragmentation can take
-(`FRAGMENTATION_RISK`) must leave that much free. Besides the suggestions: the largest micro-batch that fits as
-is, and the fewest GPUs that fit with the plan's strategies.
+The goal: every suggestion leaves the safety margin free (`core.advice.margin`: ``advice.headroom_percent``, else the
+estimate's expected-error band, at least fragmentation's 10%), whether the plan fits or not: none proposes a plan at
+0% free. Besides the suggestions, with the same margin: the largest micro-batch and sequence length that fit as is
+(the sequence length also capped at the model's trained context), and the fewest GPUs that fit with the plan's
+strategies (filling a node of the GPU preset's size first).
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 from typing import Any
 
 from vramplan.core.advice.frameworks import unsupported
+from vramplan.core.advice.limits import gpu_layout, max_micro_batch_size, max_seq_len, min_gpus
+from vramplan.core.advice.margin import Margin, fixed_margin, safety_margin
 from vramplan.core.advice.moves import TIER_TEXT, Move, memory_moves
 from vramplan.core.advice.speedup import combined, speed_up, title
 from vramplan.core.advice.whatif import Effect, WhatIf, plain
-from vramplan.core.memory.result import FRAGMENTATION_RISK, Estimate
+from vramplan.core.memory.result import Estimate
 from vramplan.core.plan.plan import Plan
 
-MAX_MICRO_BATCH = 1_000_000  # the plan's own limit (training.micro_batch_size)
-MAX_SEQ_LEN = 1 << 24  # 16M tokens: the search's ceiling (the plan's own limit is 1e8)
-MAX_NODES = 100_000  # the plan's own limit (hardware.nodes)
+__all__ = ["Advice", "Suggestion", "advise", "gpu_layout", "rank", "suggestions"]
 
 
 @dataclass(frozen=True)
@@ -87,13 +88,20 @@ class Advice:
     plan: Plan
     est: Estimate
     step_seconds: float
-    goal_headroom: float  # the headroom fraction a suggestion must leave: 0 (fits) or FRAGMENTATION_RISK
+    margin: Margin  # what every suggestion, the largest micro-batch and sequence length and fewest GPUs leave free
     suggestions: tuple[Suggestion, ...]
     max_micro_batch_size: int  # 0: not even a micro-batch of 1 fits
     min_gpus: int | None  # None: no number of GPUs fits with these strategies
     min_gpus_changes: dict[str, int]
     searched: int  # candidate plans estimated
     max_seq_len: int = 0  # the largest sequence length that fits as is (0: not even 1 token)
+    context_len: int | None = None  # the model's trained context, where max_seq_len stopped at it (else None)
+
+    @property
+    def goal_headroom(self) -> float:
+        """The share of the GPU a suggestion leaves free (for the plan as it is: a change of method keeps its own
+        estimate's band unless the margin was set)."""
+        return self.margin.fraction
 
     @property
     def fits(self) -> bool:
@@ -101,8 +109,8 @@ class Advice:
 
     @property
     def needed(self) -> bool:
-        """Whether the plan needs changes: it does not fit, or fits with too little headroom."""
-        return not self.est.fits or self.est.headroom_fraction < FRAGMENTATION_RISK
+        """Whether the plan needs changes: it does not fit, or fits with less than the margin free."""
+        return not self.margin.keeps(self.est)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -111,12 +119,14 @@ class Advice:
             "gpu_capacity": self.est.gpu_capacity,
             "headroom_fraction": round(self.est.headroom_fraction, 4),
             "step_seconds": self.step_seconds,
-            "goal_headroom_fraction": self.goal_headroom,
+            "goal_headroom_fraction": round(self.goal_headroom, 4),
+            "margin": {"kind": self.margin.kind, "reason": self.margin.reason},
             "ranking": "relative_step_time (new step time / current, same global batch), changes of method "
             "(tier 2) after those that train the same model (tier 0 same training, 1 different numerics)",
             "suggestions": [s.to_json() for s in self.suggestions],
             "max_micro_batch_size": self.max_micro_batch_size,
             "max_seq_len": self.max_seq_len,
+            "context_len": self.context_len,
             "min_gpus": self.min_gpus,
             "min_gpus_changes": self.min_gpus_changes,
             "searched": self.searched,
@@ -173,17 +183,17 @@ def _search(
 
 
 def suggestions(
-    w: WhatIf, goal_headroom: float, limit: int = 10, max_moves: int = 3, framework: str = "all"
+    w: WhatIf, margin: Margin | float, limit: int = 10, max_moves: int = 3, framework: str = "all"
 ) -> tuple[tuple[Suggestion, ...], int]:
-    """Minimal sets of moves that fit, ranked; only plans ``framework`` runs (`core.advice.frameworks`)."""
+    """Minimal sets of moves that fit with ``margin`` free (a float: that share of the GPU for every plan), ranked;
+    only plans ``framework`` runs (`core.advice.frameworks`)."""
     moves = memory_moves(w.plan)
-    cap = w.est.gpu_capacity
+    keep = margin if isinstance(margin, Margin) else fixed_margin(margin)
 
     def ok(est: Estimate) -> bool:
-        """Leaves the goal's headroom on the GPU, and what it offloads fits in the node's host memory and NVMe
+        """Leaves the margin free on the GPU, and what it offloads fits in the node's host memory and NVMe
         (`core.plan.node`: a plan over them does not run, however well it fits on the GPU)."""
-        on_node = est.host_fits and est.nvme_fits
-        return est.on_gpu <= cap * (1 - goal_headroom) and on_node and not unsupported(est.plan, framework)
+        return keep.keeps(est) and not unsupported(est.plan, framework)
 
     combos = _search(w, moves, ok, max_moves)
     sets = []
@@ -228,105 +238,17 @@ def _keep(ranked: list[Suggestion], limit: int, per_tier: int = 3) -> tuple[Sugg
     return tuple(s for s in ranked if id(s) in chosen)
 
 
-def max_micro_batch_size(w: WhatIf) -> int:
-    """The largest micro-batch that fits with everything else as is (0 if not even 1 fits): memory grows with the
-    micro-batch, so double, then bisect."""
-
-    def fits(b: int) -> bool:
-        est = w.memory({"training.micro_batch_size": b})
-        return est is not None and est.fits
-
-    return largest_fitting(fits, MAX_MICRO_BATCH)
-
-
-def largest_fitting(fits: Callable[[int], bool], ceiling: int) -> int:
-    """The largest n in 1..ceiling with ``fits(n)`` (0 if not even 1), for ``fits`` true up to some n and false
-    above: double, then bisect."""
-    if not fits(1):
-        return 0
-    lo, hi = 1, 2
-    while hi <= ceiling and fits(hi):
-        lo, hi = hi, hi * 2
-    hi = min(hi, ceiling + 1)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
-    return lo
-
-
-def max_seq_len(w: WhatIf) -> int:
-    """The largest sequence length that fits with everything else as is (0 if not even 1 token): activations and
-    logits grow with it (a model with learned positions stops at max_position_embeddings: beyond is invalid)."""
-
-    def fits(s: int) -> bool:
-        est = w.memory({"training.seq_len": s})
-        return est is not None and est.fits
-
-    return largest_fitting(fits, MAX_SEQ_LEN)
-
-
-def gpu_layout(plan: Plan, dp: int) -> dict[str, int] | None:
-    """``hardware.gpus_per_node`` and ``hardware.nodes`` for ``dp`` data-parallel ranks of the plan's TP x PP: one
-    node when they fit in one, else whole nodes of the plan's size (None when the count does not fill them)."""
-    s, per_node = plan.strategy, plan.hardware.gpus_per_node
-    total = s.tensor_parallel * s.pipeline_parallel * dp
-    if total <= per_node:
-        return {"hardware.gpus_per_node": total, "hardware.nodes": 1}
-    if total % per_node == 0 and total // per_node <= MAX_NODES:
-        return {"hardware.gpus_per_node": per_node, "hardware.nodes": total // per_node}
-    return None
-
-
-def _realizable(plan: Plan) -> Iterable[int]:
-    """Data-parallel sizes that `gpu_layout` can lay out, in increasing order."""
-    s, per_node = plan.strategy, plan.hardware.gpus_per_node
-    unit = s.tensor_parallel * s.pipeline_parallel
-    yield from range(1, per_node // unit + 1)
-    step = per_node // math.gcd(unit, per_node)
-    first = per_node // unit // step + 1
-    last = MAX_NODES * per_node // unit // step
-    yield from (k * step for k in range(first, last + 1))
-
-
-def min_gpus(w: WhatIf) -> tuple[int | None, dict[str, int]]:
-    """The fewest GPUs that fit with the plan's strategies (TP, PP, ZeRO, offload... unchanged). Per-GPU memory
-    does not grow with more data-parallel ranks beyond two (ZeRO shards shrink, the rest stays), so check one rank,
-    then bisect over the realizable sizes."""
-    plan = w.plan
-    dps = list(_realizable(plan))
-
-    def fits(dp: int) -> bool:
-        layout = gpu_layout(plan, dp)
-        est = None if layout is None else w.memory(layout)
-        return est is not None and est.fits
-
-    def answer(dp: int) -> tuple[int, dict[str, int]]:
-        layout = gpu_layout(plan, dp)
-        assert layout is not None
-        return layout["hardware.gpus_per_node"] * layout["hardware.nodes"], layout
-
-    if fits(dps[0]):
-        return answer(dps[0])
-    lo, hi = 0, len(dps) - 1  # dps[lo] does not fit
-    if hi == 0 or not fits(dps[hi]):
-        return None, {}
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if fits(dps[mid]) else (mid, hi)
-    return answer(dps[hi])
-
-
 def advise(
     plan: Plan, *, limit: int = 10, max_moves: int = 3, est: Estimate | None = None, framework: str = "all"
 ) -> Advice:
     """The fit advice for ``plan`` (see the module docstring). Suggestions only when the plan needs them."""
     w = WhatIf(plan, est)
     base = w.est
-    goal = FRAGMENTATION_RISK if base.fits else 0.0
+    margin = safety_margin(base)
     found: tuple[Suggestion, ...] = ()
-    if not base.fits or base.headroom_fraction < FRAGMENTATION_RISK:
-        found, _ = suggestions(w, goal, limit, max_moves, framework)
-    mb = max_micro_batch_size(w)
-    seq = max_seq_len(w)
-    gpus, layout = min_gpus(w)
-    return Advice(plan, base, w.st.step_seconds, goal, found, mb, gpus, layout, w.estimated, seq)
+    if not margin.keeps(base):
+        found, _ = suggestions(w, margin, limit, max_moves, framework)
+    mb = max_micro_batch_size(w, margin)
+    seq, context = max_seq_len(w, margin)
+    gpus, layout = min_gpus(w, margin)
+    return Advice(plan, base, w.st.step_seconds, margin, found, mb, gpus, layout, w.estimated, seq, context)

@@ -88,7 +88,8 @@ def method_label(training: TrainingConfig, *, compact: bool = False) -> str:
 
 def parallel_summary(plan: Plan, *, offload: bool = False, data_parallel: bool = True) -> str:
     """``DP 4, TP 2+SP, ZeRO-1``; with `offload`, where the optimizer and parameters are offloaded to; without
-    `data_parallel`, no DP (the GPU guide varies the GPU count)."""
+    `data_parallel`, no DP (the GPU guide varies the GPU count). One data-parallel rank has nothing to shard: no
+    ZeRO stage is named then, unless it offloads (DeepSpeed offloads through its ZeRO stage)."""
     s = plan.strategy
     parts = [f"DP {plan.data_parallel}"] if data_parallel else []
     if s.tensor_parallel > 1:
@@ -97,7 +98,8 @@ def parallel_summary(plan: Plan, *, offload: bool = False, data_parallel: bool =
         parts.append(f"PP {s.pipeline_parallel}")
     if s.expert_parallel > 1:
         parts.append(f"EP {s.expert_parallel}")
-    if s.zero_stage:
+    offloads = (s.offload_optimizer, s.offload_parameters) != ("none", "none")
+    if s.zero_stage and (plan.data_parallel > 1 or not data_parallel or offloads):
         parts.append(f"ZeRO-{s.zero_stage}")
     if offload and s.offload_optimizer != "none":
         parts.append(f"optimizer->{s.offload_optimizer}")

@@ -2,9 +2,10 @@
 
 ``[model]`` (HF config.json key names, optionally from a preset: `core.plan.model`), ``[hardware]``,
 ``[training]`` (`core.plan.training`), ``[strategy]``,
-the optional ``[overhead]`` (the GPU-only terms PyTorch's tensors do not see) and ``[checklist]`` (which of the
-troubleshooting checklist's by-hand items the user has ticked). Every change goes through
-`Plan.with_changes`, which re-validates; a bad value is a `PlanError` naming its dotted key.
+the optional ``[overhead]`` (the GPU-only terms PyTorch's tensors do not see), ``[checklist]`` (which of the
+troubleshooting checklist's by-hand items the user has ticked) and ``[advice]`` (the safety margin:
+`core.plan.advice`). Every change goes through `Plan.with_changes`, which re-validates; a bad value is a
+`PlanError` naming its dotted key.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pydantic import (
 )
 
 from vramplan.core.plan import presets
+from vramplan.core.plan.advice import AdviceConfig
 from vramplan.core.plan.combinations import check_combinations
 from vramplan.core.plan.errors import PlanError, pydantic_error, shown, suggest
 from vramplan.core.plan.model import ModelConfig
@@ -35,7 +37,7 @@ Checkpointing = Literal["none", "selective", "op", "full"]
 Attention = Literal["eager", "flash"]
 Offload = Literal["none", "cpu", "nvme"]
 
-TABLES = ("model", "hardware", "training", "strategy", "stack", "overhead", "checklist")
+TABLES = ("model", "hardware", "training", "strategy", "stack", "overhead", "checklist", "advice")
 # The checklist items vramplan cannot judge (core/checklist.py): the user ticks them when checked.
 MANUAL_CHECKS: tuple[str, ...] = ("oom.other_processes", "nan.learning_rate", "nan.data", "slow.data_loading")
 
@@ -233,6 +235,7 @@ class Plan(BaseModel):
     stack: StackConfig = StackConfig()
     overhead: OverheadConfig = OverheadConfig()
     checklist: ChecklistConfig = ChecklistConfig()
+    advice: AdviceConfig = AdviceConfig()
     _stack_chosen: dict[str, StackDefault] = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="wrap")

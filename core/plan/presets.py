@@ -106,6 +106,9 @@ class ModelPreset(BaseModel):
     name: str
     order: int = Field(default=1000, ge=-(10**9), le=10**9)
     params: int | None = Field(default=None, ge=1, le=10**15, description="published total parameter count")
+    context: int | None = Field(
+        default=None, ge=1, le=10**9, description="trained context in tokens (config.json max_position_embeddings)"
+    )
     source: str
     config: dict[str, Any]
 

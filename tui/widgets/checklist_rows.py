@@ -12,6 +12,7 @@ from textual.content import Content
 from vramplan.core.advice.advisor import Advice
 from vramplan.core.advice.checklist import GROUPS, Checklist
 from vramplan.core.advice.checks.base import Item
+from vramplan.core.advice.limits import layout_text, seq_len_text
 from vramplan.core.advice.moves import TIER_TEXT
 from vramplan.core.memory.result import Estimate
 from vramplan.core.plan.units import gib_text as gib
@@ -92,13 +93,13 @@ def advice_rows(advice: Advice | None, est: Estimate, width: int, error: str = "
     if advice is None:
         return [Row("advice.head", heading("Fit advisor", "working…"), False)]
     note = "" if current else "updating…"
+    margin = f"margin {advice.goal_headroom:.0%}: {advice.margin.reason}"
     if not advice.needed:
-        title = f"fits with {est.headroom_fraction:.0%} free: no change needed"
+        title = f"fits with {est.headroom_fraction:.0%} free: no change needed ({margin})"
     elif advice.suggestions:
-        what = "fit" if not advice.fits else "leave 10% free"
-        title = f"{len(advice.suggestions)} changes that {what}, by step time"
+        title = f"{len(advice.suggestions)} changes that leave {advice.goal_headroom:.0%} free, by step time ({margin})"
     else:
-        title = "nothing tried fits"
+        title = f"nothing tried leaves {advice.goal_headroom:.0%} free ({margin})"
     rows = [Row("advice.head", wrapped(heading("Fit advisor", note or title), [], width), False)]
     same: bool | None = None
     for n, s in enumerate(advice.suggestions):
@@ -132,16 +133,15 @@ def _limits(advice: Advice, width: int, current: bool) -> list[Row]:
         text, can = "no sequence length fits as is, not even 1 token", False
     else:
         can = seq != now_seq
-        text = f"largest sequence length that fits as is: {seq:,}" + (" (this plan's)" if not can else "")
+        text = f"largest sequence length that fits as is: {seq_len_text(seq, advice.context_len)}"
+        text += " (this plan's)" if not can else ""
     rows.append(Row("advice.seq_len", _action(text, can, width), current and can))
     gpus, layout = advice.min_gpus, advice.min_gpus_changes
     if gpus is None:
         text, can = "no number of GPUs fits with these strategies", False
     else:
-        nodes, per_node = layout["hardware.nodes"], layout["hardware.gpus_per_node"]
-        where = f"{nodes} nodes x {per_node}" if nodes > 1 else f"1 node x {per_node}"
         can = gpus != plan.hardware.total_gpus
-        text = f"fewest GPUs that fit with these strategies: {gpus} ({where})"
+        text = f"fewest GPUs that fit with these strategies: {gpus} ({layout_text(layout)})"
     rows.append(Row("advice.min_gpus", _action(text, can, width), current and can))
     return rows
 
