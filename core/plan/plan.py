@@ -27,7 +27,7 @@ from vramplan.core.plan.advice import AdviceConfig
 from vramplan.core.plan.combinations import check_combinations
 from vramplan.core.plan.errors import PlanError, pydantic_error, shown, suggest
 from vramplan.core.plan.model import ModelConfig
-from vramplan.core.plan.presets import MAX_NODE_GIB
+from vramplan.core.plan.presets import MAX_GBS, MAX_NODE_GIB
 from vramplan.core.plan.stack import StackConfig, StackDefault
 from vramplan.core.plan.stack_defaults import stack_choices
 from vramplan.core.plan.training import TrainingConfig
@@ -66,13 +66,33 @@ class HardwareConfig(BaseModel):
         le=MAX_NODE_GIB,
         description="NVMe space per node for NVMe offload; unset: the GPU preset's typical node",
     )
+    pcie_gbs: float | None = Field(
+        default=None,
+        ge=0.1,
+        le=MAX_GBS,
+        description="measured GPU-host bandwidth per GPU and direction, GB/s, used as is; unset: 80% of the GPU "
+        "preset's host link",
+    )
+    nvme_gbs: float | None = Field(
+        default=None,
+        ge=0.1,
+        le=MAX_GBS,
+        description="measured NVMe read bandwidth per node, GB/s, used as is; unset: 80% of the preset node's "
+        "drives, else of one drive of the host link's PCIe generation",
+    )
+    cpu_cores: int | None = Field(
+        default=None,
+        ge=1,
+        le=1 << 20,
+        description="CPU cores per node for CPU Adam; unset: the preset node's, else 8 per GPU",
+    )
 
     @model_validator(mode="before")
     @classmethod
     def _strict(cls, data: Any) -> Any:
         return strict_scalars(cls, data, "hardware")
 
-    @field_validator("gpus_per_node", "nodes", mode="before")
+    @field_validator("gpus_per_node", "nodes", "cpu_cores", mode="before")
     @classmethod
     def _counts(cls, v: Any, info: Any) -> Any:
         return count_value(v, f"hardware.{info.field_name}")

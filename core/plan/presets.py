@@ -79,6 +79,10 @@ class GpuSpec(BaseModel):
     # for `node_gpus` GPUs, with where the figures come from. Unset: the documented rule of `core.plan.node`.
     node_host_memory_gib: float | None = Field(default=None, gt=0, le=MAX_NODE_GIB)
     node_nvme_gib: float | None = Field(default=None, gt=0, le=MAX_NODE_GIB)
+    node_nvme_gbs: float | None = Field(
+        default=None, ge=0.1, le=MAX_GBS, description="rated sequential read of the node's NVMe drives together, GB/s"
+    )
+    node_cpu_cores: int | None = Field(default=None, ge=1, le=1 << 20, description="CPU cores of the node")
     node_gpus: int = Field(default=8, ge=1, le=1024, description="GPUs of the node the node_* figures are for")
     node_source: str = ""
 

@@ -1,5 +1,6 @@
 """The time model's assumptions where a plan or a preset does not say: the default MFU (a small table from
-published runs) and the host's memory and NVMe bandwidth, each with where the figure comes from."""
+published runs) and the host's memory bandwidth, each with where the figure comes from (the PCIe and NVMe
+bandwidths and CPU Adam's rate: `core.time.offload`)."""
 
 from __future__ import annotations
 
@@ -95,8 +96,6 @@ HOST_MEMORY_SRC = (
     "Qwen-72B ZeRO-3 offload on 4 x 8 A100, ~10 s per step (DeepSpeed issue #6834); Qwen2.5-3B on 2 A100, "
     "2.4-3.1 s per step (DeepSpeed PR #7474)"
 )
-NVME_GBS_PER_NODE = 25.0
-NVME_SRC = "assumed 25 GB/s of NVMe bandwidth per node (a RAID-0 of a few PCIe Gen4 drives), shared by its ranks"
 
 
 def assumed_gpu_figures(gpu_id: str) -> str:

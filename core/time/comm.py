@@ -25,11 +25,12 @@ RING_SRC = (
 
 class Link(NamedTuple):
     name: str
-    gbs: float  # peak GB/s per direction
+    gbs: float  # GB/s per direction: a rated peak, or a measured figure (efficiency 1)
+    efficiency: float = LINK_EFFICIENCY  # the usable share of `gbs`
 
     @property
     def bytes_per_second(self) -> float:
-        return self.gbs * 1e9 * LINK_EFFICIENCY
+        return self.gbs * 1e9 * self.efficiency
 
 
 def all_reduce_seconds(nbytes: float, n: int, link: Link) -> float:

@@ -6,8 +6,9 @@ from typing import TYPE_CHECKING
 
 from vramplan.core.plan.units import fmt_seconds
 from vramplan.core.time import flops as fl
-from vramplan.core.time.assumptions import HOST_MEMORY_SRC, MFU_SOURCE, NVME_SRC
+from vramplan.core.time.assumptions import HOST_MEMORY_SRC, MFU_SOURCE
 from vramplan.core.time.comm import ALL_TO_ALL_SRC, LINK_EFFICIENCY, LINK_EFFICIENCY_SRC, RING_SRC
+from vramplan.core.time.offload import CPU_ADAM_PARAMS_PER_CORE_S, CPU_ADAM_SRC, NVME_SRC, PCIE_SRC
 
 if TYPE_CHECKING:
     from vramplan.core.plan.plan import Plan
@@ -167,14 +168,7 @@ def time_formulas(plan: Plan, w: Work, terms: tuple[TimeTerm, ...]) -> dict[str,
             "parallelism); assumed overlapped with the next forward (FSDP SHARD_GRAD_OP prefetch, Megatron "
             "--overlap-param-gather; DeepSpeed stage 1/2 gathers right after the step, which exposes it)",
         )
-    if "offload_transfers" in by:
-        x = by["offload_transfers"]
-        out["offload_transfers"] = (
-            f"gradient partitions to the host and offloaded parameter partitions back over {w.links.host.name} "
-            f"= {_ms(x.seconds)}; exposed {_ms(x.exposed)}",
-            "ZeRO-Offload (Ren et al. 2021) §4.1: gradients stream to the host during the backward; ZeRO-Infinity "
-            "§6: parameter partitions are prefetched",
-        )
+    out |= _offload_formulas(plan, w, by)
     if "pipeline_bubble" in by:
         out["pipeline_bubble"] = (
             f"(p - 1) x micro-batch time = {pp - 1} x {_ms(by['pipeline_bubble'].seconds / max(pp - 1, 1))}: "
@@ -187,16 +181,55 @@ def time_formulas(plan: Plan, w: Work, terms: tuple[TimeTerm, ...]) -> dict[str,
             f"{_ms(by['optimizer_step'].seconds)}",
             "the optimizer step is memory-bound: " + (fl.optimizer_bytes_per_element.__doc__ or "").split("\n")[0],
         )
+    return out
+
+
+def _offload_formulas(plan: Plan, w: Work, by: dict[str, TimeTerm]) -> dict[str, tuple[str, str]]:
+    """The offload terms: PCIe and NVMe traffic, what of it runs under compute, CPU Adam, optimizer swapping."""
+    out: dict[str, tuple[str, str]] = {}
+    dp, m = plan.data_parallel, w.m
+    per_pass = w.gathered_bytes / dp
+    pcie, nvme = w.links.host, w.nvme
+    if "offload_transfers" in by:
+        x = by["offload_transfers"]
+        fetch = (
+            f"; {m} x 2 passes x {_g(per_pass)} B of parameters" if plan.strategy.offload_parameters != "none" else ""
+        )
+        out["offload_transfers"] = (
+            f"gradient partitions to the host and parameters to the GPU over {pcie.name} at "
+            f"{pcie.bytes_per_second / 1e9:.1f} GB/s{fetch} = {_ms(x.seconds)}; exposed {_ms(x.exposed)}",
+            "ZeRO-Offload (Ren et al. 2021) §4.1: 16-bit gradients stream to the host during the backward; "
+            f"ZeRO-Infinity §5-6: parameter partitions are prefetched for the forward and the backward; {PCIE_SRC}",
+        )
+    if "nvme_reads" in by:
+        x = by["nvme_reads"]
+        out["nvme_reads"] = (
+            f"{m} x 2 passes x {_g(per_pass)} B of parameters / {nvme.bytes_per_second / 1e9:.2f} GB/s "
+            f"({nvme.name}, this rank's share) = {_ms(x.seconds)}; exposed {_ms(x.exposed)}",
+            "ZeRO-Infinity (Rajbhandari et al. 2021) §5-6: parameters read from NVMe into pinned host buffers, then "
+            f"copied to the GPU, the stages pipelined with each other and the compute; {NVME_SRC}",
+        )
+    if "offload_overlap" in by:
+        out["offload_overlap"] = (
+            f"offload traffic running while the GPU computes, per pass min(longest transfer, the pass's compute) "
+            f"= {_ms(by['offload_overlap'].seconds)} hidden; what exceeds a pass is exposed in the rows above",
+            "DeepSpeed prefetches parameters and streams gradients during compute (ZeRO-Infinity §6.2 "
+            "overlap-centric design; ZeRO-Offload §4.1); never more than the compute it hides behind",
+        )
     if "cpu_optimizer" in by:
+        rate = CPU_ADAM_PARAMS_PER_CORE_S * w.cpu_cores
         out["cpu_optimizer"] = (
-            f"{_g(w.part_elems)} elements x {w.opt_bytes_per_elem} B / {w.host_rank_bps / 1e9:.1f} GB/s of host "
-            f"memory per rank = {_ms(by['cpu_optimizer'].seconds)} (updated parameters copied back meanwhile)",
-            f"DeepSpeed CPU Adam (ZeRO-Offload §5.1), not overlapped (one-step delayed update off); {HOST_MEMORY_SRC}",
+            f"max({_g(w.part_elems)} elements / ({w.cpu_cores:g} cores x {CPU_ADAM_PARAMS_PER_CORE_S:.3g}/s) = "
+            f"{_ms(w.part_elems / rate)}, x {w.opt_bytes_per_elem} B / {w.host_rank_bps / 1e9:.1f} GB/s of host "
+            f"memory = {_ms(w.part_elems * w.opt_bytes_per_elem / w.host_rank_bps)}) = "
+            f"{_ms(by['cpu_optimizer'].seconds)} (updated parameters copied back meanwhile)",
+            f"{CPU_ADAM_SRC}; {HOST_MEMORY_SRC}",
         )
     if "nvme_swap" in by:
         out["nvme_swap"] = (
-            f"master weights and optimizer states read and written: 2 x {_g(w.part_elems)} elements / "
-            f"{w.nvme.gbs:.1f} GB/s = {_ms(by['nvme_swap'].seconds)}",
-            f"ZeRO-Infinity (Rajbhandari et al. 2021) optimizer swapping; {NVME_SRC}",
+            f"fp32 master and optimizer states read in and written back: 2 x {_g(w.part_elems)} elements x "
+            f"4 B x (1 + states) / {nvme.bytes_per_second / 1e9:.2f} GB/s = {_ms(by['nvme_swap'].seconds)}, "
+            "not overlapped",
+            f"ZeRO-Infinity (Rajbhandari et al. 2021) §5.1 optimizer swapping (pipeline_read/write off); {NVME_SRC}",
         )
     return out

@@ -37,6 +37,7 @@ class Work(NamedTuple):
     part_elems: float  # trainable elements this rank's optimizer updates
     opt_bytes_per_elem: int
     host_rank_bps: float  # host memory bytes/s of one rank (CPU Adam)
+    cpu_cores: float  # CPU cores of one rank (CPU Adam)
     nvme: Link  # one rank's share of the node's NVMe
     micro_batch_seconds: float  # one micro-batch on one pipeline stage, its exposed transfers included
     once_seconds: float  # the exposed once-per-step terms
@@ -65,7 +66,9 @@ LABELS: dict[str, str] = {
     "zero3_comm": "ZeRO-3 gathers + scatter",
     "grad_reduce": "Gradient reduction",
     "param_allgather": "Parameter all-gather",
-    "offload_transfers": "Host transfers",
+    "offload_transfers": "Host transfers (PCIe)",
+    "nvme_reads": "NVMe parameter reads",
+    "offload_overlap": "Offload under compute",
     "pipeline_bubble": "Pipeline bubble",
     "optimizer_step": "Optimizer step (GPU)",
     "cpu_optimizer": "Optimizer step (CPU)",

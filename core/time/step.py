@@ -36,14 +36,12 @@ from vramplan.core.plan.precision import OPTIMIZERS, REGIMES, quantized_bytes
 from vramplan.core.time import flops as fl
 from vramplan.core.time.assumptions import (
     HOST_MEMORY_GBS_PER_NODE,
-    NVME_GBS_PER_NODE,
     DefaultMfu,
     default_mfu,
     gpu_generation,
 )
 from vramplan.core.time.comm import LINK_EFFICIENCY as EFF
 from vramplan.core.time.comm import (
-    Link,
     all_gather_seconds,
     all_reduce_seconds,
     all_to_all_seconds,
@@ -53,6 +51,17 @@ from vramplan.core.time.comm import (
     transfer_seconds,
 )
 from vramplan.core.time.explain import time_formulas
+from vramplan.core.time.offload import (
+    cpu_adam_seconds,
+    cpu_cores_per_rank,
+    exposed_shares,
+    nvme_link,
+    nvme_optimizer_bytes,
+    offload_overlap,
+    param_fetch_bytes,
+    param_fetch_seconds,
+    pcie_link,
+)
 from vramplan.core.time.result import StepTime, TimeTerm, Work
 
 if TYPE_CHECKING:
@@ -111,14 +120,6 @@ def float8_factor(plan: Plan, arch: Arch, tok: fl.TokenFlops) -> float:
     return 1 - linear_share + linear_share * half / gpu.fp8_tflops
 
 
-def _hidden(comm: float, host: float, window: float) -> tuple[float, float]:
-    """Exposed seconds of network and host-link transfers that run concurrently with `window` seconds of compute
-    (different links: they overlap each other too); the excess is the network's first, the host link's the rest."""
-    total = max(0.0, max(comm, host) - window)
-    on_comm = max(0.0, comm - window)
-    return on_comm, total - on_comm
-
-
 def step_time(plan: Plan) -> StepTime:
     """The step time of `plan` on one GPU, term by term (see the module docstring)."""
     hw, t, s = plan.hardware, plan.training, plan.strategy
@@ -139,8 +140,8 @@ def step_time(plan: Plan) -> StepTime:
     mfu = t.mfu if t.mfu is not None else dm.value
     hbm = gpu.memory_bandwidth_gbs * 1e9 * EFF
     C = reg.act_bytes
-    lk = links(gpu, hw.gpus_per_node, hw.nodes, tp, dp)
-    nvme = Link("NVMe", NVME_GBS_PER_NODE / hw.gpus_per_node)
+    lk = links(gpu, hw.gpus_per_node, hw.nodes, tp, dp)._replace(host=pcie_link(plan))
+    nvme = nvme_link(plan)
 
     # -- one micro-batch on one GPU: math and memory-bound kernels, forward and backward (with recomputation) ----
     # MFU counts model FLOPs (PaLM App. B): the step's math takes model FLOPs / (MFU x peak), recomputation
@@ -210,11 +211,11 @@ def step_time(plan: Plan) -> StepTime:
     offload = s.offload_optimizer != "none"
     part_elems = trainable / (dp if zero >= 1 else 1)
     d2h = transfer_seconds(part_elems * grad_elem, lk.host) if offload else 0.0
-    ag = rs = fetch = 0.0
+    ag = rs = 0.0
     if zero == 3:
         ag = all_gather_seconds(gathered, dp, lk.dp)
-    if s.offload_parameters != "none":  # each rank fetches its ZeRO-3 partition for every pass, even alone
-        fetch = transfer_seconds(gathered / dp, lk.host if s.offload_parameters == "cpu" else nvme)
+    # each rank fetches its ZeRO-3 partition for every pass, even alone: over PCIe, and first from NVMe
+    fetch, fetch_nvme = param_fetch_seconds(param_fetch_bytes(gathered, dp), s.offload_parameters, lk.host, nvme)
     if zero >= 2:
         rs = reduce_scatter_seconds(grad_bytes, dp, lk.dp)
     act_off = 0.0
@@ -224,9 +225,12 @@ def step_time(plan: Plan) -> StepTime:
         # exceeds the pass is exposed)
         per_block = reg.resid_bytes * T * arch.h / (tp if s.sequence_parallel else 1)
         act_off = transfer_seconds(arch.L // s.checkpoint_every / pp * per_block, lk.host)
-    fwd_comm, fwd_host = _hidden(ag, fetch + act_off, fwd_mb)
-    bwd_comm, bwd_host = _hidden(ag + rs, fetch + act_off + (d2h if zero >= 2 else 0.0), bwd_mb)
-    mb = core_mb + tp_mb + pp_mb + ep_mb + fwd_comm + fwd_host + bwd_comm + bwd_host
+    fwd_pcie, bwd_pcie = fetch + act_off, fetch + act_off + (d2h if zero >= 2 else 0.0)
+    fwd_comm, fwd_host, fwd_nvme = exposed_shares(fwd_mb, ag, fwd_pcie, fetch_nvme)
+    bwd_comm, bwd_host, bwd_nvme = exposed_shares(bwd_mb, ag + rs, bwd_pcie, fetch_nvme)
+    mb = core_mb + tp_mb + pp_mb + ep_mb + fwd_comm + fwd_host + fwd_nvme + bwd_comm + bwd_host + bwd_nvme
+    overlapped = offload_overlap(fwd_mb, fwd_pcie, fetch_nvme).overlapped
+    overlapped += offload_overlap(bwd_mb, bwd_pcie, fetch_nvme).overlapped
 
     # -- once per step ------------------------------------------------------------------------------------------
     reduce = 0.0
@@ -235,7 +239,7 @@ def step_time(plan: Plan) -> StepTime:
     elif zero == 1:
         reduce = reduce_scatter_seconds(grad_bytes, dp, lk.dp)
     end_d2h = d2h if zero == 1 else 0.0
-    end_comm, end_host = _hidden(reduce, end_d2h, bwd_mb)  # overlaps the last micro-batch's backward
+    end_comm, end_host = exposed_shares(bwd_mb, reduce, end_d2h)  # overlaps the last micro-batch's backward
     update_bytes = trainable * (elem16 if full else grad_elem)  # gathered in the compute dtype
     param_ag = all_gather_seconds(update_bytes, dp, lk.dp) if zero in (1, 2) else 0.0
     param_ag_exposed = max(0.0, param_ag - fwd_mb)  # during the first micro-batch's forward
@@ -247,11 +251,12 @@ def step_time(plan: Plan) -> StepTime:
         opt_elem = fl.optimizer_bytes_per_element(t.optimizer, w16, grad_elem, state, reg.master_bytes)
     host_rank_bps = HOST_MEMORY_GBS_PER_NODE * 1e9 / hw.gpus_per_node
     gpu_opt = cpu_opt = swap = 0.0
-    if offload:
+    cores = cpu_cores_per_rank(plan)
+    if offload:  # the updated 16-bit parameters stream back to the GPU while CPU Adam runs
         h2d = transfer_seconds(part_elems * min(w16, 2), lk.host)
-        cpu_opt = max(part_elems * opt_elem / host_rank_bps, h2d)
+        cpu_opt = max(cpu_adam_seconds(part_elems, cores, opt_elem, host_rank_bps), h2d)
         if s.offload_optimizer == "nvme":  # fp32 master and states read in and written back each step
-            swap = 2 * transfer_seconds(part_elems * 4 * (1 + OPTIMIZERS[t.optimizer].dense_states), nvme)
+            swap = transfer_seconds(nvme_optimizer_bytes(part_elems, OPTIMIZERS[t.optimizer].dense_states), nvme)
     else:
         gpu_opt = part_elems * opt_elem / hbm
 
@@ -291,6 +296,18 @@ def step_time(plan: Plan) -> StepTime:
             exposed=m * (fwd_host + bwd_host) + end_host,
             category=off,
         ),
+        TimeTerm(
+            name="nvme_reads",
+            seconds=m * 2 * fetch_nvme,
+            exposed=m * (fwd_nvme + bwd_nvme),
+            category=off,
+        ),
+        TimeTerm(
+            name="offload_overlap",
+            seconds=m * overlapped + min(end_d2h, bwd_mb),
+            exposed=0.0,
+            category=off,
+        ),
         TimeTerm(name="pipeline_bubble", seconds=bubble, exposed=bubble, category="pipeline bubble"),
         TimeTerm(name="optimizer_step", seconds=gpu_opt, exposed=gpu_opt, category=mem),
         TimeTerm(name="cpu_optimizer", seconds=cpu_opt, exposed=cpu_opt, category=off),
@@ -318,6 +335,7 @@ def step_time(plan: Plan) -> StepTime:
         part_elems=part_elems,
         opt_bytes_per_elem=opt_elem,
         host_rank_bps=host_rank_bps,
+        cpu_cores=cores,
         nvme=nvme,
         micro_batch_seconds=mb,
         once_seconds=step - (m + pp - 1) * mb,
