@@ -47,6 +47,17 @@ def load_plan_file(path: str | Path) -> PlanFile:
     return pf
 
 
+def in_file(exc: PlanError, raw: dict[str, Any], hint: str) -> PlanError:
+    """A plan's problem as its file's, each of its others too (every bad key of the file): a key the default plan
+    alone has is said so; from a newer vramplan (``hint``), an unknown key is most likely new, not misspelt."""
+    if not hint:
+        message = exc.message + default_only(raw, exc.where or "")
+    else:
+        message = " ".join(exc.message.split()[:2]) if exc.message.startswith("unknown ") else exc.message
+        message = message.rstrip(",;") + hint
+    return PlanError(message, exc.where, tuple(in_file(e, raw, hint) for e in exc.others))
+
+
 def plan_file_from_data(raw: dict[str, Any], where: str) -> PlanFile:
     """A parsed plan file (``tomllib`` output) validated: ``[meta]`` checked, ``[estimate]`` set aside, compared."""
     raw = dict(raw)
@@ -58,12 +69,7 @@ def plan_file_from_data(raw: dict[str, Any], where: str) -> PlanFile:
         try:
             plan = plan_from_dict(over_default_plan(raw))
         except PlanError as exc:
-            hint = newer_hint(meta)
-            if not hint:
-                raise PlanError(exc.message + default_only(raw, exc.where or ""), exc.where) from None
-            # A key this vramplan does not know is most likely new: say so rather than guess a misspelling.
-            message = " ".join(exc.message.split()[:2]) if exc.message.startswith("unknown ") else exc.message
-            raise PlanError(message.rstrip(",;") + hint, exc.where) from None
+            raise in_file(exc, raw, newer_hint(meta)) from None
     except PlanError as exc:
         raise exc.at(where) from None
     notices: list[str] = []

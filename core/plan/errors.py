@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 import math
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pydantic is imported by the modules that validate, not by every importer of this one
     from pydantic import ValidationError
@@ -14,6 +14,7 @@ if TYPE_CHECKING:  # pydantic is imported by the modules that validate, not by e
 MAX_SHOWN = 80  # characters of a user's value echoed in an error line
 MAX_MESSAGE = 600  # an error line's message is cut here (a safety net: values are cut to MAX_SHOWN first)
 MAX_WHERE = 300  # the file and key an error names
+MAX_LINES = 10  # problems of one input listed, one line each; the rest counted
 
 
 def printable(text: str) -> str:
@@ -86,17 +87,31 @@ class PlanError(ValueError):
     few hundred characters (values echoed in a message are cut to `MAX_SHOWN` by `shown`).
     """
 
-    def __init__(self, message: str, where: str | None = None) -> None:
+    def __init__(self, message: str, where: str | None = None, others: tuple[PlanError, ...] = ()) -> None:
         self.message = clip(printable(message), MAX_MESSAGE)
         self.where = clip(printable(where), MAX_WHERE) if where is not None else None
+        self.others = others  # the input's further problems (every bad key of a file), each its own line
         super().__init__(self.line())
 
-    def line(self) -> str:
+    def first_line(self) -> str:
         return f"{self.where}: {self.message}" if self.where else self.message
+
+    def line(self) -> str:
+        """The first problem, and how many more there are (``... (and 2 more problems)``)."""
+        n = len(self.others)
+        return self.first_line() + (f" (and {n} more problem{'s' if n > 1 else ''})" if n else "")
+
+    def lines(self) -> list[str]:
+        """Every problem, one line each (the CLI's stderr): at most `MAX_LINES`, then ``and N more``."""
+        every = [self.first_line(), *(e.first_line() for e in self.others)]
+        if len(every) <= MAX_LINES:
+            return every
+        return [*every[: MAX_LINES - 1], f"and {len(every) - MAX_LINES + 1} more"]
 
     def at(self, where: str) -> PlanError:
         """The same error located more precisely (``file`` prefixed to the key)."""
-        return PlanError(self.message, f"{where}: {self.where}" if self.where else where)
+        others = tuple(e.at(where) for e in self.others)
+        return PlanError(self.message, f"{where}: {self.where}" if self.where else where, others)
 
 
 class PlanNotice(UserWarning):
@@ -114,10 +129,44 @@ def suggest(name: str, choices: Iterable[str], cutoff: float = 0.5) -> str:
     return f"; did you mean {', '.join(close)}?" if close else ""
 
 
-def pydantic_error(exc: ValidationError, known_keys: Callable[[list[str]], list[str]]) -> PlanError:
-    """The first problem of a pydantic `ValidationError` as one `PlanError` naming its dotted key; an unknown key
-    gets close matches among ``known_keys(parent_path)``."""
-    err = exc.errors()[0]
+def pydantic_error(
+    exc: ValidationError, known_keys: Callable[[list[str]], list[str]], model: type | None = None
+) -> PlanError:
+    """Every problem of a pydantic `ValidationError` as a `PlanError` naming its dotted key (the first, the others
+    in its ``others``): an unknown key gets close matches among ``known_keys(parent_path)``; a whole number too
+    large to read (``1e30``) the field's bound, looked up in ``model``'s fields, as other out-of-range numbers."""
+    every = exc.errors()
+    # a key missing is said when first (a preset that does not load leaves them all missing: not said each)
+    errors = [_one_error(err, known_keys, model) for i, err in enumerate(every) if not i or err["type"] != "missing"]
+    unique = list({e.first_line(): e for e in errors}.values())
+    listed: set[str] = set()  # a table's known keys, said once
+    for i, e in enumerate(unique):
+        head, sep, known = e.message.partition(" (known: ")
+        if sep and known in listed:
+            unique[i] = PlanError(head, e.where)
+        listed.add(known)
+    return PlanError(unique[0].message, unique[0].where, tuple(unique[1:]))
+
+
+def _upper_bound(model: type | None, loc: list[str]) -> str:
+    """``less than or equal to 1000000``: the ``le``/``lt`` of the field at ``loc`` in a pydantic ``model`` (the
+    tables' models nested in it), or ""."""
+    fields: dict[str, Any] = getattr(model, "model_fields", {})
+    info = None
+    for part in loc:
+        info = fields.get(part)
+        if info is None:
+            return ""
+        fields = getattr(info.annotation, "model_fields", {})
+    for bound in getattr(info, "metadata", ()):
+        if getattr(bound, "le", None) is not None:
+            return f"less than or equal to {bound.le}"
+        if getattr(bound, "lt", None) is not None:
+            return f"less than {bound.lt}"
+    return ""
+
+
+def _one_error(err: Any, known_keys: Callable[[list[str]], list[str]], model: type | None) -> PlanError:
     loc = [str(x) for x in err["loc"]]
     ctx_error = (err.get("ctx") or {}).get("error")
     if isinstance(ctx_error, PlanError):
@@ -132,6 +181,9 @@ def pydantic_error(exc: ValidationError, known_keys: Callable[[list[str]], list[
         known_list = f" (known: {', '.join(known)})" if known else ""
         return PlanError(f"unknown {what}{hint or ''}" + ("" if hint else known_list), key)
     msg = _PLAIN.get(err["type"], err["msg"]).replace("Input should be", "must be")
+    if err["type"] == "int_parsing_size":  # 1e30 for a count: past 2**63, pydantic's words name its parser
+        bound = _upper_bound(model, loc)
+        msg = f"must be {bound}" if bound else "must be a whole number of at most 2**63 - 1"
     if msg.startswith("Value error, "):
         msg = msg[len("Value error, ") :]
     if err["type"] == "missing":

@@ -376,7 +376,7 @@ def plan_from_dict(raw: dict[str, Any]) -> Plan:
     try:
         return Plan.model_validate(raw)
     except ValidationError as exc:
-        raise pydantic_error(exc, _known_keys) from None
+        raise pydantic_error(exc, _known_keys, Plan) from None
 
 
 DEFAULT_PLAN_DATA: dict[str, Any] = {
