@@ -231,11 +231,14 @@ async def test_each_strategy_choice_shows_its_re_estimated_effect() -> None:
 
 
 async def test_largest_sequence_length_is_shown_and_applies() -> None:
-    """Issue 16.13: beside the largest micro-batch, the largest sequence length that fits as is; enter takes it."""
-    plan = default_plan()
-    best = advise(plan).max_seq_len
-    assert estimate(plan.with_changes({"training.seq_len": best})).fits
-    assert not estimate(plan.with_changes({"training.seq_len": best + 1})).fits
+    """Issue 16.13: beside the largest micro-batch, the largest sequence length that fits as is, with the safety
+    margin free (issue 32.1); enter takes it. Qwen2.5-7B: its preset states no trained context, so memory stops it."""
+    plan = default_plan().with_changes({"model.preset": "qwen2.5-7b"})
+    advice = advise(plan)
+    best = advice.max_seq_len
+    assert best > 2048 and advice.context_len is None
+    assert advice.margin.keeps(estimate(plan.with_changes({"training.seq_len": best})))
+    assert not advice.margin.keeps(estimate(plan.with_changes({"training.seq_len": best + 1})))
     app = VramplanApp(plan=plan)
     async with app.run_test(size=(100, 40)) as pilot:
         await pilot.press("5")
@@ -246,6 +249,17 @@ async def test_largest_sequence_length_is_shown_and_applies() -> None:
         await pilot.press("enter")
         await pilot.pause()
         assert app.planner.plan == plan.with_changes({"training.seq_len": best})
+
+
+async def test_largest_sequence_length_stops_at_the_trained_context() -> None:
+    """Issue 32.1: LLaMA-7B fits far more than 2,048 tokens on 8 x A100-80GB; the row says the context caps it."""
+    app = VramplanApp(plan=default_plan())
+    async with app.run_test(size=(100, 40)) as pilot:
+        await pilot.press("5")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        text = " ".join(row_text(app, "advice.seq_len").split())
+        assert "fits as is: 2,048 (capped at the model's 2,048-token context) (this plan's)" in text
 
 
 async def test_f_restricts_the_advice_to_a_framework() -> None:

@@ -17,6 +17,9 @@ from vramplan.core.advice.moves import TIER_TEXT
 from vramplan.core.memory.result import Estimate
 from vramplan.core.plan.units import gib_text as gib
 
+# Where the advisor's safety margin comes from (`core.advice.margin`), in a word for the pane's heading.
+MARGIN_WORDS = {"set": "as set", "expected error": "the estimate's error", "fragmentation": "fragmentation"}
+
 # Status tags: a word as well as a colour, so they read the same under NO_COLOR.
 STATUS_TAGS = {"ok": "✔ ok", "warn": "! warn", "fail": "✘ FAIL"}
 STATUS_STYLES = {"ok": "$text-success", "warn": "$text-warning", "fail": "$text-error bold", "manual": "$text-accent"}
@@ -93,13 +96,13 @@ def advice_rows(advice: Advice | None, est: Estimate, width: int, error: str = "
     if advice is None:
         return [Row("advice.head", heading("Fit advisor", "working…"), False)]
     note = "" if current else "updating…"
-    margin = f"margin {advice.goal_headroom:.0%}: {advice.margin.reason}"
+    keep = f"{advice.goal_headroom:.0%} free ({MARGIN_WORDS[advice.margin.kind]})"  # the safety margin, and whence
     if not advice.needed:
-        title = f"fits with {est.headroom_fraction:.0%} free: no change needed ({margin})"
+        title = f"fits with {est.headroom_fraction:.0%} free: no change needed (margin {keep})"
     elif advice.suggestions:
-        title = f"{len(advice.suggestions)} changes that leave {advice.goal_headroom:.0%} free, by step time ({margin})"
+        title = f"{len(advice.suggestions)} changes that leave {keep}, by step time"
     else:
-        title = f"nothing tried leaves {advice.goal_headroom:.0%} free ({margin})"
+        title = f"nothing tried leaves {keep}"
     rows = [Row("advice.head", wrapped(heading("Fit advisor", note or title), [], width), False)]
     same: bool | None = None
     for n, s in enumerate(advice.suggestions):
