@@ -89,13 +89,21 @@ class Context:
         return self.plan.model.arch()
 
     @property
+    def headroom_goal(self) -> float:
+        """The headroom the memory fix leaves: ``advice.headroom_percent`` when the plan sets it (``vramplan check
+        --headroom``), else what fragmentation can take (`FRAGMENTATION_RISK`); the estimate's own error band is
+        the capacity item's warning (`core.advice.checks.oom`)."""
+        percent = self.plan.advice.headroom_percent
+        return FRAGMENTATION_RISK if percent is None else percent / 100
+
+    @property
     def pressure(self) -> bool:
-        """Over capacity, or fits with less headroom than fragmentation can take."""
-        return not self.est.fits or self.est.headroom_fraction < FRAGMENTATION_RISK
+        """Over capacity, or fits with less headroom than `headroom_goal`."""
+        return not self.est.fits or self.est.headroom_fraction < self.headroom_goal
 
     def goal(self, e: Effect) -> bool:
-        """Whether a remedy solves the memory problem: fits if the plan does not, else leaves enough headroom."""
-        return e.fits if not self.est.fits else e.headroom_fraction >= FRAGMENTATION_RISK
+        """Whether a remedy solves the memory problem: fits if the plan does not, else leaves `headroom_goal`."""
+        return e.fits if not self.est.fits else e.headroom_fraction >= self.headroom_goal
 
     def share(self, kinds: Iterable[str]) -> int:
         live = self.est.live_at_peak
@@ -120,7 +128,7 @@ class Context:
         """`goal` for an estimate, in a plan the framework runs (the fit advisor's test of a change set)."""
         if unsupported(est.plan, self.framework):
             return False
-        return est.fits if not self.est.fits else est.headroom_fraction >= FRAGMENTATION_RISK
+        return est.fits if not self.est.fits else est.headroom_fraction >= self.headroom_goal
 
     def fastest_fix(self) -> Effect | None:
         """The fastest single memory move (same training or numerics) that solves the problem, with the speed

@@ -77,12 +77,22 @@ def capacity(c: Context) -> Item:
         )
         if est.headroom_fraction < FRAGMENTATION_RISK:
             detail += " Set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, or free memory."
-    elif est.headroom_fraction < FRAGMENTATION_RISK:
+    elif est.headroom_fraction < c.headroom_goal:
         status = "warn"
+        reserve = (
+            f"{o.allocator_reserve_percent:g}% of the tensor peak"
+            if o.allocator_reserve_percent is not None
+            else f"{gib(est.reserved - est.allocated)} for the caching allocator's rounding and segments"
+        )
+        goal = (
+            "less than fragmentation can take"
+            if c.plan.advice.headroom_percent is None
+            else f"less than the {c.headroom_goal:.0%} advice.headroom_percent asks for"
+        )
         detail = (
             f"{gib(total)} of {gib(cap)} per GPU leaves {gib(est.headroom)} ({pct(est.headroom_fraction)}) free, "
-            f"less than fragmentation can take (the estimate reserves {o.allocator_reserve_percent:g}% of the "
-            "tensor peak): set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, or free memory."
+            f"{goal} (the estimate reserves {reserve}): set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, or "
+            "free memory."
         )
     else:
         status = "ok"
