@@ -11,6 +11,7 @@ from vramplan.tui.startup import FirstFrame, long_lived
 
 with long_lived():  # no garbage collection while the app's modules load (see `startup`)
     from textual.app import App
+    from textual.binding import Binding, BindingType
     from textual.screen import Screen
     from textual.timer import Timer
 
@@ -19,7 +20,7 @@ with long_lived():  # no garbage collection while the app's modules load (see `s
     from vramplan.core.plan.errors import PlanError
     from vramplan.core.plan.plan import Plan, default_plan
     from vramplan.tui import detection
-    from vramplan.tui.commands import PlannerCommands
+    from vramplan.tui.commands import PALETTE_LABEL, PlannerCommands
     from vramplan.tui.screens.planner import PlannerScreen
 
 if TYPE_CHECKING:  # plan files are read when one is opened: their modules are not loaded before the first frame
@@ -42,6 +43,17 @@ class VramplanApp(App[int]):
     CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: subclasses elsewhere find it too
     TITLE = "vramplan"
     COMMANDS: ClassVar = App.COMMANDS | {PlannerCommands}
+    # Textual's palette binding (its key, action and place), labelled for what the footer leaves to it
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding(
+            App.COMMAND_PALETTE_BINDING,
+            "command_palette",
+            PALETTE_LABEL,
+            show=False,
+            priority=True,
+            tooltip="Open the command palette",
+        )
+    ]
 
     def __init__(self, plan_path: str | Path | None = None, plan: Plan | None = None, *, freeze: bool = False) -> None:
         """``freeze``: the app is its process's only one (the `vramplan` command): what its start made is frozen

@@ -2,7 +2,8 @@
 the command palette.
 
 Each row: a stable id (users remap keys by id with ``App.set_keymap``), the key(s), the action on the planner
-screen, a short description (footer and help), whether the footer shows it, and its namespaced palette entry.
+screen, a short description (footer and help), whether the footer shows it, its namespaced palette entry, its help
+group and, where the description is too long for the footer at 80 columns, a shorter footer label.
 Later commands (checklist, advisor...) are one more row here.
 """
 
@@ -29,6 +30,7 @@ class Command(NamedTuple):
     footer: bool = False
     palette: str | None = None  # namespaced palette entry ("plan: undo"); None: not in the palette
     group: str = "Plan"  # section of the help screen
+    label: str | None = None  # the footer's label where the description is too long for 80 columns
 
 
 def _cycle(key: str) -> str:
@@ -63,7 +65,14 @@ COMMANDS: tuple[Command, ...] = (
     Command("pane_training", "3", "show_pane('training')", "Training pane", False, "view: training pane", "View"),
     Command("pane_strategy", "4", "show_pane('strategy')", "Strategies pane", False, "view: strategies pane", "View"),
     Command(
-        "pane_checklist", "5", "show_pane('checklist')", "Checklist, fit advisor", True, "view: checklist pane", "View"
+        "pane_checklist",
+        "5",
+        "show_pane('checklist')",
+        "Checklist, fit advisor",
+        True,
+        "view: checklist pane",
+        "View",
+        "Checks",
     ),
     Command("fit_advisor", None, "show_pane('checklist')", "Fit advisor", False, "view: fit advisor (what fits)"),
     Command("gpu_guide", "g", "gpu_guide", "GPU guide", False, "view: GPU guide (which GPU, how many)", "View"),
@@ -71,9 +80,16 @@ COMMANDS: tuple[Command, ...] = (
     Command("unpin", None, "unpin", "Unpin the plan", False, "plan: unpin"),
     Command("compare", "d", "compare", "Compare to pinned", False, "view: compare with the pinned plan"),
     Command(
-        "cycle_checkpointing", "c", _cycle("strategy.gradient_checkpointing"), "Checkpointing", True, None, "Strategies"
+        "cycle_checkpointing",
+        "c",
+        _cycle("strategy.gradient_checkpointing"),
+        "Checkpointing",
+        True,
+        None,
+        "Strategies",
+        "Ckpt",
     ),
-    Command("cycle_zero", "z", _cycle("strategy.zero_stage"), "ZeRO stage", True, None, "Strategies"),
+    Command("cycle_zero", "z", _cycle("strategy.zero_stage"), "ZeRO stage", True, None, "Strategies", "ZeRO"),
     Command(
         "toggle_attention", "a", _cycle("strategy.attention"), "Flash or eager attention", False, None, "Strategies"
     ),
@@ -114,6 +130,9 @@ COMMANDS: tuple[Command, ...] = (
     Command("cycle_method", "m", _cycle("training.method"), "Method: full, LoRA, QLoRA", False, None, "Training"),
 )
 
+# The palette's key as the footer shows it: the commands the footer has no room for are found there.
+PALETTE_LABEL = "all commands"
+
 # Keys Textual and the focused widget handle, listed on the help screen after the table's.
 WIDGET_KEYS: tuple[tuple[str, str], ...] = (
     ("tab", "Next field"),
@@ -134,12 +153,22 @@ def key_label(key: str) -> str:
 
 
 def bindings(commands: tuple[Command, ...] = COMMANDS) -> list[Binding]:
-    """The table's keys. A setting's key (``c``, ``z``...: a ``cycle``) is a priority binding, run as the app
-    receives it instead of after the key has bubbled up from the focused widget through its five containers
-    (about a tenth of a key's time to its frame). A text field still gets its letter: Textual leaves the keys a
-    focused field takes (`Widget.check_consume_key`) out of the bindings it looks up."""
+    """The table's keys, each described in the footer by its ``label`` (or its description) and in full in its
+    tooltip; every other key is in the help screen (?) and the palette (ctrl+p: all commands). A setting's key
+    (``c``, ``z``...: a ``cycle``) is a priority binding, run as the app receives it instead of after the key has
+    bubbled up from the focused widget through its five containers (about a tenth of a key's time to its frame).
+    A text field still gets its letter: Textual leaves the keys a focused field takes (`Widget.check_consume_key`)
+    out of the bindings it looks up."""
     return [
-        Binding(c.key, c.action, c.description, show=c.footer, id=c.id, priority=c.action.startswith("cycle("))
+        Binding(
+            c.key,
+            c.action,
+            c.label or c.description,
+            show=c.footer,
+            id=c.id,
+            priority=c.action.startswith("cycle("),
+            tooltip=c.description if c.label else "",
+        )
         for c in commands
         if c.key
     ]

@@ -65,12 +65,12 @@ def screen_rows(app: VramplanApp) -> list[str]:
 
 async def test_no_stray_character_after_the_cut_footer() -> None:
     """Issue 16.6: at 80 columns the footer is cut and a letter of a hidden key showed after the palette key
-    (`^p paletteO`)."""
+    (`^p paletteO`). The footer now fits (issue 32): the palette key, labelled for the commands it holds, ends it."""
     app = VramplanApp()
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
         last = screen_rows(app)[-1]
-        assert re.search(r"\^p palette\s*$", last), last
+        assert re.search(r"\^p all commands\s*$", last), last
 
 
 async def test_the_headline_follows_the_headroom() -> None:

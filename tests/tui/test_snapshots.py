@@ -23,7 +23,27 @@ def test_over_capacity_80x24(snap_compare) -> None:
 
 
 def test_help_80x24(snap_compare) -> None:
+    """Every key shows at 80x24, down to the last (m, the method), with the palette tip under them."""
     assert snap_compare(VramplanApp(), terminal_size=(80, 24), press=["question_mark"])
+
+
+def test_help_scrolled_to_its_last_key_80x16(snap_compare) -> None:
+    """A shorter terminal: the keys scroll (end), the subtitle says so, the last key and the tip show."""
+    assert snap_compare(VramplanApp(), terminal_size=(80, 16), press=["question_mark", "end"])
+
+
+def test_main_no_color_80x24(snap_compare, monkeypatch) -> None:
+    """NO_COLOR: the whole footer (every footer key, then ^p all commands); a pattern per kind in the bar, repeated
+    by the legend (█ parameters, ▓ gradients, ▒ optimizer states, ~ temporaries, / overhead)."""
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert snap_compare(VramplanApp(), terminal_size=(80, 24))
+
+
+def test_over_capacity_no_color_80x24(snap_compare, monkeypatch) -> None:
+    """NO_COLOR over capacity: activations (░) and logits (#) join the bar's patterns, past the ┃ limit too."""
+    monkeypatch.setenv("NO_COLOR", "1")
+    app = VramplanApp(plan=default_plan().with_changes(OVER_CAPACITY))
+    assert snap_compare(app, terminal_size=(80, 24), press=["4"])
 
 
 def test_narrow_40x12(snap_compare) -> None:

@@ -15,7 +15,8 @@ from vramplan.tui.commands import COMMANDS, WIDGET_KEYS
 from vramplan.tui.screens.css import tcss
 
 GROUPS = ("Plan", "View", "Strategies", "Training")
-COLUMNS = (("Plan", "View", "Training"), ("Strategies", "Everywhere"))
+# Balanced so that every key shows at 80x24 (19 and 21 lines); a smaller terminal scrolls (the subtitle says how).
+COLUMNS = (("Plan", "View"), ("Strategies", "Training", "Everywhere"))
 
 
 def key_rows(screen: Screen[object]) -> dict[str, list[tuple[str, str]]]:
@@ -47,24 +48,34 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         rows = key_rows(self.planner)
+        width = max(len(keys) for group in rows.values() for keys, _ in group)  # one key column, both sides
         with VerticalScroll(id="help"):
             with Horizontal(id="help-columns"):
                 for n, groups in enumerate(COLUMNS):
-                    yield Static(self._text(rows, groups), id=f"help-{n}", classes="help-column")
-            tip = "ctrl+p finds any command, preset or setting: model: …, gpu: …, strategy: …"
+                    yield Static(self._text(rows, groups, width), id=f"help-{n}", classes="help-column")
+            tip = "ctrl+p finds every command, preset and setting: model: …, gpu: …"
             yield Static(Content.styled(tip, "dim"), id="help-tip")
 
     def on_mount(self) -> None:
         self.query_one("#help").border_title = "Keys"
-        self.query_one("#help").border_subtitle = "esc closes"
+        self._scroll_hint()
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self._scroll_hint)  # the keys' height against the new size, once laid out
+
+    def _scroll_hint(self) -> None:
+        """The subtitle says how to reach the keys below the fold when the terminal is too short for them all (the
+        keys scroll the focused box: ↓ ↑, pgdn pgup, home end)."""
+        box = self.query_one("#help", VerticalScroll)
+        box.border_subtitle = "↓ pgdn end: more keys · esc closes" if box.max_scroll_y else "esc closes"
 
     @staticmethod
-    def _text(rows: dict[str, list[tuple[str, str]]], groups: tuple[str, ...]) -> Content:
+    def _text(rows: dict[str, list[tuple[str, str]]], groups: tuple[str, ...], width: int) -> Content:
         lines: list[Content] = []
         for group in groups:
             if rows.get(group):
                 if lines:
                     lines.append(Content(""))
                 lines.append(Content.styled(group, "bold"))
-                lines += [Content.assemble((f" {keys:<10}", "$accent"), f" {desc}") for keys, desc in rows[group]]
+                lines += [Content.assemble((f" {keys:<{width}}", "$accent"), f" {desc}") for keys, desc in rows[group]]
         return Content("\n").join(lines)

@@ -14,10 +14,11 @@ from textual.reactive import Reactive, var
 from textual.widgets import Static
 
 from vramplan.core.memory.result import FRAGMENTATION_RISK, KINDS, Estimate
-from vramplan.core.plan.describe import gpu_name, method_label, model_name, short_gpu_name
+from vramplan.core.plan.describe import gpu_name, method_label, model_name
 from vramplan.core.plan.units import fmt_count
 from vramplan.core.plan.units import gib_text as gib
 from vramplan.core.time.result import StepTime
+from vramplan.tui.names import short_gpu, short_model
 from vramplan.tui.pinned import Pinned, pinned_line
 from vramplan.tui.time_text import time_summary, time_table
 from vramplan.tui.widgets.bars import KIND_CLASSES, KindLegend, StackedBar
@@ -86,12 +87,24 @@ def headline(est: Estimate, error: bool = True) -> Content:
     return Content("\n").join([verdict, Content(margin), Content(torch)])
 
 
-def plan_summary(est: Estimate) -> str:
-    """One line of context whatever pane is shown: model, method, GPUs."""
+SUMMARY_WIDTH = 33  # the gauges' columns at 80x24, before they are laid out
+
+
+def plan_summary(est: Estimate, width: int = SUMMARY_WIDTH) -> str:
+    """One line of context whatever pane is shown: model, method, GPUs, in ``width`` columns where it can: the GPU's
+    name and the model's are abbreviated (`names`: still unique among the presets), the GPU's to half the room at
+    most."""
     p = est.plan
     t, hw = p.training, p.hardware
     method = method_label(t, compact=True)
-    return f"{model_name(p.model)} {method}, {hw.total_gpus} x {short_gpu_name(gpu_name(p))}"
+    model, gpu = model_name(p.model), gpu_name(p)
+
+    def line(model_text: str, gpu_text: str) -> str:
+        return f"{model_text} {method}, {hw.total_gpus} x {gpu_text}"
+
+    room = width - len(line("", ""))  # for the two names: the GPU takes at least half, the model what is left
+    gpu_text = short_gpu(gpu, max(6, room - len(model), (room + 1) // 2 + 1))
+    return line(short_model(model, max(6, room - len(gpu_text))), gpu_text)
 
 
 def legend_rows(est: Estimate) -> list[tuple[str, int, int]]:
@@ -201,6 +214,7 @@ class MemoryGauges(VerticalScroll):
             show_text(terms, time_table(self.timing))
 
     def on_resize(self) -> None:
+        self.call_after_refresh(self._summary)  # at its width once laid out at the new size
         self._time_terms()  # the layout (and so whether the table is shown) changes with the terminal's size
         # a layout request made while the resize is being laid out is lost (the table kept the one line it had
         # while hidden, until the next plan change): ask again after this frame
@@ -215,7 +229,7 @@ class MemoryGauges(VerticalScroll):
         est = self.estimate
         if est is None or not self.is_mounted:
             return
-        show_text(self.query_one("#plan-summary", Static), Content(plan_summary(est)))
+        self._summary()
         self._headline(est)
         live = est.live_at_peak
         self.query_one("#gpu-bar", StackedBar).show([(k, live.get(k, 0)) for k in KINDS], est.gpu_capacity)
@@ -225,6 +239,11 @@ class MemoryGauges(VerticalScroll):
         # after the frame that shows the new figure: the explanation and the host bar change height (a layout
         # pass over the whole screen, e.g. switching ZeRO-3), and the key's frame need not wait for them
         self.show_later()
+
+    def _summary(self) -> None:
+        summary, est = self.query_one("#plan-summary", Static), self.estimate
+        if est is not None:
+            show_text(summary, Content(plan_summary(est, summary.content_size.width or SUMMARY_WIDTH)))
 
     def _headline(self, est: Estimate) -> None:
         show_text(self.query_one("#headline", Static), headline(est, self._with_error))

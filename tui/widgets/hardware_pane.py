@@ -10,8 +10,9 @@ from textual.widgets import OptionList, Static
 
 from vramplan.core.memory.result import Estimate
 from vramplan.core.plan import presets
-from vramplan.core.plan.describe import parallel_summary, short_gpu_name
+from vramplan.core.plan.describe import parallel_summary
 from vramplan.tui import detection
+from vramplan.tui.names import short_gpu
 from vramplan.tui.widgets.fields import IntField, NumberField, PlanPane
 from vramplan.tui.widgets.preset_list import USER_MARK, PresetList, broken_notes
 from vramplan.tui.widgets.stack_fields import node_rows, show_limit, show_stack, stack_rows
@@ -20,13 +21,13 @@ from vramplan.tui.widgets.text import show_text
 
 def gpu_rows() -> list[tuple[str, str]]:
     """Name, memory and dense TFLOP/s (``*``: fp16, no bf16); a user preset says ``(user)`` in place of its
-    TFLOP/s (shown in the details), so rows stay one line at 80x24."""
+    TFLOP/s (shown in the details), so rows stay one line at 80x24; a long name is abbreviated (`names`)."""
     reg = presets.registry()
     rows = []
     for g in reg.sorted_gpus():
         tf = f"{g.bf16_tflops:g}" if g.bf16 else f"{g.fp16_tflops:g}*"
         last = f"{USER_MARK.strip():>9}" if reg.is_user("hardware", g.id) else f"{tf:>6} TF"
-        rows.append((g.id, f"{short_gpu_name(g.name)[:16]:<16} {g.memory_mib / 1024:>5.1f} GiB {last}"))
+        rows.append((g.id, f"{short_gpu(g.name, 16):<16} {g.memory_mib / 1024:>5.1f} GiB {last}"))
     return rows
 
 
