@@ -27,6 +27,7 @@ from vramplan import __version__
 from vramplan.core.memory.result import Estimate
 from vramplan.core.plan.errors import PlanError, shown
 from vramplan.core.plan.plan import Plan
+from vramplan.core.plan.training import TrainingConfig
 from vramplan.core.plan.units import GiB
 
 FORMAT_VERSION = 1
@@ -225,6 +226,28 @@ def relative_path(path: Path, start: Path) -> str:
         return str(path)
 
 
+# The [training] keys of adapters and a quantized base: full fine-tuning reads none of them.
+ADAPTER_KEYS = (
+    "lora_rank",
+    "lora_targets",
+    "lora_dtype",
+    "lora_dropout",
+    "quantization",
+    "double_quantization",
+    "bnb_generation",
+    "kbit_prepare",
+    "quantized_modules",
+    "quant_compute_dtype",
+)
+
+
+def without_adapter_defaults(training: dict[str, Any]) -> dict[str, Any]:
+    """A full fine-tuning's ``[training]`` table without the adapter keys at their defaults (loaded back, the
+    defaults return, so the plan is the same; a key set to another value stays, as the plan holds it)."""
+    defaults = TrainingConfig.model_construct().model_dump(mode="json", include=set(ADAPTER_KEYS))
+    return {k: v for k, v in training.items() if not (k in defaults and v == defaults[k])}
+
+
 def plan_toml(
     plan: Plan,
     est: Estimate | None = None,
@@ -248,6 +271,8 @@ def plan_toml(
 
         est = estimate(plan)
     data = plan.dump()
+    if plan.training.method == "full":
+        data["training"] = without_adapter_defaults(data["training"])
     hf_config = data.get("model", {}).get("hf_config")
     if plan_dir is not None and isinstance(hf_config, str):
         data["model"]["hf_config"] = relative_path(Path(hf_config), plan_dir)

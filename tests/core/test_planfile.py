@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from vramplan.core.files.planfile import FORMAT_VERSION, estimate_table, plan_toml
+from vramplan.core.files.planfile import FORMAT_VERSION, estimate_table, plan_toml, without_adapter_defaults
 from vramplan.core.files.planio import load_plan, load_plan_file, plan_file_from_data
 from vramplan.core.memory.peak import estimate
 from vramplan.core.plan.errors import PlanError, PlanNotice
@@ -116,7 +116,10 @@ def test_export_load_export_gives_identical_plan_tables(model: str, data: st.Dat
     again = reload(first)
     assert again == plan
     second = plan_toml(again, created=CREATED, title="round trip", note="a\nb | c")
-    assert plan_tables(second) == plan_tables(first) == plan.dump()
+    dumped = plan.dump()
+    if plan.training.method == "full":  # the adapter keys at their defaults are left out (issue 32)
+        dumped["training"] = without_adapter_defaults(dumped["training"])
+    assert plan_tables(second) == plan_tables(first) == dumped
     assert second == first  # the whole file, [estimate] included: same plan, same bytes
 
 
