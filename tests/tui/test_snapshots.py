@@ -34,13 +34,13 @@ def test_help_scrolled_to_its_last_key_80x16(snap_compare) -> None:
 
 def test_main_no_color_80x24(snap_compare, monkeypatch) -> None:
     """NO_COLOR: the whole footer (every footer key, then ^p all commands); a pattern per kind in the bar, repeated
-    by the legend (█ parameters, ▓ gradients, ▒ optimizer states, ~ temporaries, / overhead)."""
+    by the legend (P parameters, G gradients, O optimizer states, T temporaries, X overhead)."""
     monkeypatch.setenv("NO_COLOR", "1")
     assert snap_compare(VramplanApp(), terminal_size=(80, 24))
 
 
 def test_over_capacity_no_color_80x24(snap_compare, monkeypatch) -> None:
-    """NO_COLOR over capacity: activations (░) and logits (#) join the bar's patterns, past the ┃ limit too."""
+    """NO_COLOR over capacity: activations (A) join the bar's letters, past the ┃ limit too."""
     monkeypatch.setenv("NO_COLOR", "1")
     app = VramplanApp(plan=default_plan().with_changes(OVER_CAPACITY))
     assert snap_compare(app, terminal_size=(80, 24), press=["4"])

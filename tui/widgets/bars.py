@@ -1,6 +1,6 @@
 """Leaf displays that draw themselves (`render()`): a stacked bar against a capacity, and the selectable legend
 of memory kinds. Colours come from component classes styled in app.tcss (theme variables only); with NO_COLOR
-each kind also has its own glyph."""
+each kind has its own letter instead."""
 
 from __future__ import annotations
 
@@ -20,19 +20,20 @@ from vramplan.core.memory.result import KIND_LABELS, KINDS
 from vramplan.core.plan.units import gib_text as gib
 from vramplan.tui.widgets.text import content_size, line_strip
 
-# Glyphs per kind: solid blocks in colour; distinct patterns without colour (NO_COLOR) so kinds stay apart.
+# Glyphs per kind: solid blocks in colour; without colour (NO_COLOR) a letter per kind, which the legend repeats:
+# shades (▓ ▒ ░) drawn in one grey read alike in many fonts, a letter reads the same anywhere (and in copied text).
 GLYPHS_NO_COLOR: dict[str, str] = {
-    "parameters": "█",
-    "gradients": "▓",
-    "optimizer_states": "▒",
-    "activations": "░",
-    "logits": "#",
-    "gathered_parameters": "=",
-    "autocast_cache": "+",
-    "temporaries": "~",
-    "checkpoint_buffers": ":",
-    "overhead": "/",
-    "host": "▓",
+    "parameters": "P",
+    "gradients": "G",
+    "optimizer_states": "O",
+    "activations": "A",
+    "logits": "L",
+    "gathered_parameters": "Z",
+    "autocast_cache": "C",
+    "temporaries": "T",
+    "checkpoint_buffers": "B",
+    "overhead": "X",
+    "host": "H",
 }
 SEGMENT_KINDS = (*KINDS, "host")
 # One colour per kind, shared by the bars and the legend: component classes of the widget that holds them (the
