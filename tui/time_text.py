@@ -19,10 +19,10 @@ def rate(per_second: float) -> str:
 
 
 def train_line(st: StepTime) -> Content:
-    """``2.00 T tokens: 11.6 days, 2,227 GPU-h, cost 4,454`` (empty without a token budget)."""
+    """``2.00 T tokens: 11.6 days, 2,227 GPU-h, cost 4,454 USD`` (empty without a token budget)."""
     if st.tokens is None or st.train_seconds is None or st.gpu_hours is None:
         return Content("")
-    cost = f", cost {st.cost:,.0f}" if st.cost is not None else ""
+    cost = f", cost {st.cost:,.0f} USD" if st.cost is not None else ""
     when = (fmt_seconds(st.train_seconds), "bold")
     return Content.assemble(f"{fmt_count(st.tokens)} tokens: ", when, f", {st.gpu_hours:,.0f} GPU-h{cost}")
 

@@ -51,7 +51,10 @@ class HardwareConfig(BaseModel):
     gpus_per_node: int = Field(default=8, ge=1, le=1024)
     nodes: int = Field(default=1, ge=1, le=100_000)
     price_per_gpu_hour: float | None = Field(
-        default=None, ge=0, le=MAX_PRICE_PER_GPU_HOUR, description="overrides the preset's price"
+        default=None,
+        ge=0,
+        le=MAX_PRICE_PER_GPU_HOUR,
+        description="USD per GPU-hour (the costs vramplan shows are USD); overrides the preset's price",
     )
     host_memory_gib: float | None = Field(
         default=None,

@@ -25,7 +25,7 @@ from vramplan.tui.screens.css import tcss
 from vramplan.tui.widgets.text import show_text
 
 # GpuRow.cells() without the GPU's own memory (the name says it), the name cut to fit 80 columns
-HEADER = ("GPU", "GPUs", "GiB/GPU", "step", "tokens/s", "train", "cost")
+HEADER = ("GPU", "GPUs", "GiB/GPU", "step", "tokens/s", "train", "cost USD")
 NAME_WIDTH = 16
 
 

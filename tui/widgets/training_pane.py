@@ -94,5 +94,5 @@ class TrainingPane(PlanPane):
                 f"\n{fmt_count(st.tokens)} tokens in {fmt_steps(st.train_steps)}: [b]{fmt_seconds(st.train_seconds)}"
                 f"[/b], {st.gpu_hours:,.0f} GPU-hours"
             )
-            text += f", cost {st.cost:,.0f}" if st.cost is not None else " (a price per GPU-hour gives the cost)"
+            text += f", cost {st.cost:,.0f} USD" if st.cost is not None else " (a price per GPU-hour gives the cost)"
         show_text(self.query_one("#time-details", Static), text)
