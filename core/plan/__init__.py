@@ -1,4 +1,5 @@
-"""The plan and what it is made of: the frozen `Plan` (``plan``), its ``[model]`` table (``model``),
+"""The plan and what it is made of: the frozen `Plan` (``plan``), its tables (``model``, ``training``, ``strategy``,
+``stack`` with the stacks' defaults in ``stack_defaults``, ``advice``), what a node holds beside its GPUs (``node``),
 architectures and parameter counts (``arch``), precision regimes and optimizers (``precision``), the presets
 catalogue (``presets``), config.json import (``hfconfig``), GPU detection (``detect``), the ``--set`` key syntax
 (``keys``) and the words that describe a plan (``describe``); with the basics every layer uses: errors, units,
