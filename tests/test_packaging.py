@@ -55,7 +55,7 @@ def test_the_readme_first_commands_install_into_a_venv(tmp_path: Path) -> None:
 
 
 # the repository's top-level folders, installed as vramplan.<folder>
-FOLDERS = ("core", "cli", "tui", "presets", "machine")
+FOLDERS = ("core", "cli", "tui", "presets", "machine", "measure")
 
 
 @pytest.fixture(scope="module")

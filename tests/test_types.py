@@ -22,7 +22,7 @@ def test_mypy_reports_no_error_in_core_and_cli(tmp_path: Path) -> None:
     package.mkdir(parents=True)
     for module in (ROOT / "entry").glob("*.py"):
         (package / module.name).symlink_to(module)
-    for folder in ("core", "cli", "tui", "presets", "machine"):
+    for folder in ("core", "cli", "tui", "presets", "machine", "measure"):
         (package / folder).symlink_to(ROOT / folder, target_is_directory=True)
     r = subprocess.run(
         [
