@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Write core/memory/accuracy.json: the estimate's signed error on every published GPU run with a memory figure.
 
-Usage, from the repository root:  python bench/data/accuracy.py
+Usage, from the repository root:  python -m bench.data.accuracy
 
 Runs this checkout's estimator in process over tests/data/published (copied from ../shared/published by
 bench/data/copy_published.py), each case built as tests/core/test_published_gpu.py builds it
-(tests/core/published_rows.py), and writes one row per memory case: id, method, stack framework, total parameters,
+(bench/data/published_rows.py), and writes one row per memory case: id, method, stack framework, total parameters,
 figure kind, signed error in percent. vramplan.core.memory.accuracy reads it to give every estimate its
 `memory.per_gpu.expected_error`. Re-run it whenever the estimator or the published cases change:
 tests/core/test_accuracy.py fails while the shipped file differs from what this would write.
@@ -14,14 +14,10 @@ tests/core/test_accuracy.py fails while the shipped file differs from what this 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))  # the row builder lives with the test suite
-
-from tests.core.published_rows import accuracy_rows, build_rows, published_presets  # noqa: E402
-from vramplan.core.memory.accuracy import COMMAND  # noqa: E402
+from bench.data.published_rows import ROOT, accuracy_rows, build_rows, published_presets
+from vramplan.core.memory.accuracy import COMMAND
 
 TARGET = ROOT / "core" / "memory" / "accuracy.json"
 ABOUT = (

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """Copy ../shared/published (the published GPU measurements) into tests/data/published for the test suite.
 
-Usage, from the repository root:  python bench/data/copy_published.py [SOURCE]   (SOURCE: ../shared/published)
+Usage, from the repository root:  python -m bench.data.copy_published [SOURCE]   (SOURCE: ../shared/published)
 
 Copies `cases.json`, `configs/` and `user_presets/` unchanged (the source's `check.py` and README stay there: the
-suite runs the same comparison in process, tests/core/published_rows.py) and writes a README.md naming the copy
+suite runs the same comparison in process, bench/data/published_rows.py) and writes a README.md naming the copy
 date and this command. Re-run it when the shared directory gains cases, then update the counts that
-tests/core/test_published_gpu.py asserts and regenerate the accuracy file (bench/data/accuracy.py).
+tests/core/test_published_gpu.py asserts and regenerate the accuracy file (python -m bench.data.accuracy).
 """
 
 from __future__ import annotations
@@ -20,14 +20,15 @@ from pathlib import Path
 
 DEST = Path("tests/data/published")
 COPIED = ("cases.json", "configs", "user_presets")
-COMMAND = "python bench/data/copy_published.py ../shared/published"
+COMMAND = "python -m bench.data.copy_published ../shared/published"
 
 README = """# Published GPU measurements (copy of ../shared/published)
 
 Copied unchanged from `../shared/published/` on {date} by `{command}` (run from the repository root): `cases.json`
 ({n} cases), `configs/` and `user_presets/`. Used by tests/core/test_published_gpu.py, which runs in process what
-that directory's `check.py` runs through the CLI (tests/core/published_rows.py builds each case's plan), and by
-bench/data/accuracy.py, which writes the estimate's expected error (core/memory/accuracy.json) from these cases.
+that directory's `check.py` runs through the CLI (bench/data/published_rows.py builds each case's plan), and by
+`python -m bench.data.accuracy`, which writes the estimate's expected error (core/memory/accuracy.json) from these
+cases.
 
 `cases.json` holds training-step memory and throughput figures that other people measured on real GPUs and
 published ({sources}). Each case has its source (`source`), the published figure and unit, the configuration as

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Check vramplan's parameter counts against what transformers builds from the same config.json.
 
-Usage:  /work/rvenv/bin/python bench/measure/check_params.py
-For every config of tests/core/published_configs.py (the published models) and the measured cases of
+Usage, from the repository root:  python -m bench.measure.check_params  (in an environment with torch and
+transformers). For every config of bench/data/published_configs.py (the published models) and the measured cases of
 families_cases.json (tiny models, with their variants), build ``AutoModelForCausalLM.from_config`` on the meta
 device (no memory, no weights), sum ``p.numel()`` over ``model.parameters()`` (tied weights once) and compare
 with ``vramplan.core.plan.hfconfig.map_config`` -> ``Plan`` -> ``Arch.total_params``. Prints one line per config;
@@ -17,12 +17,11 @@ from pathlib import Path
 import torch
 import transformers
 
+from bench.data.published_configs import REAL
 from vramplan.core.plan.hfconfig import map_config
 from vramplan.core.plan.plan import plan_from_dict
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))  # the published configs live in the test suite
-from tests.core.published_configs import REAL  # noqa: E402
 
 # Variants the published configs do not cover (each changes the block structure)
 VARIANTS = {

@@ -4,7 +4,7 @@
 (tests/data/published, a copy of ../shared/published): the case's id, method, stack framework, total parameters,
 how the figure was measured, and the estimate's signed error in percent (predicted / measured - 1; negative: the
 estimate was under). bench/data/accuracy.py writes it by running this estimator over those cases; a test fails
-when the estimator changes and the file is not regenerated (``python bench/data/accuracy.py``).
+when the estimator changes and the file is not regenerated (``python -m bench.data.accuracy``).
 
 `expected_error` picks the rows nearest to a plan: the same method, the same stack family (the stacks that run
 models through transformers count as one), a model within 2x the plan's parameters; while fewer than `MIN_CASES`
@@ -23,7 +23,7 @@ from vramplan.core.plan.stack import HF_FAMILY
 
 DATA = Path(__file__).with_name("accuracy.json")
 MIN_CASES = 5  # fewer matching runs than this: widen the selection
-COMMAND = "python bench/data/accuracy.py"
+COMMAND = "python -m bench.data.accuracy"
 
 
 class CaseError(NamedTuple):

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.bench.kit import KIT, gpu_estimate, gpu_kit, gpu_plans, gpu_results
-from tests.core.published_configs import REAL
+from bench.data.published_configs import REAL
 from vramplan.core.memory.peak import estimate
 from vramplan.core.plan import presets
 from vramplan.core.plan.plan import plan_from_dict

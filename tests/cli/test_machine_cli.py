@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.core.published_configs import REAL
+from bench.data.published_configs import REAL
 from tests.hostile import strict_json
 from vramplan.cli.commands import run
 from vramplan.core.plan import presets

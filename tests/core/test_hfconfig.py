@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.core.published_configs import REAL
+from bench.data.published_configs import REAL
 from tests.core.test_model_types import HF_CONFIGS
 from vramplan.core.files.planio import load_plan
 from vramplan.core.plan.errors import PlanError

@@ -1,6 +1,6 @@
 """The estimate against training steps other people measured on real GPUs and published (tests/data/published, a
 copy of ../shared/published made by bench/data/copy_published.py): what that directory's check.py does through the
-CLI, run in process (tests/core/published_rows.py builds each case's plan and estimate; bench/data/accuracy.py
+CLI, run in process (bench/data/published_rows.py builds each case's plan and estimate; bench/data/accuracy.py
 writes the estimate's expected error from the same rows). Throughput rows compare tokens/s/GPU at the default MFU;
 bound rows (a run that fit, or ran out of memory) compare the verdict.
 
@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.core.published_rows import CASES, HERE, GiB, Row, build_rows, case_args, memory_rows, run_case
+from bench.data.published_rows import CASES, HERE, GiB, Row, build_rows, case_args, memory_rows, run_case
 from vramplan.core.plan import presets
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from textual.widgets import Input, OptionList
 
-from tests.core.published_configs import REAL
+from bench.data.published_configs import REAL
 from tests.core.test_detect import H100_X8, fake_smi, n_calls, printing
 from tests.tui.conftest import figure, text_of
 from vramplan.core.memory.peak import estimate
