@@ -87,6 +87,12 @@ def _plan_args(p: argparse.ArgumentParser, required: bool = False) -> None:
         help="override a plan key; VALUE is a TOML literal, a bare word is a string (repeatable)",
     )
     add_from_arg(p)
+    p.add_argument(
+        "--calibration",
+        metavar="FILE",
+        help="apply this machine's overheads measured by vramplan measure --save-calibration (CUDA context, "
+        "allocator gap, NCCL) to the plan's [overhead] terms",
+    )
 
 
 def build_parser() -> OneLineParser:

@@ -123,7 +123,7 @@ def cmd_presets(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from vramplan.cli.importing import import_over
+    from vramplan.cli.importing import calibrated, import_over
     from vramplan.core.files.export import default_file_name, output_format, render
     from vramplan.core.files.planio import load_plan_file
     from vramplan.core.files.safewrite import OverwriteRefused, write_atomic
@@ -144,6 +144,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         plan = import_over(args, plan)
     else:
         plan = apply_overrides(plan, args.model, args.gpu, args.sets, args.hf_config)
+    plan = calibrated(args, plan)
     out = args.output
     fmt = args.format or (output_format(out) if out and out != "-" else "toml")
     title = args.title if args.title is not None else (meta.title if meta else None)

@@ -45,11 +45,26 @@ def resolve(args: argparse.Namespace) -> Plan:
         plan = resolve_plan(args.plan, args.model, args.gpu, args.sets, args.hf_config)
     else:
         plan = import_over(args, load_plan(args.plan) if args.plan else starting_plan())
+    plan = calibrated(args, plan)
     if not hasattr(args, "stack_from"):  # a command without --stack-from (vramplan gpus)
         return plan
     from vramplan.cli.stackfrom import stack_over
 
     return stack_over(args, plan)  # last: only the stack versions the plan leaves unset
+
+
+def calibrated(args: argparse.Namespace, plan: Plan) -> Plan:
+    """``plan`` with ``--calibration FILE``'s ``[overhead]`` terms (over the plan file's and --set's), said in one
+    notice line; the plan as it is without the flag."""
+    path = getattr(args, "calibration", None)
+    if path is None:
+        return plan
+    from vramplan.core.files.calibration import apply_calibration, read_calibration
+
+    cal = read_calibration(path)
+    out = apply_calibration(plan, cal)
+    warnings.warn(f"calibrated from {cal.provenance()}: {'; '.join(cal.lines())}", PlanNotice, stacklevel=2)
+    return out
 
 
 def with_import(args: argparse.Namespace, data: dict[str, Any]) -> dict[str, Any]:

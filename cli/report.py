@@ -104,6 +104,8 @@ def estimate_table(est: Estimate, hardware_note: str = "") -> str:
         verdict = f"DOES NOT FIT by {-est.headroom / GiB:.1f} GiB"
     lines.append(f"  of {cap / GiB:.1f} GiB per GPU: {verdict}")
     lines.append(f"  estimate {est.expected_error.text()}")
+    if est.plan.overhead.calibrated_from:
+        lines.append(f"  overhead calibrated from {est.plan.overhead.calibrated_from}")
     lines.append(f"  peak moment: {est.peak.moment}")
     return "\n".join(lines + node_lines(est)) + "\n"
 

@@ -120,8 +120,11 @@ def component_formulas(
         f"{fmt_gib(largest.get('checkpoint_buffers', 0), 3)}",
         "torch/utils/checkpoint.py non-reentrant checkpoint keeps its inputs' closures alive",
     )
+    calibrated = plan.overhead.calibrated_from
     out["overhead"] = (
-        "CUDA context + allocator reserve + communication buffers (see overhead terms)",
-        "plan [overhead] table; each term cites its source",
+        "CUDA context + allocator reserve + communication buffers (see overhead terms)"
+        + (f"; calibrated from {calibrated}" if calibrated else ""),
+        "plan [overhead] table; each term cites its source"
+        + ("; measured by vramplan measure --save-calibration" if calibrated else ""),
     )
     return out

@@ -133,6 +133,12 @@ def overhead_terms(plan: Plan, st: States, numbers: dict[str, int]) -> tuple[Ove
             "hold a second copy of every gradient (PyTorch DDP docs)",
         ),
     }
+    if o.calibrated_from:  # measured on a machine by `vramplan measure --save-calibration`
+        for name in (
+            ("cuda_context", "allocator_reserve") if o.allocator_reserve_percent is not None else ("cuda_context",)
+        ):
+            formula, source = text[name]
+            text[name] = (f"{formula}, calibrated: {o.calibrated_from}", source)
     return tuple(OverheadTerm(name, n, *text[name]) for name, n in numbers.items())
 
 

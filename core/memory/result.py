@@ -267,6 +267,7 @@ class Estimate:
                 "exceeded": list(self.exceeded),
                 "stage": self.stage,
                 "overhead_terms": dict(self.overhead_bytes),
+                "calibrated_from": self.plan.overhead.calibrated_from,
                 "phases": self.phase_totals(),
             },
             "explain": {k: {"formula": c.formula, "source": c.source} for k, c in self.components.items()},

@@ -140,6 +140,12 @@ class OverheadConfig(BaseModel):
     expandable_segments: bool = Field(
         default=False, description="PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (one growing segment per stream)"
     )
+    calibrated_from: str | None = Field(
+        default=None,
+        max_length=300,
+        description="where this table's terms were measured (set by --calibration FILE: the file, GPU, machine, "
+        "date); provenance only, the estimate says it is calibrated",
+    )
 
 
 class ChecklistConfig(BaseModel):

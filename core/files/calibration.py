@@ -1,0 +1,209 @@
+"""Calibration files: what one machine adds beyond a training step's tensors, measured by ``vramplan measure
+--save-calibration FILE`` and applied to later estimates with ``--calibration FILE``.
+
+A calibration holds integer bytes and where they were measured::
+
+    format_version = 1
+
+    [terms]
+    cuda_context_bytes = 536870912     # what nvidia-smi sees beyond torch's reserved memory: context, kernels
+    allocator_gap_bytes = 1073741824   # max_memory_reserved - max_memory_allocated of the measured step
+    allocated_peak_bytes = 21474836480 # max_memory_allocated of that step (the gap is a share of it)
+    nccl_bytes_per_group = 805306368   # NCCL's buffers per process group (only from a multi-GPU measurement)
+
+    [measured_on]
+    gpu = "NVIDIA H100 80GB HBM3"
+    machine = "gpu-node-17"
+    torch_version = "2.8.0+cu128"
+    created = "2026-12-03T14:00:00Z"
+    vramplan_version = "0.1.0"
+    plan = "Llama-3.2-1B, full, bf16-autocast ..."
+
+It applies through the plan's ``[overhead]`` terms (`core.memory.overhead.overhead_bytes`): the context as
+``cuda_context_mib``, the gap as ``allocator_reserve_percent`` (gap / allocated peak, in place of the allocator's
+rules), NCCL as ``nccl_mib_per_group``; ``overhead.calibrated_from`` records where they came from, so the estimate
+says it is calibrated. Reading is as safe as a plan file's (`core.plan.tomlio.read_toml`: regular files only, a size
+limit, one-line errors); writing goes through `core.files.safewrite.write_atomic`.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+from vramplan.core.files.safewrite import OverwriteRefused, write_atomic
+from vramplan.core.plan.errors import PlanError, printable, shown
+from vramplan.core.plan.plan import Plan
+from vramplan.core.plan.tomlio import read_toml
+from vramplan.core.plan.units import GiB, MiB
+
+FORMAT_VERSION = 1
+MAX_TERM_BYTES = 1 << 50  # 1 PiB: no GPU's overhead is larger; a bigger number is a mistake
+MAX_TEXT = 300  # characters of a provenance string
+TERM_KEYS = ("cuda_context_bytes", "allocator_gap_bytes", "allocated_peak_bytes", "nccl_bytes_per_group")
+TEXT_KEYS = ("gpu", "machine", "torch_version", "created", "vramplan_version", "plan")
+HEADER = (
+    "# vramplan calibration: what this machine adds beyond a training step's tensors (integer bytes),\n"
+    "# measured by `vramplan measure --save-calibration`; apply it with `vramplan estimate --calibration FILE`.\n\n"
+)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """One machine's overheads, in bytes, and where they were measured. ``allocator_gap_bytes`` and
+    ``allocated_peak_bytes`` come together (None: the allocator's rules stay); ``nccl_bytes_per_group`` only
+    from a measurement with more than one rank. ``source``: the file it was read from (not written)."""
+
+    cuda_context_bytes: int
+    allocator_gap_bytes: int | None = None
+    allocated_peak_bytes: int | None = None
+    nccl_bytes_per_group: int | None = None
+    gpu: str = ""
+    machine: str = ""
+    torch_version: str = ""
+    created: str = ""
+    vramplan_version: str = ""
+    plan: str = ""
+    source: str = ""
+
+    @property
+    def allocator_reserve_percent(self) -> float | None:
+        """The allocator gap as a share of the allocated peak, in percent (at most 100, the plan's bound)."""
+        if self.allocator_gap_bytes is None or not self.allocated_peak_bytes:
+            return None
+        return min(100.0, round(100 * self.allocator_gap_bytes / self.allocated_peak_bytes, 3))
+
+    def provenance(self) -> str:
+        """``cal.toml (NVIDIA H100 80GB HBM3 on gpu-node-17, torch 2.8.0, 2026-12-03)``."""
+        where = " on ".join(x for x in (self.gpu, self.machine) if x)
+        parts = [x for x in (where, f"torch {self.torch_version}" if self.torch_version else "", self.created[:10])]
+        detail = ", ".join(p for p in parts if p)
+        name = self.source or "a calibration"
+        return printable(f"{name} ({detail})" if detail else name)[:MAX_TEXT]
+
+    def overrides(self) -> dict[str, Any]:
+        """The ``[overhead]`` keys this calibration sets (`Plan.with_changes` takes them as they are)."""
+        out: dict[str, Any] = {"overhead.cuda_context_mib": mib_up(self.cuda_context_bytes)}
+        pct = self.allocator_reserve_percent
+        if pct is not None:
+            out["overhead.allocator_reserve_percent"] = pct
+        if self.nccl_bytes_per_group is not None:
+            out["overhead.nccl_mib_per_group"] = mib_up(self.nccl_bytes_per_group)
+        out["overhead.calibrated_from"] = self.provenance()
+        return out
+
+    def dump(self) -> dict[str, Any]:
+        terms = {k: getattr(self, k) for k in TERM_KEYS if getattr(self, k) is not None}
+        on = {k: getattr(self, k) for k in TEXT_KEYS if getattr(self, k)}
+        return {"format_version": FORMAT_VERSION, "terms": terms, "measured_on": on}
+
+    def lines(self) -> list[str]:
+        """What it holds, for people: one line per term."""
+        out = [f"CUDA context and kernels {self.cuda_context_bytes / MiB:,.0f} MiB"]
+        pct = self.allocator_reserve_percent
+        if pct is not None and self.allocator_gap_bytes is not None:
+            out.append(f"allocator gap {self.allocator_gap_bytes / GiB:.2f} GiB ({pct:g}% of the allocated peak)")
+        if self.nccl_bytes_per_group is not None:
+            out.append(f"NCCL {self.nccl_bytes_per_group / MiB:,.0f} MiB per process group")
+        return out
+
+
+def mib_up(n_bytes: int) -> int:
+    """Bytes as the whole MiB the ``[overhead]`` keys take, rounded up (mem_get_info counts 2 MiB pages)."""
+    return -(-n_bytes // MiB)
+
+
+def apply_calibration(plan: Plan, cal: Calibration) -> Plan:
+    """`plan` with the calibration's ``[overhead]`` terms (its other keys as they were)."""
+    return plan.with_changes(cal.overrides())
+
+
+def _term(raw: dict[str, Any], key: str, where: str) -> int | None:
+    value = raw.get(key)
+    if value is None:
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        raise PlanError(f"must be a whole number of bytes, not {shown(value)}", f"{where}: terms.{key}")
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise PlanError(f"must be a whole number of bytes (got {shown(value)})", f"{where}: terms.{key}")
+    if not 0 <= value <= MAX_TERM_BYTES:
+        raise PlanError(f"must be from 0 to {MAX_TERM_BYTES:,} bytes (got {shown(value)})", f"{where}: terms.{key}")
+    return value
+
+
+def _text(raw: dict[str, Any], key: str, where: str) -> str:
+    value = raw.get(key, "")
+    if isinstance(value, _dt.datetime | _dt.date):  # a TOML date-time written by hand
+        value = value.isoformat()
+    if not isinstance(value, str):
+        raise PlanError(f"must be a string (got {shown(value)})", f"{where}: measured_on.{key}")
+    if len(value) > MAX_TEXT:
+        raise PlanError(f"longer than {MAX_TEXT} characters", f"{where}: measured_on.{key}")
+    return printable(value)
+
+
+def _table(raw: dict[str, Any], name: str, known: tuple[str, ...], where: str) -> dict[str, Any]:
+    table = raw.get(name, {})
+    if not isinstance(table, dict):
+        raise PlanError("must be a table", f"{where}: {name}")
+    unknown = [k for k in table if k not in known]
+    if unknown:
+        raise PlanError(f"unknown key (known: {', '.join(known)})", f"{where}: {name}.{shown(unknown[0])}")
+    return table
+
+
+def calibration_from_data(raw: dict[str, Any], where: str) -> Calibration:
+    """A parsed calibration file checked: every problem is one `PlanError` naming the file and key."""
+    fv = raw.get("format_version", FORMAT_VERSION)
+    if isinstance(fv, bool) or not isinstance(fv, int) or not 1 <= fv <= 1_000_000:
+        raise PlanError(f"must be a whole number from 1 to 1,000,000 (got {shown(fv)})", f"{where}: format_version")
+    if fv > FORMAT_VERSION:
+        raise PlanError(
+            f"calibration format {fv} is newer than this vramplan reads ({FORMAT_VERSION}): upgrade vramplan",
+            f"{where}: format_version",
+        )
+    unknown = [k for k in raw if k not in ("format_version", "terms", "measured_on")]
+    if unknown:
+        raise PlanError("unknown key (known: format_version, [terms], [measured_on])", f"{where}: {shown(unknown[0])}")
+    terms = _table(raw, "terms", TERM_KEYS, where)
+    on = _table(raw, "measured_on", TEXT_KEYS, where)
+    values = {k: _term(terms, k, where) for k in TERM_KEYS}
+    if values["cuda_context_bytes"] is None:
+        raise PlanError(
+            "missing (the CUDA context's bytes, written by vramplan measure)", f"{where}: terms.cuda_context_bytes"
+        )
+    if (values["allocator_gap_bytes"] is None) != (values["allocated_peak_bytes"] is None):
+        raise PlanError(
+            "allocator_gap_bytes and allocated_peak_bytes come together (the gap is a share of the peak)",
+            f"{where}: terms",
+        )
+    if values["allocated_peak_bytes"] == 0:
+        raise PlanError("must be more than 0 (the gap is a share of it)", f"{where}: terms.allocated_peak_bytes")
+    return Calibration(**values, **{k: _text(on, k, where) for k in TEXT_KEYS}, source=where)  # type: ignore[arg-type]
+
+
+def read_calibration(path: str | Path) -> Calibration:
+    """Read and check a calibration file (regular file, a few MB at most, valid TOML); one `PlanError` otherwise."""
+    return calibration_from_data(read_toml(path), str(path))
+
+
+def calibration_toml(cal: Calibration) -> str:
+    """The file's text; read back, it is the same calibration (but for ``source``)."""
+    return HEADER + tomli_w.dumps(cal.dump())
+
+
+def write_calibration(path: str | Path, cal: Calibration, *, overwrite: bool = False) -> Path:
+    """Write `cal` atomically; an existing file only with ``overwrite`` (--force). Errors are one `PlanError`."""
+    try:
+        return write_atomic(path, calibration_toml(cal), overwrite=overwrite)
+    except OverwriteRefused as exc:
+        raise PlanError(f"{exc.message} (use --force to replace it)", exc.where) from None
+
+
+def with_source(cal: Calibration, source: str) -> Calibration:
+    return replace(cal, source=source)
