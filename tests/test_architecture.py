@@ -218,6 +218,30 @@ def test_core_and_cli_sources_never_import_textual_or_rich(package: str) -> None
             assert not any(n.split(".")[0] in ("textual", "rich") for n in names), (m, names)
 
 
+def test_core_starts_no_process() -> None:
+    """core/ is the pure domain: no module of it imports subprocess or multiprocessing, nor calls os.system,
+    os.popen, os.fork, os.exec* or os.spawn* (running nvidia-smi is `vramplan.machine.gpus`' job)."""
+    found = []
+    for m, path in MODULES.items():
+        if not m.startswith("vramplan.core"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "os":
+                names = [f"os.{node.attr}"]
+            else:
+                continue
+            for n in names:
+                if n.split(".")[0] in ("subprocess", "multiprocessing") or n.startswith(
+                    ("os.system", "os.popen", "os.fork", "os.exec", "os.spawn", "os.posix_spawn")
+                ):
+                    found.append((m, n))
+    assert not found, found
+
+
 def test_importing_every_core_module_loads_neither_textual_nor_rich() -> None:
     modules = sorted(m for m in MODULES if m.startswith(("vramplan.core", "vramplan.cli", "vramplan.presets")))
     code = (

@@ -1,5 +1,5 @@
-"""GPU detection off the UI thread. `core.plan.detect.detected_gpus` runs ``nvidia-smi`` (up to a 2-second timeout);
-here it runs once, in a background thread started as early as possible (`vramplan` starts it before importing
+"""GPU detection off the UI thread. `vramplan.machine.gpus.detected_gpus` runs ``nvidia-smi`` (up to a 2-second
+timeout); here it runs once, in a background thread started as early as possible (`vramplan` starts it before importing
 Textual), so a slow or hanging ``nvidia-smi`` never delays the first frame: the planner starts on the documented
 default and takes the detected GPUs when they arrive, if the user has not changed the plan yet. The same thread
 reads this machine's host memory (vramplan.machine.host) for plans on the detected GPU. No Textual here.
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import threading
 
-from vramplan.core.plan import detect, presets
+from vramplan.core.plan import presets
 from vramplan.core.plan.detect import DetectedGpus
-from vramplan.machine import host
+from vramplan.machine import gpus, host
 
 
 class Detection:
@@ -25,7 +25,7 @@ class Detection:
 
     def _run(self) -> None:
         try:
-            self.result = detect.detected_gpus()
+            self.result = gpus.detected_gpus()
         except Exception:  # detection is best effort: anything odd means the documented default
             self.result = None
         try:

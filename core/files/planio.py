@@ -7,16 +7,16 @@ upgrade hint) and its ``[estimate]`` is set aside, recomputed, and compared; a d
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from vramplan.core.files.planfile import Meta, estimate_changes, newer_hint, parse_meta
 from vramplan.core.memory.peak import estimate
-from vramplan.core.plan.detect import starting_plan
 from vramplan.core.plan.errors import PlanError, PlanNotice
 from vramplan.core.plan.keys import apply_overrides
 from vramplan.core.plan.paths import absolute, user_path
-from vramplan.core.plan.plan import Plan, default_only, over_default_plan, plan_from_dict
+from vramplan.core.plan.plan import Plan, default_only, default_plan, over_default_plan, plan_from_dict
 from vramplan.core.plan.tomlio import read_toml
 
 
@@ -95,9 +95,11 @@ def resolve_plan(
     gpu: str | None = None,
     sets: list[str] | tuple[str, ...] = (),
     hf_config: str | None = None,
+    start: Callable[[], Plan] = default_plan,
 ) -> Plan:
-    """The plan a headless command works on: a file (or the starting plan), then --model or --hf-config, --gpu,
-    --set."""
+    """The plan a headless command works on: a file (or ``start()``, called only without one: the CLI passes
+    `vramplan.machine.gpus.starting_plan`, the default plan on this machine's GPUs), then --model or --hf-config,
+    --gpu, --set."""
     if model and hf_config:
         raise PlanError("give --model or --hf-config, not both", "--hf-config")
-    return apply_overrides(load_plan(path) if path else starting_plan(), model, gpu, sets, hf_config)
+    return apply_overrides(load_plan(path) if path else start(), model, gpu, sets, hf_config)

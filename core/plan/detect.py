@@ -1,34 +1,27 @@
-"""The GPUs of this machine, from ``nvidia-smi``, matched to a hardware preset (the default plan's hardware).
+"""GPUs as ``nvidia-smi`` reports them, matched to a hardware preset: the pure half of GPU detection (the other,
+running ``nvidia-smi``, is `vramplan.machine.gpus`; core starts no process).
 
 ``nvidia-smi --query-gpu=name,memory.total --format=csv,noheader,nounits`` prints one line per GPU, e.g.
-``NVIDIA H100 80GB HBM3, 81559`` (memory in MiB). The most common model is matched to a preset through the names in
-each preset's ``match`` list (then a looser comparison of the names); a GPU no preset knows becomes a runtime
-preset with the reported memory and placeholder throughput figures, labelled as such. No ``nvidia-smi``, a failing
-or slow one (short timeout), or output that does not parse: None, and callers fall back silently to the
-documented default. ``VRAMPLAN_DETECT=0`` turns detection off. The result is cached per process.
+``NVIDIA H100 80GB HBM3, 81559`` (memory in MiB). `detected_from` parses that text (`parse`) and matches the most
+common model to a preset through the names in each preset's ``match`` list (then a looser comparison of the names);
+a GPU no preset knows becomes a runtime preset with the reported memory and placeholder throughput figures,
+labelled as such. Output that does not parse: None, and callers fall back silently to the documented default.
 
-`starting_plan`: the plan vramplan starts from without a plan file, the default plan on these GPUs.
+`plan_on`: the default plan on detected GPUs (the plan vramplan starts from without a plan file).
 """
 
 from __future__ import annotations
 
-import os
 import re
-import select
-import shutil
-import subprocess
-import time
 from collections import Counter
 from typing import NamedTuple
 
 from vramplan.core.plan import presets
 from vramplan.core.plan.errors import PlanError, clip, printable
-from vramplan.core.plan.memo import memoised
 from vramplan.core.plan.plan import Plan, default_plan
 from vramplan.core.plan.presets import GpuSpec
 
-QUERY = ("--query-gpu=name,memory.total", "--format=csv,noheader,nounits")
-TIMEOUT_S = 2.0
+QUERY = ("--query-gpu=name,memory.total", "--format=csv,noheader,nounits")  # nvidia-smi's: what `parse` reads
 
 
 class DetectedGpus(NamedTuple):
@@ -53,7 +46,6 @@ class DetectedGpus(NamedTuple):
 
 
 MAX_GPUS = 4096  # lines of output read (a node has 8-16 GPUs)
-MAX_OUTPUT_BYTES = 256 * 1024  # what is read from nvidia-smi at most; more means it is not the CSV asked for
 MAX_NAME = 96  # characters of a GPU name kept
 MAX_MEMORY_MIB = 2**24  # 16 TiB: the GPU presets' bound (a larger figure is not a GPU's memory)
 _ANSI = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)?|[@-Z\\-_])")
@@ -129,70 +121,10 @@ def custom_spec(name: str, memory_mib: int) -> GpuSpec:
     )
 
 
-def query() -> str | None:
-    """nvidia-smi's CSV output, or None (not installed, failed, timed out, printed more than `MAX_OUTPUT_BYTES`
-    or something that is not text). At most `MAX_OUTPUT_BYTES` are read: one that prints without end is stopped
-    there, not read into memory for the whole timeout."""
-    exe = shutil.which("nvidia-smi")
-    if exe is None:
-        return None
-    try:
-        proc = subprocess.Popen(
-            [exe, *QUERY], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
-        )
-    except (OSError, ValueError, subprocess.SubprocessError):
-        return None
-    try:
-        out = _read_bounded(proc, TIMEOUT_S)
-        code = proc.wait(timeout=max(0.05, TIMEOUT_S / 4)) if out is not None else None
-    except (subprocess.TimeoutExpired, OSError, ValueError):  # ValueError: select() on a Windows pipe
-        out, code = None, None
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        if proc.stdout is not None:
-            proc.stdout.close()
-    if out is None or code != 0:
-        return None
-    try:
-        return out.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-
-
-def _read_bounded(proc: subprocess.Popen[bytes], timeout: float) -> bytes | None:
-    """What the process prints until it closes its output, or None past ``timeout`` seconds or
-    `MAX_OUTPUT_BYTES` bytes (then it is killed by the caller)."""
-    assert proc.stdout is not None
-    fd = proc.stdout.fileno()
-    deadline = time.monotonic() + timeout
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return None
-        ready, _, _ = select.select([fd], [], [], left)
-        if not ready:
-            return None
-        chunk = os.read(fd, 65536)
-        if not chunk:
-            return b"".join(chunks)
-        size += len(chunk)
-        if size > MAX_OUTPUT_BYTES:
-            return None
-        chunks.append(chunk)
-
-
-@memoised(None, group="presets")
-def detected_gpus() -> DetectedGpus | None:
-    """This machine's GPUs mapped to a preset, or None (see the module docstring). Registers a runtime preset
-    for an unknown GPU, so the plan can name it."""
-    if os.environ.get("VRAMPLAN_DETECT", "1").strip().lower() in ("0", "no", "false", "off"):
-        return None
-    out = query()
-    gpus = parse(out) if out else []
+def detected_from(output: str) -> DetectedGpus | None:
+    """The GPUs of nvidia-smi's CSV ``output`` (`QUERY`) mapped to a preset, or None when it does not parse.
+    Registers a runtime preset for an unknown GPU, so the plan can name it."""
+    gpus = parse(output)
     if not gpus:
         return None
     counts = Counter(name for name, _ in gpus)
@@ -205,13 +137,6 @@ def detected_gpus() -> DetectedGpus | None:
     spec = custom_spec(name, memory)
     presets.register_gpu(spec, origin="detected")
     return DetectedGpus(name, memory, count, spec.id, False, others)
-
-
-def starting_plan() -> Plan:
-    """The plan vramplan starts from without a plan file: the default plan, on this machine's GPUs when
-    nvidia-smi reports them (the matching hardware preset, the GPU count per node), else on the documented default
-    hardware (8 x A100-80GB)."""
-    return plan_on(detected_gpus())
 
 
 def plan_on(det: DetectedGpus | None) -> Plan:

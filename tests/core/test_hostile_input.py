@@ -15,12 +15,13 @@ import pytest
 from tests.conftest import user_dir
 from tests.hostile import BIG_INT, HUGE_INT, write_config_files, write_plan_files
 from vramplan.core.files.planio import load_plan_file
-from vramplan.core.plan import detect, presets
+from vramplan.core.plan import presets
 from vramplan.core.plan.detect import clean_name, parse
 from vramplan.core.plan.errors import PlanError, printable, shown
 from vramplan.core.plan.hfconfig import read_hf_config
 from vramplan.core.plan.plan import default_plan
 from vramplan.core.plan.readfile import read_regular
+from vramplan.machine import gpus
 
 INTERNALS = ("set_int_max_str_digits", "datetime.datetime", "instance of", "Config", "Traceback", "Error:")
 
@@ -265,9 +266,9 @@ def test_an_endless_nvidia_smi_is_cut_short(tmp_path: Path, monkeypatch: pytest.
     script.write_text('#!/bin/sh\nwhile :; do echo "NVIDIA H100 80GB HBM3, 81559"; done\n')
     script.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}")
-    monkeypatch.setattr(detect, "TIMEOUT_S", 60.0)  # the bound on bytes stops it, long before any timeout
+    monkeypatch.setattr(gpus, "TIMEOUT_S", 60.0)  # the bound on bytes stops it, long before any timeout
     with deadline(10):
-        assert detect.query() is None
+        assert gpus.query() is None
 
 
 def test_an_empty_hf_config_in_a_plan_file_is_not_its_directory(tmp_path: Path) -> None:
