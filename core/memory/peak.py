@@ -26,6 +26,7 @@ from vramplan.core.memory.explain import component_formulas
 from vramplan.core.memory.flat_params import flat_units, fsdp1_states
 from vramplan.core.memory.overhead import overhead_bytes, overhead_terms
 from vramplan.core.memory.result import KINDS, Estimate, OverheadTerm, Phase
+from vramplan.core.memory.rl.estimate import rl_estimate
 from vramplan.core.memory.states import Stage, States, model_states, stages
 from vramplan.core.plan import presets
 from vramplan.core.plan.arch import Arch, lora_params_per_layer, lora_roles
@@ -257,6 +258,15 @@ def _flat(plan: Plan, arch: Arch, stage: Stage, st: States, roles: tuple[str, ..
 
 
 def estimate(plan: Plan, *, cpu: bool = False) -> Estimate:
+    """Per-GPU memory of the busiest rank at the peak of a steady-state step: `sft_estimate` for supervised
+    fine-tuning, `core.memory.rl.estimate.rl_estimate` (phase by phase, its update phase `sft_estimate`'s) for
+    ``training.objective`` dpo, grpo and ppo."""
+    if plan.training.objective != "sft":
+        return rl_estimate(plan, sft_estimate, cpu=cpu)
+    return sft_estimate(plan, cpu=cpu)
+
+
+def sft_estimate(plan: Plan, *, cpu: bool = False) -> Estimate:
     """Per-GPU memory of the busiest rank at the peak of a steady-state step (see module docstring).
 
     ``cpu``: reproduce PyTorch's CPU kernels where they differ from CUDA's

@@ -11,6 +11,7 @@ from vramplan.core.plan.stack_defaults import choices_json
 
 if TYPE_CHECKING:
     from vramplan.core.memory.accuracy import ExpectedError
+    from vramplan.core.memory.rl.result import RLMemory
     from vramplan.core.plan.plan import Plan
 
 # Kinds of GPU memory, in the order gauges and tables show them.
@@ -26,7 +27,13 @@ KINDS: tuple[str, ...] = (
     "checkpoint_buffers",
     "overhead",
 )
+# What preference/RL post-training adds (`core.memory.rl`); zero, and so never shown, for an SFT plan.
+RL_KINDS: tuple[str, ...] = ("frozen_models", "vllm_engine", "kv_cache", "rollout")
 KIND_LABELS: dict[str, str] = {
+    "frozen_models": "Reference / reward",
+    "vllm_engine": "vLLM engine",
+    "kv_cache": "KV cache (generate)",
+    "rollout": "Rollout batch",
     "parameters": "Parameters",
     "gradients": "Gradients",
     "optimizer_states": "Optimizer states",
@@ -106,6 +113,7 @@ class Estimate:
     node: NodeLimits  # the node's host memory and NVMe: limits like the GPU's memory (`core.plan.node`)
     stage: str  # which pipeline stage is the busiest ("all" without pipeline parallelism)
     explainer: Explainer = field(repr=False, compare=False)
+    rl: RLMemory | None = field(default=None, compare=False)  # DPO/GRPO/PPO: memory per phase (`core.memory.rl`)
     _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def parameters_json(self) -> dict[str, int]:
@@ -136,8 +144,8 @@ class Estimate:
         """Each kind at its largest (those that occur), with its formula and source."""
         formulas, _ = self._explained()
         out = {
-            kind: Component(kind, self.largest[kind], *formulas[kind])
-            for kind in KINDS[:-1]
+            kind: Component(kind, self.largest.get(kind, 0), *formulas[kind])
+            for kind in (*KINDS[:-1], *RL_KINDS)
             if kind in ALWAYS_SHOWN or self.largest.get(kind)
         }
         out["overhead"] = Component("overhead", self.overhead, *formulas["overhead"])
@@ -176,6 +184,7 @@ class Estimate:
 
     @property
     def peak_phase(self) -> str:
+        """forward | backward | optimizer; for DPO/GRPO/PPO: generation | scoring | update."""
         return self.peak.name
 
     @property
@@ -220,7 +229,7 @@ class Estimate:
 
     def per_gpu(self) -> dict[str, int]:
         """Each kind at its largest, then the predicted peak (`total`)."""
-        out = {k: self.largest[k] for k in KINDS[:-1] if k in ALWAYS_SHOWN or self.largest.get(k)}
+        out = {k: self.largest.get(k, 0) for k in (*KINDS[:-1], *RL_KINDS) if k in ALWAYS_SHOWN or self.largest.get(k)}
         out["overhead"] = self.overhead
         out["allocated"] = self.allocated
         out["reserved"] = self.reserved
@@ -269,6 +278,7 @@ class Estimate:
                 "overhead_terms": dict(self.overhead_bytes),
                 "calibrated_from": self.plan.overhead.calibrated_from,
                 "phases": self.phase_totals(),
+                **({"rl": self.rl.to_json()} if self.rl is not None else {}),
             },
             "explain": {k: {"formula": c.formula, "source": c.source} for k, c in self.components.items()},
         }

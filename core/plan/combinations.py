@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from vramplan.core.plan import presets
 from vramplan.core.plan.errors import PlanError
 from vramplan.core.plan.families import FAMILIES
+from vramplan.core.plan.rl import check_rl_plan
 
 if TYPE_CHECKING:
     from vramplan.core.plan.plan import Plan
@@ -176,3 +177,4 @@ def _check_stack(p: Plan) -> None:
             "prepare_model_for_kbit_training is for a quantized base (quantization = int8, nf4 or fp4)",
             "training.kbit_prepare",
         )
+    check_rl_plan(p)

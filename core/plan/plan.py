@@ -28,13 +28,14 @@ from vramplan.core.plan.combinations import check_combinations
 from vramplan.core.plan.errors import PlanError, pydantic_error, shown, suggest
 from vramplan.core.plan.model import ModelConfig
 from vramplan.core.plan.presets import MAX_GBS, MAX_NODE_GIB
+from vramplan.core.plan.rl import APPLIES, RLConfig
 from vramplan.core.plan.stack import StackConfig, StackDefault
 from vramplan.core.plan.stack_defaults import stack_choices
 from vramplan.core.plan.strategy import StrategyConfig
 from vramplan.core.plan.training import TrainingConfig
 from vramplan.core.plan.values import FROZEN_TABLE, count_value, strict_scalars
 
-TABLES = ("model", "hardware", "training", "strategy", "stack", "overhead", "checklist", "advice")
+TABLES = ("model", "hardware", "training", "strategy", "stack", "overhead", "checklist", "advice", "rl")
 # The checklist items vramplan cannot judge (core/checklist.py): the user ticks them when checked.
 MANUAL_CHECKS: tuple[str, ...] = ("oom.other_processes", "nan.learning_rate", "nan.data", "slow.data_loading")
 
@@ -181,6 +182,7 @@ class Plan(BaseModel):
     overhead: OverheadConfig = OverheadConfig()
     checklist: ChecklistConfig = ChecklistConfig()
     advice: AdviceConfig = AdviceConfig()
+    rl: RLConfig = RLConfig()
     _stack_chosen: dict[str, StackDefault] = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="wrap")
@@ -224,21 +226,30 @@ class Plan(BaseModel):
     def dump(self) -> dict[str, Any]:
         """The normalized plan as plain data (TOML/JSON ready; None omitted, TOML has no null). The keys the stack
         chose are left out: loaded back, the same stack chooses them again (and another stack its own)."""
-        exclude: dict[str, set[str]] = {}
+        exclude: dict[str, Any] = {}
         for key in self._stack_chosen:
             table, _, field = key.partition(".")
             exclude.setdefault(table, set()).add(field)
+        if self.training.objective == "sft":  # an SFT plan's file, export and JSON are as before [rl] existed
+            exclude.setdefault("training", set()).add("objective")
+            exclude["rl"] = True
         return self.model_dump(mode="json", exclude_none=True, exclude=exclude or None)
 
     def with_changes(self, changes: dict[str, Any]) -> Plan:
         """A new, validated plan with dotted-key changes (``{"strategy.zero_stage": 3}``).
 
-        Choosing a new ``model.preset`` or ``model.hf_config`` replaces every model key not also given in ``changes``.
+        Choosing a new ``model.preset`` or ``model.hf_config`` replaces every model key not also given in ``changes``;
+        a new ``training.objective`` drops the ``[rl]`` keys that do not apply to it (`core.plan.rl.APPLIES`).
         """
         raw = self.dump()
         for key in ("model.preset", "model.hf_config"):
             if key in changes and changes[key] != getattr(self.model, key.partition(".")[2]):
                 raw["model"] = {}  # a new model: drop every key of the old one
+        objective = changes.get("training.objective")
+        if isinstance(objective, str) and objective != self.training.objective:
+            raw["rl"] = {  # a new objective: drop the [rl] keys that do not apply to it
+                k: v for k, v in raw.get("rl", {}).items() if objective.lower() in APPLIES.get(k, ())
+            }
         for key, value in changes.items():
             table, _, field = key.partition(".")
             if table not in TABLES or not field or "." in field:

@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 
 from vramplan.core.plan.arch import ALL_ROLES
 from vramplan.core.plan.errors import shown
+from vramplan.core.plan.rl import Objective
 from vramplan.core.plan.units import parse_number
 from vramplan.core.plan.values import FROZEN_TABLE, caseless_choices, count_value, strict_scalars
 
@@ -30,6 +31,11 @@ class TrainingConfig(BaseModel):
     model_config = FROZEN_TABLE
     TABLE: ClassVar[str] = "training"
 
+    objective: Objective = Field(
+        default="sft",
+        description="sft (next-token loss), dpo (preference pairs), grpo, ppo (RL with generation); [rl] holds "
+        "the keys of dpo/grpo/ppo",
+    )
     micro_batch_size: int = Field(default=1, ge=1, le=1_000_000)
     seq_len: int = Field(default=2048, ge=1, le=100_000_000)
     grad_accum_steps: int = Field(default=1, ge=1, le=1_000_000)

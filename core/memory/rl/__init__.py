@@ -1,0 +1,1 @@
+"""Memory of preference and RL post-training (DPO, GRPO, PPO) per phase: generation, scoring, the update."""
