@@ -222,7 +222,7 @@ def _note_this_machine() -> None:
     """This machine's host memory (/proc/meminfo), registered for its detected GPU (`core.plan.node`). Only for a
     command without a plan file, which detects the GPUs anyway (a plan file never runs nvidia-smi: it may describe
     another machine; hardware.host_memory_gib says its node's); ``VRAMPLAN_DETECT=0`` turns both readings off."""
-    from vramplan.machine.gpus import detected_gpus
+    from vramplan.machine.nvidia_smi import detected_gpus
     from vramplan.machine.host import note_this_machine
 
     note_this_machine(detected_gpus())

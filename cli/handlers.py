@@ -52,7 +52,7 @@ def _detected_note(args: argparse.Namespace, gpu_id: str) -> str:
     """``detected: 8 x H100 80GB HBM3`` when the hardware came from nvidia-smi (no plan file, no --gpu)."""
     if args.plan or args.gpu:
         return ""
-    from vramplan.machine.gpus import detected_gpus
+    from vramplan.machine.nvidia_smi import detected_gpus
 
     det = detected_gpus()  # cached: resolve_plan already asked
     return det.label if det is not None and det.gpu_id == gpu_id else ""
@@ -128,7 +128,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from vramplan.core.files.planio import load_plan_file
     from vramplan.core.files.safewrite import OverwriteRefused, write_atomic
     from vramplan.core.plan.keys import apply_overrides
-    from vramplan.machine.gpus import starting_plan
+    from vramplan.machine.nvidia_smi import starting_plan
 
     _broken_presets()
 

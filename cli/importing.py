@@ -39,7 +39,7 @@ def resolve(args: argparse.Namespace) -> Plan:
     """The plan of a headless command: PLAN.toml or the starting plan, ``--from FILE`` over it, then the command
     line."""
     from vramplan.core.files.planio import load_plan, resolve_plan
-    from vramplan.machine.gpus import starting_plan
+    from vramplan.machine.nvidia_smi import starting_plan
 
     if not getattr(args, "from_file", None):
         plan = resolve_plan(args.plan, args.model, args.gpu, args.sets, args.hf_config, start=starting_plan)

@@ -26,7 +26,7 @@ _MEMTOTAL = re.compile(rb"^MemTotal:[ \t]*([0-9]{1,20})[ \t]*kB[ \t]*$", re.MULT
 
 
 def detection_on() -> bool:
-    """``VRAMPLAN_DETECT`` unset or anything but 0/no/false/off (GPU detection, `vramplan.machine.gpus`, asks too)."""
+    """``VRAMPLAN_DETECT`` unset or anything but 0/no/false/off (`vramplan.machine.nvidia_smi` asks it too)."""
     return os.environ.get("VRAMPLAN_DETECT", "1").strip().lower() not in ("0", "no", "false", "off")
 
 

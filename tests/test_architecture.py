@@ -220,7 +220,7 @@ def test_core_and_cli_sources_never_import_textual_or_rich(package: str) -> None
 
 def test_core_starts_no_process() -> None:
     """core/ is the pure domain: no module of it imports subprocess or multiprocessing, nor calls os.system,
-    os.popen, os.fork, os.exec* or os.spawn* (running nvidia-smi is `vramplan.machine.gpus`' job)."""
+    os.popen, os.fork, os.exec* or os.spawn* (running nvidia-smi is `vramplan.machine.nvidia_smi`' job)."""
     found = []
     for m, path in MODULES.items():
         if not m.startswith("vramplan.core"):

@@ -1,4 +1,4 @@
-"""GPU detection off the UI thread. `vramplan.machine.gpus.detected_gpus` runs ``nvidia-smi`` (up to a 2-second
+"""GPU detection off the UI thread. `vramplan.machine.nvidia_smi.detected_gpus` runs ``nvidia-smi`` (up to a 2-second
 timeout); here it runs once, in a background thread started as early as possible (`vramplan` starts it before importing
 Textual), so a slow or hanging ``nvidia-smi`` never delays the first frame: the planner starts on the documented
 default and takes the detected GPUs when they arrive, if the user has not changed the plan yet. The same thread
@@ -11,7 +11,7 @@ import threading
 
 from vramplan.core.plan import presets
 from vramplan.core.plan.detect import DetectedGpus
-from vramplan.machine import gpus, host
+from vramplan.machine import host, nvidia_smi
 
 
 class Detection:
@@ -25,7 +25,7 @@ class Detection:
 
     def _run(self) -> None:
         try:
-            self.result = gpus.detected_gpus()
+            self.result = nvidia_smi.detected_gpus()
         except Exception:  # detection is best effort: anything odd means the documented default
             self.result = None
         try:

@@ -98,7 +98,7 @@ def resolve_plan(
     start: Callable[[], Plan] = default_plan,
 ) -> Plan:
     """The plan a headless command works on: a file (or ``start()``, called only without one: the CLI passes
-    `vramplan.machine.gpus.starting_plan`, the default plan on this machine's GPUs), then --model or --hf-config,
+    `vramplan.machine.nvidia_smi.starting_plan`, the default plan on this machine's GPUs), then --model or --hf-config,
     --gpu, --set."""
     if model and hf_config:
         raise PlanError("give --model or --hf-config, not both", "--hf-config")

@@ -1,5 +1,5 @@
 """GPUs as ``nvidia-smi`` reports them, matched to a hardware preset: the pure half of GPU detection (the other,
-running ``nvidia-smi``, is `vramplan.machine.gpus`; core starts no process).
+running ``nvidia-smi``, is `vramplan.machine.nvidia_smi`; core starts no process).
 
 ``nvidia-smi --query-gpu=name,memory.total --format=csv,noheader,nounits`` prints one line per GPU, e.g.
 ``NVIDIA H100 80GB HBM3, 81559`` (memory in MiB). `detected_from` parses that text (`parse`) and matches the most

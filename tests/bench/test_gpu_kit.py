@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from tests.bench.kit import KIT, gpu_estimate, gpu_kit, gpu_plans, gpu_results
 from bench.data.published_configs import REAL
+from tests.bench.kit import KIT, gpu_estimate, gpu_kit, gpu_plans, gpu_results
 from vramplan.core.memory.peak import estimate
 from vramplan.core.plan import presets
 from vramplan.core.plan.plan import plan_from_dict

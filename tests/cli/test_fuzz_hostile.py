@@ -25,8 +25,8 @@ from vramplan.core.plan.detect import parse
 from vramplan.core.plan.errors import MAX_LINES
 from vramplan.core.plan.keyref import settable_keys
 from vramplan.core.plan.plan import TABLES
-from vramplan.machine import gpus
-from vramplan.machine.gpus import starting_plan
+from vramplan.machine import nvidia_smi
+from vramplan.machine.nvidia_smi import starting_plan
 
 EXAMPLES = int(os.environ.get("VRAMPLAN_FUZZ_EXAMPLES", "150"))  # more to hunt: VRAMPLAN_FUZZ_EXAMPLES=5000
 FUZZ = settings(
@@ -242,11 +242,11 @@ def test_fuzzed_nvidia_smi_output(lines: list[tuple[str, str]], tail: str, monke
         assert name and "\x1b" not in name and name.isprintable() and len(name) < 120
         assert 0 < mem <= 2**24
     with monkeypatch.context() as m:
-        m.setattr(gpus, "query", lambda: output)
+        m.setattr(nvidia_smi, "query", lambda: output)
         m.setenv("VRAMPLAN_DETECT", "1")
         presets.reload()  # forgets the detected GPUs too
         try:
-            det = gpus.detected_gpus()
+            det = nvidia_smi.detected_gpus()
             plan = starting_plan()
             if det is not None:
                 assert plan.hardware.gpu == det.gpu_id and "\x1b" not in det.label

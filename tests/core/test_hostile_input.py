@@ -21,7 +21,7 @@ from vramplan.core.plan.errors import PlanError, printable, shown
 from vramplan.core.plan.hfconfig import read_hf_config
 from vramplan.core.plan.plan import default_plan
 from vramplan.core.plan.readfile import read_regular
-from vramplan.machine import gpus
+from vramplan.machine import nvidia_smi
 
 INTERNALS = ("set_int_max_str_digits", "datetime.datetime", "instance of", "Config", "Traceback", "Error:")
 
@@ -266,9 +266,9 @@ def test_an_endless_nvidia_smi_is_cut_short(tmp_path: Path, monkeypatch: pytest.
     script.write_text('#!/bin/sh\nwhile :; do echo "NVIDIA H100 80GB HBM3, 81559"; done\n')
     script.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}")
-    monkeypatch.setattr(gpus, "TIMEOUT_S", 60.0)  # the bound on bytes stops it, long before any timeout
+    monkeypatch.setattr(nvidia_smi, "TIMEOUT_S", 60.0)  # the bound on bytes stops it, long before any timeout
     with deadline(10):
-        assert gpus.query() is None
+        assert nvidia_smi.query() is None
 
 
 def test_an_empty_hf_config_in_a_plan_file_is_not_its_directory(tmp_path: Path) -> None:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import user_dir
 from bench.data.published_configs import REAL
+from tests.conftest import user_dir
 from vramplan.core.memory.peak import estimate
 from vramplan.core.plan import presets
 from vramplan.core.plan.errors import PlanError

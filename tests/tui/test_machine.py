@@ -10,13 +10,13 @@ from pathlib import Path
 from textual.widgets import Input, OptionList
 
 from bench.data.published_configs import REAL
-from tests.machine.test_gpus import H100_X8, fake_smi, n_calls, printing
+from tests.machine.test_nvidia_smi import H100_X8, fake_smi, n_calls, printing
 from tests.tui.conftest import figure, text_of
 from vramplan.core.memory.peak import estimate
 from vramplan.core.plan import presets
 from vramplan.core.plan.detect import DetectedGpus
 from vramplan.core.plan.plan import default_plan
-from vramplan.machine import gpus
+from vramplan.machine import nvidia_smi
 from vramplan.tui.app import VramplanApp
 from vramplan.tui.widgets.choice_bar import ChoiceBar
 from vramplan.tui.widgets.preset_list import PresetList
@@ -49,7 +49,7 @@ async def test_a_slow_nvidia_smi_does_not_hold_up_the_first_frame(monkeypatch) -
         return H100
 
     slow.cache_clear = lambda: None  # type: ignore[attr-defined]  # presets.reload() clears it
-    monkeypatch.setattr(gpus, "detected_gpus", slow)  # what the app's detection thread calls
+    monkeypatch.setattr(nvidia_smi, "detected_gpus", slow)  # what the app's detection thread calls
     presets.reload()
     app = VramplanApp()
     async with app.run_test() as pilot:

@@ -14,8 +14,8 @@ import pytest
 from vramplan.core.plan import detect, presets
 from vramplan.core.plan.detect import parse
 from vramplan.core.plan.units import MiB
-from vramplan.machine import gpus
-from vramplan.machine.gpus import detected_gpus, starting_plan
+from vramplan.machine import nvidia_smi
+from vramplan.machine.nvidia_smi import detected_gpus, starting_plan
 
 H100_X8 = "NVIDIA H100 80GB HBM3, 81559\n" * 8
 
@@ -100,7 +100,7 @@ def test_unknown_gpu_becomes_a_custom_preset_with_its_memory(tmp_path: Path, mon
 def test_odd_nvidia_smi_falls_back_silently(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(gpus, "TIMEOUT_S", 0.3)
+    monkeypatch.setattr(nvidia_smi, "TIMEOUT_S", 0.3)
     fake_smi(tmp_path, monkeypatch, body)
     plan = starting_plan()
     assert (plan.hardware.gpu, plan.hardware.gpus_per_node) == ("a100-80gb", 8)  # README's default
