@@ -39,6 +39,8 @@ def test_mypy_reports_no_error_in_core_and_cli(tmp_path: Path) -> None:
             "vramplan.cli",
             "-p",
             "vramplan.machine",
+            "-p",
+            "vramplan.measure",
         ],
         capture_output=True,
         text=True,

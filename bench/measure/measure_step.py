@@ -41,22 +41,23 @@ Each case runs two passes:
 """
 
 import argparse
-import bisect
 import gc
-import itertools
 import json
 import platform
-import re
 import time
-import warnings
-from collections import defaultdict
 from contextlib import nullcontext
 
 import peft
 import torch
 import transformers
 from torch.profiler import ProfilerActivity, profile, record_function
-from torch.utils._python_dispatch import TorchDispatchMode
+
+# The method itself (profiler analysis, saved-tensor hooks, storage counting, checkpointing, LoRA, optimizer) is the
+# package's, shared with `vramplan measure`; this script keeps the oracle's cases and their build order.
+from vramplan.measure.build import add_lora, enable_checkpointing, make_optimizer
+from vramplan.measure.cpu import analyse as analyse_profile
+from vramplan.measure.saved import saved_pass as saved_tensors
+from vramplan.measure.tensors import grads_info, optimizer_state, storage_bytes
 
 DEFAULTS = {
     "num_kv_heads": None,
@@ -77,7 +78,6 @@ DEFAULTS = {
     "lr": 1e-3,
     "seed": 0,
 }
-CAST_OPS = {"_to_copy", "clone"}
 
 
 # Families built from an HF config dict (case key "hf_config": config.json keys), with every dropout off.
@@ -162,62 +162,18 @@ def build(c):
         model.to(torch.bfloat16)
     model.train()
     if c["gradient_checkpointing"]:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", FutureWarning)
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        enable_checkpointing(model, reentrant=False)
     if c["method"] == "lora":
         t = c["lora_targets"]
         t = QV_TARGETS.get(fam, ["q_proj", "v_proj"]) if t == "qv" else t
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", FutureWarning)
-            model = peft.get_peft_model(
-                model,
-                peft.LoraConfig(
-                    r=c["lora_rank"],
-                    lora_alpha=c["lora_alpha"],
-                    lora_dropout=c["lora_dropout"],
-                    target_modules=t,
-                    task_type="CAUSAL_LM",
-                ),
-            )
+        model = add_lora(model, c["lora_rank"], c["lora_alpha"], c["lora_dropout"], t)
     params = [p for p in model.parameters() if p.requires_grad]
-    if c["optimizer"] == "adamw":
-        opt = torch.optim.AdamW(params, lr=c["lr"], foreach=c["optimizer_impl"] == "foreach")
-    else:
-        opt = torch.optim.SGD(
-            params,
-            lr=c["lr"],
-            momentum=0.9 if c["optimizer"] == "sgd-momentum" else 0.0,
-            foreach=c["optimizer_impl"] == "foreach",
-        )
+    opt = make_optimizer(params, c["optimizer"], c["optimizer_impl"], c["lr"])
     return model, opt, ids, ids.clone()
 
 
 def autocast(c):
     return torch.autocast("cpu", dtype=torch.bfloat16) if c["precision"] == "bf16-mixed" else nullcontext()
-
-
-def storage_bytes(tensors):
-    seen = {}
-    for t in tensors:
-        s = t.untyped_storage()
-        seen[s.data_ptr()] = s.nbytes()
-    return sum(seen.values())
-
-
-def opt_state(opt):
-    by_key, n = defaultdict(int), 0
-    for st in opt.state.values():
-        for k, v in st.items():
-            if torch.is_tensor(v):
-                by_key[k] += v.untyped_storage().nbytes()
-                n += 1
-    return {"bytes": sum(by_key.values()), "by_key": dict(by_key), "num_tensors": n}
-
-
-def grads_info(model):
-    g = [p.grad for p in model.parameters() if p.grad is not None]
-    return {"bytes": storage_bytes(g), "num_tensors": len(g), "dtypes": sorted({str(x.dtype)[6:] for x in g})}
 
 
 # ----------------------------------------------------------------------------------------------- profile pass
@@ -248,7 +204,7 @@ def profile_pass(c):
                 opt.step()
             if step == 1:
                 del loss
-                info["optimizer"] = opt_state(opt)
+                info["optimizer"] = optimizer_state(opt)
             with record_function(f"VP:{step}:zero_grad:0"):
                 opt.zero_grad(set_to_none=True)
             if step == steps - 1 or steps == 1:
@@ -256,7 +212,7 @@ def profile_pass(c):
                     "params": storage_bytes(list(model.parameters())),
                     "buffers": storage_bytes(list(model.buffers())),
                     "inputs": storage_bytes([ids, labels]),
-                    "optimizer_state": opt_state(opt)["bytes"] if steps > 1 else 0,
+                    "optimizer_state": optimizer_state(opt)["bytes"] if steps > 1 else 0,
                 }
         info["params"] = {
             "total": sum(q.numel() for q in model.parameters()),
@@ -271,198 +227,30 @@ def profile_pass(c):
 
 
 def analyse(prof, c):
-    """Allocation events in time order, and each phase's start/peak/end from the running total."""
-    from torch._C._profiler import _EventType
-
-    allocs, ranges, kernels = [], [], set()
-    stack = list(prof.profiler.kineto_results.experimental_event_tree())
-    while stack:
-        e = stack.pop()
-        stack.extend(e.children)
-        if e.tag == _EventType.Allocation:
-            x = e.extra_fields
-            if x.device.type == "cpu":
-                allocs.append((e.start_time_ns, x.alloc_size, x.total_allocated, e.parent.name if e.parent else ""))
-        elif e.name.startswith("VP:"):
-            _, step, ph, mb = e.name.split(":")
-            ranges.append((e.start_time_ns, e.end_time_ns, int(step), ph, int(mb) or None))
-        elif e.name.startswith("aten::_scaled_dot_product") and not e.name.endswith("_backward"):
-            kernels.add(e.name.split("::")[-1])
-    allocs.sort(key=lambda a: a[0])
-    # The allocator's counter is process-wide and keeps blocks of earlier profiling sessions (freed after they
-    # stopped): measure from this session's starting value.
-    offset = allocs[0][2] - allocs[0][1]
-    allocs = [(t, n, tot - offset, par) for t, n, tot, par in allocs]
-    consistent = all(b[2] == a[2] + b[1] for a, b in itertools.pairwise(allocs))
-    times = [a[0] for a in allocs]
-    phases = []
-    for t0, t1, step, ph, mb in sorted(ranges):
-        i, j = bisect.bisect_left(times, t0), bisect.bisect_right(times, t1)
-        start = allocs[i - 1][2] if i else 0
-        ev = allocs[i:j]
-        peak = max([start] + [a[2] for a in ev])
-        first = next((k for k, a in enumerate(ev) if a[2] == peak), None)
-        phases.append(
-            {
-                "step": step,
-                "phase": ph,
-                "micro_batch": mb,
-                "start": start,
-                "peak": peak,
-                "end": ev[-1][2] if ev else start,
-                "num_alloc_events": sum(a[1] > 0 for a in ev),
-                "_first_peak_t": ev[first][0] if first is not None else t0,
-            }
-        )
-    per_step = []
-    for step in range(1, c["steps"] + 1):
-        ps = [p for p in phases if p["step"] == step]
-        base = ps[0]["start"]
-        top = max(p["peak"] for p in ps)
-        at = min((p for p in ps if p["peak"] == top), key=lambda p: p["_first_peak_t"])
-        per_step.append(
-            {
-                "step": step,
-                "baseline_bytes": base,
-                "peak_bytes": top,
-                "peak_above_baseline_bytes": top - base,
-                "peak_phase": at["phase"],
-                "peak_micro_batch": at["micro_batch"],
-                "end_bytes": ps[-1]["end"],
-                "phases": ps,
-            }
-        )
-    for p in phases:
-        del p["_first_peak_t"]
-    return per_step, consistent, sorted(kernels), len(allocs), offset, allocs[-1][2]
+    """Each step's baseline/peak/end and its phases (`vramplan.measure.cpu.analyse`), as the oracle's dicts."""
+    fig = analyse_profile(prof)
+    per_step = [
+        {
+            "step": s.step,
+            "baseline_bytes": s.baseline_bytes,
+            "peak_bytes": s.peak_bytes,
+            "peak_above_baseline_bytes": s.peak_bytes - s.baseline_bytes,
+            "peak_phase": s.peak_phase,
+            "peak_micro_batch": s.peak_micro_batch,
+            "end_bytes": s.end_bytes,
+            "phases": [{"step": s.step, **p.to_json()} for p in s.phases],
+        }
+        for s in fig.steps
+    ]
+    kernels = list(fig.attention_kernels)
+    return per_step, fig.consistent, kernels, fig.num_alloc_events, fig.counter_offset, fig.session_end_bytes
 
 
 # ------------------------------------------------------------------------------------------------- saved pass
-class CastTracker(TorchDispatchMode):
-    """Remembers the storages that casts/clones of parameter storages produce (autocast's weight copies)."""
-
-    def __init__(self, param_ptrs):
-        super().__init__()
-        self.src, self.copies, self.keep = param_ptrs, {}, []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        name = func.overloadpacket.__name__
-        if name in CAST_OPS and args and torch.is_tensor(args[0]) and torch.is_tensor(out):
-            p = args[0].untyped_storage().data_ptr()
-            if p in self.src or p in self.copies:
-                self.copies[out.untyped_storage().data_ptr()] = self.src.get(p) or self.copies[p]
-                self.keep.append(out)
-        return out
-
-
 def saved_pass(c):
+    """A fresh model (same seed): one forward + loss under saved-tensor hooks (`vramplan.measure.saved`)."""
     model, _, ids, labels = build(c)
-    pptr = {p.untyped_storage().data_ptr(): n for n, p in model.named_parameters()}
-    bptr = {b.untyped_storage().data_ptr() for b in model.buffers()}
-    stack, state, recs, keep, calls = ["<root>"], {"head": False}, {}, [], [0]
-    names = {m: n for n, m in model.named_modules()}
-
-    def pre(m, *_):
-        n = names[m] or "<root>"
-        stack.append(n)
-        if n.endswith("lm_head"):
-            state["head"] = True
-
-    def post(m, *_):
-        stack.pop()
-
-    hooks = [m.register_forward_pre_hook(pre) for m in model.modules()]
-    hooks += [m.register_forward_hook(post) for m in model.modules()]
-    tracker = CastTracker(pptr)
-
-    def pack(t):
-        calls[0] += 1
-        s = t.untyped_storage()
-        k = s.data_ptr()
-        if k not in recs and s.nbytes():
-            keep.append(t)
-            cat = (
-                "param"
-                if k in pptr
-                else "param_copy"
-                if k in tracker.copies
-                else "buffer"
-                if k in bptr
-                else "input"
-                if t is ids or k == ids.untyped_storage().data_ptr()
-                else "activation"
-            )
-            recs[k] = {
-                "bytes": s.nbytes(),
-                "category": cat,
-                "dtype": str(t.dtype)[6:],
-                "shape": list(t.shape),
-                "module": stack[-1],
-                "producer": type(t.grad_fn).__name__ if t.grad_fn else None,
-                "head": state["head"],
-                "src": tracker.copies.get(k),
-            }
-        return t
-
-    t0 = time.time()
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), tracker, autocast(c):
-        out = model(input_ids=ids, labels=labels)
-        loss = out.loss / c["grad_accum_steps"] if c["grad_accum_steps"] > 1 else out.loss
-    for h in hooks:
-        h.remove()
-    del out, loss
-    return summarise(c, recs, calls[0], time.time() - t0, len(set(tracker.copies.values())))
-
-
-def summarise(c, recs, calls, secs, n_sources):
-    act = [r for r in recs.values() if r["category"] in ("activation", "input")]
-    excl = {k: sum(r["bytes"] for r in recs.values() if r["category"] == k) for k in ("param", "param_copy", "buffer")}
-    by_region, per_layer, sub, by_dtype = defaultdict(int), defaultdict(int), defaultdict(int), defaultdict(int)
-    for r in act:
-        mod = r["module"]
-        m = re.search(r"\.(?:layers|h)\.(\d+)(?:\.([^.]+))?", mod)
-        if r["head"]:
-            region = "head_and_loss"
-        elif m:
-            region = "layers"
-            per_layer[int(m.group(1))] += r["bytes"]
-            sub[m.group(2) or "layer_body"] += r["bytes"]
-        elif "embed" in mod or re.search(r"\.(wte|wpe)$", mod):
-            region = "embedding"
-        elif re.search(r"(\.norm|ln_f|final_layer_norm)$", mod):
-            region = "final_norm"
-        else:
-            region = "model_other"
-        r["region"] = region
-        by_region[region] += r["bytes"]
-        by_dtype[r["dtype"]] += r["bytes"]
-    total = sum(r["bytes"] for r in act)
-    logits = [
-        {k: r[k] for k in ("bytes", "dtype", "module", "producer", "shape")}
-        for r in act
-        if r["shape"] and r["shape"][-1] == c["vocab_size"]
-    ]
-    top = sorted(act, key=lambda r: -r["bytes"])[:12]
-    return {
-        "bytes": total,
-        "by_region": dict(by_region),
-        "by_dtype": dict(by_dtype),
-        "per_layer": [per_layer[i] for i in sorted(per_layer)],
-        "layer_sub_total": dict(sub),
-        "excluded": excl,
-        "param_copy_sources": n_sources,
-        "head_and_loss_bytes": by_region.get("head_and_loss", 0),
-        "bytes_excluding_head_and_loss": total - by_region.get("head_and_loss", 0),
-        "input_bytes": sum(r["bytes"] for r in act if r["category"] == "input"),
-        "lora_module_bytes": sum(r["bytes"] for r in act if ".lora_" in r["module"]),
-        "logits_like": logits,
-        "logits_like_bytes": sum(x["bytes"] for x in logits),
-        "num_distinct_storages": len(act),
-        "num_pack_calls": calls,
-        "seconds": round(secs, 2),
-        "top": [{k: v for k, v in r.items() if k not in ("head", "src")} for r in top],
-    }
+    return saved_tensors(model, ids, labels, autocast(c), c["grad_accum_steps"], c["vocab_size"])
 
 
 # ---------------------------------------------------------------------------------------------------- a case

@@ -1,0 +1,198 @@
+"""``vramplan measure [PLAN]``: run the plan's real training step on this machine (`vramplan.measure`, the only part
+of vramplan that imports torch: imported here when the command runs, never before) and show it beside the estimate.
+
+Exit codes: 0 for a completed measurement, 1 when it ran out of memory (a result: the report says in which phase
+and whether the estimate said it would not fit), 2 on bad input or without the ``measure`` extra (one line),
+130 when stopped by Ctrl-C (a partial report; nothing is written)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from vramplan.core.plan.errors import PlanError
+from vramplan.core.plan.units import fmt_bytes, fmt_seconds
+
+if TYPE_CHECKING:
+    from vramplan.core.plan.plan import Plan
+    from vramplan.measure.compare import ComparisonRow
+    from vramplan.measure.records import Device, MeasureReport, Progress
+
+EXTRA_LINE = "vramplan measure needs torch, transformers and peft: pip install 'vramplan[measure]'"
+INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command stopped by Ctrl-C
+
+
+def add_parser(sub: argparse._SubParsersAction, plan_args: Callable[[argparse.ArgumentParser], None]) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "measure",
+        help="run the plan's training step here (random weights) and show measured against predicted memory",
+        description="Build the plan's model with random weights (nothing is downloaded), run warm-up plus N "
+        "optimizer steps of its micro-batches and show, beside the estimate, what PyTorch allocated: parameters, "
+        "gradients, optimizer states, activations, the allocator's peaks, the process, step time. What this machine "
+        "cannot reproduce of the plan is listed before anything runs. Exit code: 0 measured, 1 out of memory, 2 bad "
+        "input or no measure extra, 130 stopped (Ctrl-C). Needs pip install 'vramplan[measure]'.",
+        epilog="example: vramplan measure --model qwen2.5-0.5b --gpus 1 --set training.seq_len=512 --steps 5",
+    )
+    plan_args(p)
+    p.add_argument("--steps", type=_count, default=3, metavar="N", help="measured optimizer steps (default 3)")
+    p.add_argument("--warmup", type=_count0, default=1, metavar="N", help="warm-up steps before them (default 1)")
+    p.add_argument(
+        "--device", choices=("cuda", "cpu"), help="where to run (default: cuda when torch sees a GPU, else cpu)"
+    )
+    p.add_argument("--json", action="store_true", help="one JSON object on stdout (units in the key names)")
+    p.set_defaults(handler=cmd_measure)
+
+
+def _count(text: str) -> int:
+    value = _count0(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return value
+
+
+def _count0(text: str) -> int:
+    try:
+        value = int(text) if len(text) < 9 else -1
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number from 0 to 99,999,999, got {text[:40]!r}")
+    return value
+
+
+def _say(line: str) -> None:
+    print(f"vramplan measure: {line}", file=sys.stderr, flush=True)
+
+
+def cmd_measure(args: argparse.Namespace) -> int:
+    from vramplan.cli.importing import resolve
+
+    plan = resolve(args)
+    _need_extra()
+    from vramplan.measure import cuda
+    from vramplan.measure.limits import limitations
+    from vramplan.measure.records import MeasureOptions
+    from vramplan.measure.run import measure_plan
+
+    gpus = cuda.local_gpus()
+    device: Device = "cuda" if (args.device or ("cuda" if gpus else "cpu")) == "cuda" else "cpu"
+    if device == "cuda" and not gpus:
+        raise PlanError("--device cuda: torch sees no CUDA GPU here (use --device cpu)")
+    limits = limitations(plan, device, gpus)
+    for lim in limits:  # before anything runs
+        _say(f"cannot reproduce here: {lim.what}")
+    options = MeasureOptions(device=device, steps=args.steps, warmup=args.warmup)
+    stop = threading.Event()
+    with _stop_on_sigint(stop):
+        try:
+            report = measure_plan(plan, options, progress=_progress, stop=stop)
+        except (ValueError, KeyError, TypeError, NotImplementedError, AttributeError) as exc:
+            raise PlanError(f"cannot build or run this plan here: {str(exc).splitlines()[0][:300]}") from None
+    rows = _rows(plan, report, limits)
+    if args.json:
+        sys.stdout.write(json.dumps(_json(report, rows, plan)) + "\n")
+    else:
+        sys.stdout.write(report_text(report, rows))
+    if report.partial:
+        return INTERRUPTED
+    return 1 if report.oom else 0
+
+
+def _need_extra() -> None:
+    """One line, exit 2, without torch, transformers or peft (an ImportError, or a module set to None)."""
+    try:
+        import peft  # noqa: F401
+        import torch  # noqa: F401
+        import transformers  # noqa: F401
+    except ImportError:
+        raise PlanError(EXTRA_LINE) from None
+
+
+@contextmanager
+def _stop_on_sigint(stop: threading.Event) -> Iterator[None]:
+    """Ctrl-C sets `stop` (the run ends after the phase that is running); a second Ctrl-C interrupts at once."""
+
+    def handler(signum: int, frame: Any) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+        _say("stopping after this phase (Ctrl-C again to abort)")
+
+    try:
+        previous = signal.signal(signal.SIGINT, handler)
+    except ValueError:  # not the main thread: no handler, the caller's stop event only
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _progress(p: Progress) -> None:
+    _say(p.message)
+
+
+def _rows(plan: Plan, report: MeasureReport, limits: Any) -> tuple[ComparisonRow, ...]:
+    from vramplan.core.memory.peak import estimate
+    from vramplan.core.time.step import step_time
+    from vramplan.measure.compare import comparison_rows
+
+    est = estimate(plan, cpu=report.device == "cpu")
+    return comparison_rows(est, step_time(plan), report, limits)
+
+
+def _predicted_fits(plan: Plan) -> bool:
+    from vramplan.core.memory.peak import estimate
+
+    return estimate(plan).gpu_fits
+
+
+def _json(report: MeasureReport, rows: tuple[ComparisonRow, ...], plan: Plan) -> dict[str, Any]:
+    out = report.to_json()
+    out["comparison"] = [r.to_json() for r in rows]
+    if report.oom:
+        out["estimate_fits"] = _predicted_fits(plan)
+    return out
+
+
+def _value(row: ComparisonRow, value: float | None) -> str:
+    if value is None:
+        return "-"
+    if row.unit == "bytes":
+        return fmt_bytes(value)
+    if row.unit == "s":
+        return fmt_seconds(value)
+    return f"{value:,.0f} tok/s"
+
+
+def report_text(report: MeasureReport, rows: tuple[ComparisonRow, ...]) -> str:
+    """The comparison table: predicted, measured, error; rows this machine did not reproduce end in ``*``."""
+    v = report.versions
+    head = f"{report.plan_summary}: measured on {report.machine}"
+    done = f"{report.steps_done} of {report.steps_planned} steps" if report.partial else f"{report.steps_done} steps"
+    lines = [head, f"torch {v.get('torch')}, transformers {v.get('transformers')}, peft {v.get('peft')}; {done}"]
+    if report.partial:
+        lines.append("PARTIAL: stopped before the end (Ctrl-C); figures of the steps that ran")
+    worst = report.worst
+    if worst is not None and worst.oom_phase:
+        at = f" ({fmt_bytes(worst.oom_allocated_bytes)} allocated)" if worst.oom_allocated_bytes else ""
+        lines.append(f"OUT OF MEMORY in {worst.oom_phase}{at}")
+    lines += ["", f"{'':20s} {'predicted':>12s} {'measured':>12s} {'error':>8s}"]
+    for row in rows:
+        err = f"{100 * row.error:+.1f}%" if row.error is not None else "-"
+        mark = "" if row.reproducible else " *"
+        name = row.name.replace("_", " ")
+        lines.append(f"{name:20s} {_value(row, row.predicted):>12s} {_value(row, row.measured):>12s} {err:>8s}{mark}")
+    if not all(r.reproducible for r in rows):
+        lines.append("* not reproduced as planned on this machine (the lines before the run say why)")
+    lines += [f"note: {n}" for n in report.notes]
+    lines.append("error: (measured - predicted) / measured; allocated = tensors, reserved = + the allocator's cache, ")
+    lines.append("process = what nvidia-smi shows (+ CUDA context)")
+    return "\n".join(lines) + "\n"

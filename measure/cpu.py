@@ -1,0 +1,154 @@
+"""The CPU's memory figures, by the method of the oracle (bench/measure/measure_step.py, its profile pass):
+``torch.profiler(profile_memory=True)`` started before the model is built, so the CPU allocator's running total
+(``total_allocated``, carried by every allocation and free event) counts every live tensor; each phase of each step
+runs in a ``record_function`` range named ``VP:step:phase:micro_batch``, and an event belongs to the phase whose range
+holds its timestamp. The counter is process-wide and keeps blocks of earlier sessions that were freed after they
+stopped, so totals are taken relative to its value when this session started."""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from torch.profiler import ProfilerActivity, profile, record_function
+
+PREFIX = "VP:"
+
+
+@dataclass(frozen=True)
+class PhaseFigures:
+    """One phase of one step: the running total just before its range, its maximum inside and at its end."""
+
+    step: int
+    phase: str
+    micro_batch: int | None
+    start: int
+    peak: int
+    end: int
+    num_alloc_events: int
+    first_peak_ns: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "phase": self.phase,
+            "micro_batch": self.micro_batch,
+            "start": self.start,
+            "peak": self.peak,
+            "end": self.end,
+            "num_alloc_events": self.num_alloc_events,
+        }
+
+
+@dataclass(frozen=True)
+class StepFigures:
+    """One optimizer step: its baseline (the first phase's start), peak, the phase that first reached it, its end."""
+
+    step: int
+    baseline_bytes: int
+    peak_bytes: int
+    peak_phase: str
+    peak_micro_batch: int | None
+    end_bytes: int
+    phases: tuple[PhaseFigures, ...]
+
+
+@dataclass(frozen=True)
+class ProfileFigures:
+    steps: tuple[StepFigures, ...]
+    consistent: bool  # every event's total = the previous one's + its size
+    attention_kernels: tuple[str, ...]
+    num_alloc_events: int
+    counter_offset: int
+    session_end_bytes: int
+
+
+class CpuProfiler:
+    """The profiler session of one measurement: `start` before the build, `phase` around each phase, `stop` then
+    `figures`."""
+
+    def __init__(self) -> None:
+        self.prof: Any = None
+        self.stopped = False
+
+    def start(self) -> None:
+        self.prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
+        self.prof.__enter__()
+
+    @contextmanager
+    def phase(self, step: int, name: str, micro_batch: int) -> Iterator[None]:
+        with record_function(f"{PREFIX}{step}:{name}:{micro_batch}"):
+            yield
+
+    def stop(self) -> None:
+        if self.prof is not None and not self.stopped:
+            self.stopped = True
+            self.prof.__exit__(None, None, None)
+
+    def figures(self) -> ProfileFigures:
+        fig = analyse(self.prof)
+        self.prof = None
+        return fig
+
+
+def analyse(prof: Any) -> ProfileFigures:
+    """Allocation events in time order, and each phase's start/peak/end from the running total."""
+    from torch._C._profiler import _EventType
+
+    allocs: list[tuple[int, int, int]] = []
+    ranges: list[tuple[int, int, int, str, int | None]] = []
+    kernels: set[str] = set()
+    stack = list(prof.profiler.kineto_results.experimental_event_tree())
+    while stack:
+        e = stack.pop()
+        stack.extend(e.children)
+        if e.tag == _EventType.Allocation:
+            x = e.extra_fields
+            if x.device.type == "cpu":
+                allocs.append((e.start_time_ns, x.alloc_size, x.total_allocated))
+        elif e.name.startswith(PREFIX):
+            _, step, ph, mb = e.name.split(":")
+            ranges.append((e.start_time_ns, e.end_time_ns, int(step), ph, int(mb) or None))
+        elif e.name.startswith("aten::_scaled_dot_product") and not e.name.endswith("_backward"):
+            kernels.add(e.name.split("::")[-1])
+    allocs.sort(key=lambda a: a[0])
+    offset = allocs[0][2] - allocs[0][1] if allocs else 0
+    allocs = [(t, n, tot - offset) for t, n, tot in allocs]
+    consistent = all(b[2] == a[2] + b[1] for a, b in itertools.pairwise(allocs))
+    times = [a[0] for a in allocs]
+    phases = []
+    for t0, t1, step, ph, mb in sorted(ranges):
+        i, j = bisect.bisect_left(times, t0), bisect.bisect_right(times, t1)
+        start = allocs[i - 1][2] if i else 0
+        ev = allocs[i:j]
+        peak = max([start] + [a[2] for a in ev])
+        first = next((a[0] for a in ev if a[2] == peak), t0)
+        end = ev[-1][2] if ev else start
+        phases.append(PhaseFigures(step, ph, mb, start, peak, end, sum(a[1] > 0 for a in ev), first))
+    return ProfileFigures(
+        steps=per_step(phases),
+        consistent=consistent,
+        attention_kernels=tuple(sorted(kernels)),
+        num_alloc_events=len(allocs),
+        counter_offset=offset,
+        session_end_bytes=allocs[-1][2] if allocs else 0,
+    )
+
+
+def per_step(phases: list[PhaseFigures]) -> tuple[StepFigures, ...]:
+    """The phases grouped by step (steps whose phases all ran: a stopped run's last step may be incomplete)."""
+    out = []
+    for step in sorted({p.step for p in phases}):
+        ps = tuple(p for p in phases if p.step == step)
+        top = max(p.peak for p in ps)
+        at = min((p for p in ps if p.peak == top), key=lambda p: p.first_peak_ns)
+        out.append(StepFigures(step, ps[0].start, top, at.phase, at.micro_batch, ps[-1].end, ps))
+    return tuple(out)
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """The CPU allocator's failure: MemoryError, or c10's ``DefaultCPUAllocator: can't allocate memory``."""
+    return isinstance(exc, MemoryError) or (isinstance(exc, RuntimeError) and "can't allocate memory" in str(exc))
