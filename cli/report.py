@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from vramplan.core.memory.result import KIND_LABELS, Estimate
+from vramplan.core.memory.rl.estimate import settings
 from vramplan.core.plan import presets
 from vramplan.core.plan.describe import gpu_name, method_label, model_name, parallel_summary
 from vramplan.core.plan.errors import PlanError
@@ -24,14 +25,23 @@ def _g(n: int) -> str:
     return f"{gib_text(n, 2):>8}"
 
 
+def _batch_lines(p: Plan) -> list[str]:
+    """The training line: an SFT plan's micro-batch, a DPO/GRPO/PPO plan's objective (wrapped at 80 columns)."""
+    t = p.training
+    head = f"{method_label(t)}, {t.regime}, {t.optimizer}; "
+    if t.objective == "sft":
+        return [f"{head}micro-batch {t.micro_batch_size} x {t.seq_len} tokens, accumulation {t.grad_accum_steps}"]
+    text = f"{head}{settings(p).summary(t.micro_batch_size)}, accumulation {t.grad_accum_steps}"
+    return _wrap(text, 0, hang=2)
+
+
 def plan_summary(est: Estimate) -> list[str]:
     p = est.plan
-    m, hw, t, s = p.model, p.hardware, p.training, p.strategy
+    m, hw, s = p.model, p.hardware, p.strategy
     name = model_name(m) + (f" ({m.model_type}, config.json)" if m.hf_config else "")
     return [
         f"{name} on {hw.total_gpus} x {gpu_name(p)} ({hw.nodes} node{'s' if hw.nodes > 1 else ''})",
-        f"{method_label(t)}, {t.regime}, {t.optimizer}; micro-batch {t.micro_batch_size} x {t.seq_len} tokens, "
-        f"accumulation {t.grad_accum_steps}",
+        *_batch_lines(p),
         f"{parallel_summary(p, offload=True)}; checkpointing {s.gradient_checkpointing}, {s.attention} attention"
         + (", fused cross-entropy" if s.fused_cross_entropy else "")
         + (", int8 activations" if s.activation_compression == "int8" else "")
@@ -107,7 +117,26 @@ def estimate_table(est: Estimate, hardware_note: str = "") -> str:
     if est.plan.overhead.calibrated_from:
         lines.append(f"  overhead calibrated from {est.plan.overhead.calibrated_from}")
     lines.append(f"  peak moment: {est.peak.moment}")
-    return "\n".join(lines + node_lines(est)) + "\n"
+    return "\n".join(lines + rl_memory_lines(est) + node_lines(est)) + "\n"
+
+
+def rl_memory_lines(est: Estimate) -> list[str]:
+    """A DPO/GRPO/PPO plan's tensors per GPU by phase and why the peak phase is the largest (none for SFT)."""
+    rl = est.rl
+    if rl is None:
+        return []
+    phases = ", ".join(f"{p.name} {gib_text(p.total, 1)}" for p in rl.phases)
+    out = [f"  phases (tensors per GPU, GiB): {phases}", *_wrap(rl.why, 2, hang=2)]
+    if rl.server_gpus:
+        out.append(f"  vLLM server: {rl.server_gpus} more GPU(s), {gib_text(rl.server_gpu_bytes, 1)} GiB each")
+    if rl.engine_short:
+        out += _wrap(
+            "! vLLM's weights and one sequence's KV cache exceed rl.vllm_gpu_memory_utilization of the GPU: the "
+            "engine cannot start",
+            2,
+            hang=2,
+        )
+    return out
 
 
 NODE_LIMIT_TEXT = {"gpu_memory": "GPU memory", "host_memory": "host memory per node", "nvme": "NVMe per node"}
@@ -177,6 +206,7 @@ def time_table(st: StepTime) -> str:
             continue
         exposed = fmt_seconds(t.exposed) if t.exposed > 0 else "hidden"
         lines.append(f"  {LABELS.get(t.name, t.name):<28}{fmt_seconds(t.seconds):>10}  {exposed:>10}")
+    lines += rl_time_lines(st)
     steps = st.train_steps
     if st.tokens is not None and st.train_seconds is not None and st.gpu_hours is not None and steps is not None:
         lines.append(
@@ -186,6 +216,23 @@ def time_table(st: StepTime) -> str:
         if st.cost is not None:
             lines.append(f"  cost {st.cost:,.0f} USD at {st.price_per_gpu_hour:g} USD per GPU-hour")
     return "\n".join(lines) + "\n"
+
+
+def rl_time_lines(st: StepTime) -> list[str]:
+    """A DPO/GRPO/PPO step by phase with tokens/s (none for SFT)."""
+    rl = st.rl
+    if rl is None:
+        return []
+    parts = []
+    for name, s, tokens in (
+        ("generation", rl.generation_s, rl.generated_tokens),
+        ("scoring", rl.scoring_s, rl.scored_tokens),
+        ("update", rl.update_s, rl.update_tokens),
+    ):
+        if s > 0:
+            parts.append(f"{name} {fmt_seconds(s)} ({tokens / s:,.0f} tok/s)")
+    prompts = "pairs" if rl.objective == "dpo" else "prompts"
+    return _wrap(f"{', '.join(parts)}; {rl.prompts_per_step:,} {prompts} per step", 2, hang=2)
 
 
 def model_listing(reg: Registry) -> str:

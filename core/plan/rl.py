@@ -62,6 +62,7 @@ APPLIES: dict[str, tuple[str, ...]] = {
     "value_model": ("ppo",),
     "frozen_sharding": RL_OBJECTIVES,
     "frozen_offload": RL_OBJECTIVES,
+    "prompts": RL_OBJECTIVES,
 }
 VLLM_KEYS = ("vllm_gpu_memory_utilization", "vllm_tensor_parallel_size", "vllm_enable_sleep_mode")
 
@@ -131,6 +132,14 @@ class RLConfig(BaseModel):
         default=None, description="reference/reward weights kept on the host, streamed per layer; unset: none"
     )
 
+    prompts: int | None = Field(
+        default=None,
+        ge=1,
+        le=10**15,
+        description="prompts (DPO: preference pairs) to train on, for time to train (epochs x dataset rows); "
+        "unset: training.tokens",
+    )
+
     @model_validator(mode="before")
     @classmethod
     def _caseless(cls, data: Any) -> Any:
@@ -143,6 +152,7 @@ class RLConfig(BaseModel):
         "num_generations",
         "num_iterations",
         "vllm_tensor_parallel_size",
+        "prompts",
         mode="before",
     )
     @classmethod
@@ -182,6 +192,24 @@ class RLSettings:
     @property
     def generates(self) -> bool:
         return self.objective in ("grpo", "ppo")
+
+    def summary(self, micro_batch: int) -> str:
+        """``GRPO: 8 completions/GPU of 512 + 512 tokens, 8 per prompt, beta 0, reference none, vllm-colocate
+        (0.3 of the GPU)``: the objective's line of a report."""
+        o = self.objective.upper()
+        ref = f"beta {self.beta:g}, reference {self.reference}"
+        if self.objective == "dpo":
+            return f"{o}: {micro_batch} pairs/GPU of {self.seq_len} tokens (chosen + rejected), {ref}"
+        engine = self.generation
+        if self.generation == "vllm-colocate":
+            engine += f" ({self.vllm_utilization:g} of the GPU{', sleep mode' if self.sleep_mode else ''})"
+        elif self.generation == "vllm-server":
+            engine += f" ({self.vllm_tp} GPU{'s' if self.vllm_tp > 1 else ''})"
+        group = f", {self.num_generations} per prompt" if self.objective == "grpo" else ""
+        return (
+            f"{o}: {micro_batch} completions/GPU of {self.prompt_len} + {self.completion_len} tokens{group}, "
+            f"{ref}, {engine}"
+        )
 
 
 def rl_settings(objective: str, rl: RLConfig, *, adapters: bool, zero_stage: int) -> RLSettings:

@@ -12,6 +12,7 @@ from vramplan.core.time.flops import TokenFlops
 
 if TYPE_CHECKING:
     from vramplan.core.plan.plan import Plan
+    from vramplan.core.time.rl import RLTime
 
 CATEGORIES = ("compute", "memory", "communication", "offload", "pipeline bubble")
 
@@ -73,6 +74,9 @@ LABELS: dict[str, str] = {
     "optimizer_step": "Optimizer step (GPU)",
     "cpu_optimizer": "Optimizer step (CPU)",
     "nvme_swap": "NVMe swap",
+    "generation": "Generation (RL)",
+    "scoring": "Scoring forwards (RL)",
+    "value_update": "Value model update",
 }
 
 Explainer = Callable[[], dict[str, tuple[str, str]]]
@@ -94,6 +98,7 @@ class StepTime:
     price_per_gpu_hour: float | None
     mfu_default: DefaultMfu | None  # how the default MFU was chosen (None: the plan sets training.mfu)
     explainer: Explainer = field(repr=False, compare=False)
+    rl: RLTime | None = field(default=None, compare=False)  # DPO/GRPO/PPO: the phases (`core.time.rl`)
     _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -132,6 +137,9 @@ class StepTime:
 
     @property
     def tokens(self) -> int | None:
+        """The token budget; a DPO/GRPO/PPO plan with ``rl.prompts`` counts prompts: the tokens its steps train."""
+        if self.rl is not None and self.rl.train_steps is not None:
+            return self.rl.train_steps * self.tokens_per_step
         return self.plan.training.tokens
 
     @property
@@ -189,6 +197,8 @@ class StepTime:
             },
             "explain": {k: {"formula": f, "source": s} for k, (f, s) in self.explain().items()},
         }
+        if self.rl is not None:
+            out["rl"] = self.rl.to_json()
         if self.tokens is not None:
             out |= {
                 "tokens": self.tokens,

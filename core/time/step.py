@@ -63,6 +63,7 @@ from vramplan.core.time.offload import (
     pcie_link,
 )
 from vramplan.core.time.result import StepTime, TimeTerm, Work
+from vramplan.core.time.rl import rl_step_time
 
 if TYPE_CHECKING:
     from vramplan.core.plan.plan import Plan
@@ -121,6 +122,14 @@ def float8_factor(plan: Plan, arch: Arch, tok: fl.TokenFlops) -> float:
 
 
 def step_time(plan: Plan) -> StepTime:
+    """The step time of a plan: `sft_step_time`, or for ``training.objective`` dpo/grpo/ppo
+    `core.time.rl.rl_step_time` (generation, scoring and the update, the update's `sft_step_time`)."""
+    if plan.training.objective != "sft":
+        return rl_step_time(plan, sft_step_time)
+    return sft_step_time(plan)
+
+
+def sft_step_time(plan: Plan) -> StepTime:
     """The step time of `plan` on one GPU, term by term (see the module docstring)."""
     hw, t, s = plan.hardware, plan.training, plan.strategy
     arch = plan.model.arch()
