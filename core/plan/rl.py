@@ -331,4 +331,4 @@ def check_rl_plan(p: Plan) -> None:
             try:
                 presets.model_config({"preset": name})
             except PlanError as exc:  # a misspelt preset: its close matches, at this key
-                raise exc.at(f"rl.{key}") from None
+                raise PlanError(exc.message, f"rl.{key}") from None
