@@ -12,11 +12,11 @@ saved and exported with it. A front end applies a fix with `apply_fix` (a valida
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from vramplan.core.advice.checks import moe, nan, oom, slow, stack
+from vramplan.core.advice.checks import moe, nan, oom, rl, slow, stack
 from vramplan.core.advice.checks.base import STATUSES, Context, Item
 from vramplan.core.advice.whatif import Effect
 from vramplan.core.memory.result import FRAGMENTATION_RISK, Estimate
@@ -38,6 +38,7 @@ __all__ = [
 GROUPS: dict[str, str] = {"oom": "Out of memory", "nan": "NaN loss", "slow": "Slow training"}
 RULES = (*oom.RULES, *stack.OOM_RULES, *nan.RULES, *slow.RULES, *stack.SLOW_RULES)
 MOE_RULES = {"oom": moe.OOM_RULES, "nan": moe.NAN_RULES, "slow": moe.SLOW_RULES}
+RL_RULES: dict[str, tuple[Callable[[Context], Item | None], ...]] = {"oom": rl.OOM_RULES, "slow": rl.SLOW_RULES}
 
 
 @dataclass(frozen=True)
@@ -88,8 +89,13 @@ def checklist(plan: Plan, est: Estimate | None = None, st: StepTime | None = Non
     is one that ``framework`` runs (`core.advice.frameworks`), as the fit advisor's suggestions are."""
     ctx = Context.of(plan, est, st, framework)
     items = [rule(ctx) for rule in RULES]
+    groups: list[dict[str, tuple[Callable[[Context], Item | None], ...]]] = []
     if ctx.arch.moe is not None:  # mixture-of-experts items, after their group's others
-        extra = {g: [i for r in rules if (i := r(ctx)) is not None] for g, rules in MOE_RULES.items()}
+        groups.append(MOE_RULES)
+    if plan.training.objective != "sft":  # DPO/GRPO/PPO items (`core.advice.checks.rl`)
+        groups.append(RL_RULES)
+    for extra_rules in groups:
+        extra = {g: [i for r in rules if (i := r(ctx)) is not None] for g, rules in extra_rules.items()}
         items = [i for g in GROUPS for i in (*[x for x in items if x.group == g], *extra.get(g, []))]
     return Checklist(plan, tuple(items))
 

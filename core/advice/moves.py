@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from vramplan.core.advice.rlmoves import rl_moves
 from vramplan.core.plan import presets
 from vramplan.core.plan.plan import Plan
 from vramplan.core.plan.precision import REGIMES
@@ -118,6 +119,7 @@ def memory_moves(plan: Plan) -> tuple[Move, ...]:
     out += _precision_moves(plan, gpu.bf16)
     out += _method_moves(plan)
     out += _parallel_moves(plan)
+    out += [_move(*spec) for spec in rl_moves(plan)]  # DPO/GRPO/PPO (none for SFT: `core.advice.rlmoves`)
     return tuple(out)
 
 

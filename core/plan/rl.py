@@ -273,7 +273,7 @@ def check_rl(objective: str, rl: RLConfig, *, adapters: bool) -> None:
     for key in VLLM_KEYS:
         if key in stated and not generation.startswith("vllm"):
             raise PlanError('configures vLLM: set rl.generation = "vllm-colocate" or "vllm-server"', f"rl.{key}")
-    if "vllm_enable_sleep_mode" in stated and generation == "vllm-server":
+    if rl.vllm_enable_sleep_mode and generation == "vllm-server":
         raise PlanError(
             "sleep mode frees a colocated engine's memory; a vLLM server has GPUs of its own",
             "rl.vllm_enable_sleep_mode",
