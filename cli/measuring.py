@@ -46,6 +46,9 @@ def add_parser(sub: argparse._SubParsersAction, plan_args: Callable[[argparse.Ar
         "--device", choices=("cuda", "cpu"), help="where to run (default: cuda when torch sees a GPU, else cpu)"
     )
     p.add_argument("--json", action="store_true", help="one JSON object on stdout (units in the key names)")
+    from vramplan.cli.calibrating import add_calibration_args
+
+    add_calibration_args(p)
     p.set_defaults(handler=cmd_measure)
 
 
@@ -84,6 +87,9 @@ def cmd_measure(args: argparse.Namespace) -> int:
     device: Device = "cuda" if (args.device or ("cuda" if gpus else "cpu")) == "cuda" else "cpu"
     if device == "cuda" and not gpus:
         raise PlanError("--device cuda: torch sees no CUDA GPU here (use --device cpu)")
+    from vramplan.cli.calibrating import check_calibration_target, save_calibration
+
+    check_calibration_target(args, device)  # before minutes of GPU time, not after
     limits = limitations(plan, device, gpus)
     for lim in limits:  # before anything runs
         _say(f"cannot reproduce here: {lim.what}")
@@ -99,9 +105,10 @@ def cmd_measure(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(_json(report, rows, plan)) + "\n")
     else:
         sys.stdout.write(report_text(report, rows))
+    saved = save_calibration(args, report, plan)
     if report.partial:
         return INTERRUPTED
-    return 1 if report.oom else 0
+    return 1 if report.oom else (0 if saved else 2)
 
 
 def _need_extra() -> None:
