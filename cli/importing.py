@@ -1,6 +1,6 @@
-"""``--from FILE`` of ``vramplan estimate|check|fit|export``: a DeepSpeed, accelerate, torchtune, axolotl or
-LLaMA-Factory config read into the plan (`vramplan.core.files.importers`); each setting read or ignored is one line
-on stderr, and ``--json`` output carries them under ``"import"``."""
+"""``--from FILE`` of ``vramplan estimate|check|fit|export``: a DeepSpeed, accelerate, torchtune, axolotl,
+LLaMA-Factory, TRL (DPO/GRPO) or verl config read into the plan (`vramplan.core.files.importers`); each setting
+read or ignored is one line on stderr, and ``--json`` output carries them under ``"import"``."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ if TYPE_CHECKING:
     from vramplan.core.plan.plan import Plan
 
 FROM_HELP = (
-    "read the training settings of a DeepSpeed JSON, accelerate, torchtune, axolotl or LLaMA-Factory config into "
-    "the plan (--model/--hf-config, --gpu/--gpus/--nodes and --set win over the file)"
+    "read the training settings of a DeepSpeed JSON, accelerate, torchtune, axolotl, LLaMA-Factory, TRL DPO/GRPO "
+    "or verl config into the plan (--model/--hf-config, --gpu/--gpus/--nodes and --set win over the file)"
 )
 
 

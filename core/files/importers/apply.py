@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from vramplan.core.files.importers import accelerate, axolotl, deepspeed, llamafactory, torchtune
+from vramplan.core.files.importers import accelerate, axolotl, deepspeed, llamafactory, torchtune, trl, verl
 from vramplan.core.files.importers.detect import FORMATS, FRAMEWORK_OF, detect_format, is_config_path
 from vramplan.core.files.importers.reading import read_data
 from vramplan.core.files.importers.record import Batch, Ignored, ImportLog, Read, shown
@@ -26,6 +26,8 @@ READERS: dict[str, Callable[[dict[str, Any], ImportLog], None]] = {
     "torchtune": torchtune.read,
     "axolotl": axolotl.read,
     "llamafactory": llamafactory.read,
+    "trl": trl.read,
+    "verl": verl.read,
 }
 
 
