@@ -80,7 +80,8 @@ def summarise(recs, vocab_size):
         r["region"] = region
         by_region[region] += r["bytes"]
         by_dtype[r["dtype"]] += r["bytes"]
-    logits = [r for r in act if r["shape"] and r["shape"][-1] == vocab_size]
+    # vocab-sized tensors saved by the head (an MLP as wide as a tiny vocabulary is not a logit)
+    logits = [r for r in act if r["head"] and r["shape"] and r["shape"][-1] == vocab_size]
     top = sorted(act, key=lambda r: -r["bytes"])[:12]
     return {
         "bytes": sum(r["bytes"] for r in act),
