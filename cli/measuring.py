@@ -8,6 +8,7 @@ and whether the estimate said it would not fit), 2 on bad input or without the `
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import signal
 import sys
@@ -20,11 +21,13 @@ from vramplan.core.plan.errors import PlanError
 from vramplan.core.plan.units import fmt_bytes, fmt_seconds
 
 if TYPE_CHECKING:
+    from vramplan.core.memory.result import Estimate
     from vramplan.core.plan.plan import Plan
+    from vramplan.core.time.result import StepTime
     from vramplan.measure.compare import ComparisonRow
     from vramplan.measure.records import Device, MeasureReport, Progress
 
-EXTRA_LINE = "vramplan measure needs torch, transformers and peft: pip install 'vramplan[measure]'"
+EXTRA_LINE = "measure needs torch, transformers and peft: pip install 'vramplan[measure]'"
 INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command stopped by Ctrl-C
 
 
@@ -93,6 +96,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
     limits = limitations(plan, device, gpus)
     for lim in limits:  # before anything runs
         _say(f"cannot reproduce here: {lim.what}")
+    est, st = _estimate(plan, device)  # first: after a Ctrl-C only the report is left to do
     options = MeasureOptions(device=device, steps=args.steps, warmup=args.warmup)
     stop = threading.Event()
     with _stop_on_sigint(stop):
@@ -100,7 +104,9 @@ def cmd_measure(args: argparse.Namespace) -> int:
             report = measure_plan(plan, options, progress=_progress, stop=stop)
         except (ValueError, KeyError, TypeError, NotImplementedError, AttributeError) as exc:
             raise PlanError(f"cannot build or run this plan here: {str(exc).splitlines()[0][:300]}") from None
-    rows = _rows(plan, report, limits)
+    from vramplan.measure.compare import comparison_rows
+
+    rows = comparison_rows(est, st, report, limits)
     if args.json:
         sys.stdout.write(json.dumps(_json(report, rows, plan)) + "\n")
     else:
@@ -112,13 +118,15 @@ def cmd_measure(args: argparse.Namespace) -> int:
 
 
 def _need_extra() -> None:
-    """One line, exit 2, without torch, transformers or peft (an ImportError, or a module set to None)."""
-    try:
-        import peft  # noqa: F401
-        import torch  # noqa: F401
-        import transformers  # noqa: F401
-    except ImportError:
-        raise PlanError(EXTRA_LINE) from None
+    """One line, exit 2, without torch, transformers or peft (not installed, or a module set to None). Found, not
+    imported: peft's import alone takes seconds, and only LoRA needs it."""
+    for name in ("torch", "transformers", "peft"):
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError):  # ValueError: sys.modules[name] is None (imports of it are blocked)
+            found = False
+        if not found:
+            raise PlanError(f"{EXTRA_LINE} ({name} is missing)")
 
 
 @contextmanager
@@ -146,13 +154,12 @@ def _progress(p: Progress) -> None:
     _say(p.message)
 
 
-def _rows(plan: Plan, report: MeasureReport, limits: Any) -> tuple[ComparisonRow, ...]:
+def _estimate(plan: Plan, device: str) -> tuple[Estimate, StepTime]:
+    """The estimate to compare with (PyTorch's CPU kernels where they differ, on the CPU) and the step time."""
     from vramplan.core.memory.peak import estimate
     from vramplan.core.time.step import step_time
-    from vramplan.measure.compare import comparison_rows
 
-    est = estimate(plan, cpu=report.device == "cpu")
-    return comparison_rows(est, step_time(plan), report, limits)
+    return estimate(plan, cpu=device == "cpu"), step_time(plan)
 
 
 def _predicted_fits(plan: Plan) -> bool:

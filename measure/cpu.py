@@ -67,12 +67,13 @@ class ProfileFigures:
 
 
 class CpuProfiler:
-    """The profiler session of one measurement: `start` before the build, `phase` around each phase, `stop` then
-    `figures`."""
+    """The profiler session of one measurement: `start` before the build, `phase` around each phase, `stop` (which
+    analyses the events: its cost grows with them, so the run stops it after the first measured steps, and the
+    later steps run, and are timed, without it), then `figures`."""
 
     def __init__(self) -> None:
         self.prof: Any = None
-        self.stopped = False
+        self.result: ProfileFigures | None = None
 
     def start(self) -> None:
         self.prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
@@ -80,18 +81,24 @@ class CpuProfiler:
 
     @contextmanager
     def phase(self, step: int, name: str, micro_batch: int) -> Iterator[None]:
+        if self.prof is None:  # stopped: the step runs unprofiled
+            yield
+            return
         with record_function(f"{PREFIX}{step}:{name}:{micro_batch}"):
             yield
 
-    def stop(self) -> None:
-        if self.prof is not None and not self.stopped:
-            self.stopped = True
-            self.prof.__exit__(None, None, None)
+    @property
+    def running(self) -> bool:
+        return self.prof is not None
 
-    def figures(self) -> ProfileFigures:
-        fig = analyse(self.prof)
-        self.prof = None
-        return fig
+    def stop(self) -> None:
+        if self.prof is not None:
+            self.prof.__exit__(None, None, None)
+            self.result = analyse(self.prof)
+            self.prof = None
+
+    def figures(self) -> ProfileFigures | None:
+        return self.result
 
 
 def analyse(prof: Any) -> ProfileFigures:

@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from importlib import metadata
 from typing import Any
 
 from vramplan.core.plan.describe import plan_title
@@ -27,6 +28,7 @@ from vramplan.measure.recipe import Recipe, recipe
 from vramplan.measure.records import MeasureOptions, MeasureReport, Progress, RankFigures
 
 ProgressFn = Callable[[Progress], None]
+PROFILED_STEPS = 2  # CPU: measured steps in the profiler's session (its events cost time; memory is steady by then)
 
 
 class Stopped(Exception):
@@ -44,6 +46,7 @@ class Run:
     phase: str = "build"
     steps_done: int = 0
     step_seconds: list[float] = field(default_factory=list)
+    profiled_seconds: list[float] = field(default_factory=list)  # CPU: the measured steps run under the profiler
     params_bytes: int = 0
     grads_bytes: int | None = None
     optimizer_bytes: int | None = None
@@ -201,6 +204,9 @@ def _steps(run: Run, built: Any, meter: Any, device: str) -> None:
         kind = "warm-up" if step <= run.options.warmup else "step"
         if step > run.options.warmup:
             run.step_seconds.append(seconds)
+        if device == "cpu" and step == run.options.warmup + PROFILED_STEPS and step < run.total_steps:
+            meter.stop()  # the later steps run, and are timed, without the profiler
+            run.profiled_seconds, run.step_seconds = run.step_seconds, []
         run.say("warmup" if kind == "warm-up" else "step", f"{kind} {step}/{run.total_steps}: {seconds:.3f} s")
         run.check_stop()
 
@@ -216,7 +222,8 @@ def _saved(run: Run, built: Any, device: str) -> dict[str, Any]:
 def _figures(run: Run, meter: Any, device: str) -> RankFigures:
     """The rank's figures from what the run and its meter recorded (the measured steps only for the peaks)."""
     measured = [p for p in _phases(meter, device) if p["step"] > run.options.warmup]
-    step_time = statistics.median(run.step_seconds) if run.step_seconds else None
+    seconds = run.step_seconds or run.profiled_seconds
+    step_time = statistics.median(seconds) if seconds else None
     peak = max(measured, key=lambda p: p["peak"], default=None)
     reserved = max((p.get("reserved_peak") or p["peak"] for p in measured), default=None)
     return RankFigures(
@@ -239,23 +246,14 @@ def _figures(run: Run, meter: Any, device: str) -> RankFigures:
 def _phases(meter: Any, device: str) -> list[dict[str, Any]]:
     if device == "cuda":
         return list(meter.phases)
-    if meter.prof is None:
-        return []
     fig = meter.figures()
-    return [{"step": p.step, **p.to_json()} for s in fig.steps for p in s.phases]
+    return [] if fig is None else [{"step": p.step, **p.to_json()} for s in fig.steps for p in s.phases]
 
 
 def _versions() -> dict[str, str]:
-    import peft
-    import torch
-    import transformers
-
-    return {
-        "torch": str(torch.__version__),
-        "transformers": str(transformers.__version__),
-        "peft": str(peft.__version__),
-        "python": platform.python_version(),
-    }
+    """The installed versions (read from their metadata: importing peft alone takes seconds)."""
+    out = {name: metadata.version(name) for name in ("torch", "transformers", "peft")}
+    return {**out, "python": platform.python_version()}
 
 
 def _machine(device: str) -> str:

@@ -1,0 +1,55 @@
+"""Without the measure extra, `vramplan measure` says which extra to install in one line and exits 2; the planner's
+commands never import torch (whether or not it is installed). Runs without torch."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+BLOCK = "import sys\nfor name in ('torch', 'transformers', 'peft'):\n    sys.modules[name] = None\n"
+
+
+@pytest.mark.parametrize("blocked", ["torch", "transformers", "peft"])
+def test_measure_without_the_extra_is_one_line_and_exit_2(blocked: str) -> None:
+    code = (
+        f"import sys\nsys.modules[{blocked!r}] = None\n"
+        "from vramplan.__main__ import main\n"
+        "sys.exit(main(['measure', '--gpus', '1', '--device', 'cpu']))\n"
+    )
+    env = {**os.environ, "VRAMPLAN_DETECT": "0"}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 2, r.stderr
+    assert r.stdout == ""
+    assert r.stderr.count("\n") == 1, r.stderr
+    assert "pip install 'vramplan[measure]'" in r.stderr and blocked in r.stderr
+
+
+def test_estimate_and_the_parser_never_import_torch() -> None:
+    code = (
+        "import sys\n"
+        "from vramplan.__main__ import main\n"
+        "from vramplan.cli.commands import build_parser\n"
+        "build_parser().parse_args(['measure', '--device', 'cpu'])\n"
+        "code = main(['estimate', '--model', 'llama-3.2-1b', '--gpu', 'h100-80gb', '--gpus', '1', '--brief'])\n"
+        "heavy = [m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers', 'peft')]\n"
+        "assert not heavy, heavy\n"
+        "sys.exit(code)\n"
+    )
+    env = {**os.environ, "VRAMPLAN_DETECT": "0"}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode in (0, 1), r.stderr
+    assert "per step" in r.stdout
+
+
+def test_importing_the_measure_package_imports_nothing_heavy() -> None:
+    code = (
+        "import sys\nimport vramplan.measure, vramplan.measure.records, vramplan.measure.limits\n"
+        "import vramplan.measure.compare, vramplan.measure.recipe\n"
+        "heavy = [m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers', 'peft')]\n"
+        "assert not heavy, heavy\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
