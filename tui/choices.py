@@ -68,6 +68,11 @@ CHOICES: dict[str, tuple[Choice, ...]] = {
         Choice("block", "block", "strategy: FSDP1 LoRA adapters share their block's flat parameter (litgpt)"),
         Choice("own", "own", "strategy: FSDP1 LoRA adapters in units of their own (PEFT)"),
     ),
+    "strategy.fsdp_grad_sync": (
+        Choice(None, "stack's", "strategy: FSDP gradient accumulation as the stack runs it"),
+        Choice("each", "each", "strategy: FSDP reduce-scatters every micro-batch (torchtune, torchtitan)"),
+        Choice("last", "last", "strategy: FSDP no_sync until the last micro-batch: unsharded gradients held"),
+    ),
     "strategy.gradient_checkpointing": (
         Choice("none", "none", "strategy: checkpointing off"),
         Choice("selective", "selective", "strategy: selective checkpointing"),

@@ -144,4 +144,5 @@ def fsdp1_states(st: States, units: FlatUnits, stage: Stage, reg: Regime, *, zer
         layer_grad=block_g * g,
         head_grad=root_g * g if stage.last else 0,
         grad_shards_pool=grads // dp if st.grad_shards_pool else 0,
+        grads_whole=grads if st.grads else 0,
     )

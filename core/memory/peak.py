@@ -34,6 +34,7 @@ from vramplan.core.plan.memo import memoised
 from vramplan.core.plan.node import node_limits
 from vramplan.core.plan.plan import Plan
 from vramplan.core.plan.precision import REGIMES
+from vramplan.core.plan.stack_defaults import fsdp_sharded
 
 
 @memoised(1024)
@@ -42,7 +43,10 @@ def _phases(ctx: ActCtx, stage: Stage, st: States, a: StageActs, lay: Layout) ->
     z, accum = lay.zero, lay.accum
     m = stage.in_flight
     G = st.grads
-    gk = G if accum else 0  # gradients already accumulated when the last micro-batch runs
+    # gradients already accumulated when a later micro-batch runs: the kept partition, or under FSDP's no_sync
+    # (`Layout.unsynced`) every unit's unsharded gradient until the last micro-batch's reduce-scatter
+    held = st.grads_whole if (lay.unsynced and G) else G
+    gk = held if accum else 0
     # other micro-batches in flight on this stage (pipeline 1F1B), each with its own saved weight copies
     others = (m - 1) * (a.saved + a.copies)
     P, OS, GA, CB = st.params, st.optimizer, st.gathered, m * a.closure
@@ -54,7 +58,7 @@ def _phases(ctx: ActCtx, stage: Stage, st: States, a: StageActs, lay: Layout) ->
         With the optimizer step in backward (torchtune training/memory.py register_optim_in_bwd_hooks: a
         post-accumulate-grad hook steps and frees each parameter's gradient), at most the largest one."""
         if accum:
-            return G
+            return held
         got = min(G, done // dp if z >= 2 else done)
         return min(got, st.largest_grad) if lay.opt_in_bwd else got
 
@@ -165,7 +169,7 @@ def _phases(ctx: ActCtx, stage: Stage, st: States, a: StageActs, lay: Layout) ->
                 "parameters": P,
                 "optimizer_states": OS,
                 "gathered_parameters": GA,
-                "gradients": min(G, st.largest_grad) if lay.opt_in_bwd else G,
+                "gradients": min(G, st.largest_grad) if lay.opt_in_bwd else (held if accum else G),
                 "activations": others + a.embed,
                 "temporaries": a.dy + tail,
                 "checkpoint_buffers": (m - 1) * a.closure,  # released with the last block's backward
@@ -292,6 +296,7 @@ def sft_estimate(plan: Plan, *, cpu: bool = False) -> Estimate:
         checkpoint_every=s.checkpoint_every,
         offload=s.activation_offload == "cpu",
         opt_in_bwd=s.optimizer_in_backward,
+        unsynced=t.grad_accum_steps > 1 and s.fsdp_grad_sync == "last" and fsdp_sharded(plan),
     )
     best: BusiestStage | None = None
     for stage in stages(arch.L, pp, t.grad_accum_steps):

@@ -67,6 +67,7 @@ class States(NamedTuple):
     largest_grad: int = 0  # the largest trainable tensor's gradient (the optimizer step in backward keeps one)
     reduce_extra: int = 0  # FSDP2 bf16-fsdp: a block's bf16 gradients beside their fp32 reduce-scatter copy
     grad_shards_pool: int = 0  # FSDP2: fp32 gradient shards, allocated in the reduce-scatter stream's pool
+    grads_whole: int = 0  # this rank's gradient bytes before ZeRO-2/3 sharding (what FSDP's no_sync holds)
 
 
 @memoised(1024)
@@ -241,7 +242,18 @@ def model_states(
         largest_grad=largest * g_elem // (dp if zero >= 2 else 1),
         reduce_extra=reduce_extra,
         grad_shards_pool=pool,
+        grads_whole=unsharded_grads(grads, ex_train, ep) if grad_gpu else 0,
     )
+
+
+def unsharded_grads(total: int, expert_share: float, ep: int) -> int:
+    """One rank's gradient bytes before ZeRO-2/3 sharding: all of them, the experts' share over the ``ep`` ranks
+    that split the experts. FSDP's no_sync holds this many from the first micro-batch to the last (torch/
+    distributed/fsdp/fully_sharded_data_parallel.py FullyShardedDataParallel.no_sync: "FSDP will accumulate the
+    full model gradients (instead of gradient shards) until the eventual sync"; FSDP2 _fsdp_param_group.py
+    post_backward: without reduce_grads each FSDPParam keeps its unsharded gradient)."""
+    experts = int(total * expert_share)
+    return total - experts + experts // max(ep, 1)
 
 
 def _sharded(total: int, shard: int, expert_share: float, ep: int) -> int:

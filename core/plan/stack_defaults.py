@@ -242,6 +242,33 @@ STACK_DEFAULTS: tuple[StackDefault, ...] = (
         "for LoRA models) wraps each trainable leaf module alone; with use_orig_params=False (accelerate's "
         "default) _flat_param.py refuses a unit of mixed requires_grad",
     ),
+    # -- FSDP under gradient accumulation: reduce-scatter every micro-batch, or hold unsharded gradients ------------
+    StackDefault(
+        "strategy.fsdp_grad_sync",
+        "last",
+        ("litgpt",),
+        "litgpt finetune/lora.py and full.py (lit-gpt 8641822 to 0.5.x): with fabric.no_backward_sync(model, "
+        "enabled=is_accumulating); lightning/fabric/strategies/fsdp.py _FSDPBackwardSyncControl.no_backward_sync "
+        "returns FullyShardedDataParallel.no_sync(), model_parallel.py _FSDPNoSync calls "
+        "set_requires_gradient_sync(False) on every FSDPModule",
+    ),
+    StackDefault(
+        "strategy.fsdp_grad_sync",
+        "last",
+        ("hf-trainer", "trl", "accelerate", "axolotl", "llamafactory", "unsloth"),
+        "transformers trainer.py _inner_training_loop: each micro-batch but the last under accelerator.no_sync "
+        "(not under DeepSpeed; before 4.46 accelerator.accumulate, which enters no_sync unless sync_each_batch); "
+        "accelerate accelerator.py Accelerator.no_sync: FSDP1 model.no_sync(), FSDP2 "
+        "set_requires_gradient_sync(False)",
+    ),
+    StackDefault(
+        "strategy.fsdp_grad_sync",
+        "each",
+        ALL,
+        "torchtune recipes/full_finetune_distributed.py and lora_finetune_distributed.py, torchtitan train.py "
+        "train_step: loss.backward() per micro-batch, no no_sync, so fully_shard reduce-scatters each; DeepSpeed "
+        "engine.py no_sync refuses ZeRO-2/3 (gradients partitioned every micro-batch); vramplan's custom stack",
+    ),
     # -- the bitsandbytes generation ---------------------------------------------------------------------------
     StackDefault(
         "training.bnb_generation",
@@ -298,6 +325,7 @@ def shown_choices(plan: Plan) -> dict[str, StackDefault]:
         "training.bnb_generation": t.base_quantization in ("nf4", "fp4"),
         "strategy.fsdp_version": fsdp_sharded(plan),
         "strategy.fsdp_adapter_wrap": fsdp_sharded(plan) and s.fsdp_version == 1 and t.method != "full",
+        "strategy.fsdp_grad_sync": fsdp_sharded(plan) and t.grad_accum_steps > 1,
     }
     return {k: row for k, row in plan.stack_chosen.items() if relevant.get(k, True)}
 

@@ -71,6 +71,13 @@ class StrategyConfig(BaseModel):
         "Lightning's FSDPStrategy), so its gradient covers the whole block; own: units of their own (PEFT's "
         "fsdp_auto_wrap_policy); unset: the stack's",
     )
+    fsdp_grad_sync: Literal["each", "last"] | None = Field(
+        default=None,
+        description="FSDP with gradient accumulation: each: gradients reduce-scattered every micro-batch and "
+        "accumulated as shards; last: no_sync / set_requires_gradient_sync(False) until the last micro-batch, so "
+        "every unit's unsharded gradient is held between micro-batches (HF Trainer, Lightning Fabric); unset: "
+        "the stack's",
+    )
     expert_parallel: int = Field(
         default=1,
         ge=1,

@@ -22,6 +22,7 @@ NEW = {
     "strategy.checkpoint_impl": "reentrant",
     "strategy.fsdp_version": 1,
     "strategy.fsdp_adapter_wrap": "block",
+    "strategy.fsdp_grad_sync": "last",
     "hardware.host_memory_gib": 1024,
     "hardware.nvme_gib": 4096,
 }

@@ -71,6 +71,9 @@ class StrategyPane(PlanPane):
         yield ChoiceField(
             "strategy.fsdp_adapter_wrap", "FSDP1 adapters", tooltip="block: adapters share their block's unit"
         )
+        yield ChoiceField(
+            "strategy.fsdp_grad_sync", "FSDP accum sync", tooltip="last: no_sync holds unsharded gradients"
+        )
         yield ChoiceField("strategy.offload_optimizer", "offload optimizer", effect=True)
         yield ChoiceField("strategy.offload_parameters", "offload params", effect=True)
         yield IntField("strategy.tensor_parallel", "tensor parallel", effect=True)
@@ -93,6 +96,7 @@ class StrategyPane(PlanPane):
         self.fields["strategy.fsdp_adapter_wrap"].display = (
             sharded and s.fsdp_version == 1 and est.plan.training.method != "full"
         )
+        self.fields["strategy.fsdp_grad_sync"].display = sharded and est.plan.training.grad_accum_steps > 1
         self.fields["strategy.expert_parallel"].display = moe
         self.fields["strategy.experts"].display = moe
         self.show_effects()

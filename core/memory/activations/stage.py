@@ -37,6 +37,7 @@ class Layout(NamedTuple):
     checkpoint_every: int = 1  # checkpoint blocks k, 2k, ... only
     offload: bool = False  # torchtune's activation offloading to pinned host memory
     opt_in_bwd: bool = False  # the optimizer step runs in backward, per parameter
+    unsynced: bool = False  # FSDP no_sync until the last micro-batch: unsharded gradients held (`States.grads_whole`)
 
 
 class StageActs(NamedTuple):
