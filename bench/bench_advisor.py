@@ -1,6 +1,6 @@
 """Benchmark the fit advisor and the checklist: the whole advice must stay interactive (< 1 s on 2 cores).
 
-Run: python bench/bench_advisor.py   (the README quotes its output; this is not a timed test)
+Run: python bench/bench_advisor.py   (docs/benchmarks.md describes it; not a timed test)
 
 For each plan: `advise(plan)` (suggestions of up to 3 changes, the largest micro-batch, the fewest GPUs) with the
 estimator's memo caches cleared first (a plan never seen before) and warm (the TUI re-advising after an edit), how

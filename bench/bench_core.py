@@ -1,6 +1,7 @@
 """Benchmark the core: estimate latency, validate+estimate throughput, and cold-process CLI time.
 
-Run: python bench/bench_core.py   (the README quotes its output; this is not a timed test)
+Run: python bench/bench_core.py   (not a timed test). ``python -m bench.bench_core --docs`` also writes the figures
+as the summary table of docs/benchmarks.md (its ``bench-core`` block), with the date and the Python version.
 
 - warm: the same plan again (what a redraw costs: every memoised sub-result hits)
 - keystroke: a new plan each call, one field changed from the last (what an edit in the TUI costs)
@@ -84,6 +85,25 @@ def process_ms(cmd: list[str], runs: int = 15) -> float:
     return statistics.median(times) * 1000
 
 
+def docs_table(estimates: dict[str, dict[str, float]], steps: dict[str, float], per_s: float, cli_ratio: float) -> str:
+    """The figures as docs/benchmarks.md's summary table (medians, microseconds)."""
+    import datetime
+    import platform
+
+    out = [
+        f"Measured {datetime.date.today().isoformat()} on Python {platform.python_version()}, "
+        f"{platform.machine()}; medians of 7 runs, microseconds per call.\n\n"
+        "| plan | estimate warm | estimate keystroke | estimate cold | step time warm |\n|---|---|---|---|---|\n"
+    ]
+    for name, row in estimates.items():
+        out.append(f"| {name} | {row['warm']:.0f} | {row['keystroke']:.0f} | {row['cold']:.0f} | {steps[name]:.0f} |\n")
+    out.append(
+        f"\nValidate + estimate, a new plan each time: {per_s:,.0f} plans/s. A cold `vramplan estimate --json` "
+        f"process: {cli_ratio:.2f}x a bare `python -c 'import pydantic, tomli_w'`.\n"
+    )
+    return "".join(out)
+
+
 def main() -> None:
     plans = {
         "default plan (LLaMA-7B, ZeRO-3, full checkpointing)": default_plan(),
@@ -100,6 +120,8 @@ def main() -> None:
             }
         ),
     }
+    estimates: dict[str, dict[str, float]] = {}
+    steps: dict[str, float] = {}
     print("core.memory.peak, microseconds per call (median / best of 7 runs)")
     for name, plan in plans.items():
         estimate(plan)
@@ -108,10 +130,12 @@ def main() -> None:
             "keystroke": per_call_us(keystrokes(plan)),
             "cold": per_call_us(cold(plan), calls=200),
         }
+        estimates[name] = {k: m for k, (m, _) in rows.items()}
         print(f"  {name}: " + ", ".join(f"{k} {m:.0f} / {b:.0f}" for k, (m, b) in rows.items()))
     print("core.time.step.step_time, microseconds per call (median / best of 7 runs; no memo caches)")
     for name, plan in plans.items():
         rows = {"warm": per_call_us(lambda p=plan: step_time(p)), "keystroke": per_call_us(keystrokes(plan, step_time))}
+        steps[name] = rows["warm"][0]
         print(f"  {name}: " + ", ".join(f"{k} {m:.0f} / {b:.0f}" for k, (m, b) in rows.items()))
     data = default_plan().dump()
     n, t0 = 0, time.perf_counter()
@@ -120,7 +144,8 @@ def main() -> None:
         data["training"]["seq_len"] = 256 * (1 + n % 32)
         estimate(plan_from_dict(data))
         n += 1
-    print(f"validate + estimate (a new plan each time): {n / (time.perf_counter() - t0):,.0f} plans/s")
+    per_s = n / (time.perf_counter() - t0)
+    print(f"validate + estimate (a new plan each time): {per_s:,.0f} plans/s")
     py = sys.executable
     base = process_ms([py, "-c", "import pydantic, tomli_w"])
     model = process_ms([py, "-c", "from pydantic import BaseModel\nclass A(BaseModel):\n    x: int\nA(x=1)"])
@@ -130,6 +155,12 @@ def main() -> None:
         f"a one-field pydantic model {model:.0f} ms ({model / base:.2f}x); "
         f"vramplan estimate --json {cli:.0f} ms ({cli / base:.2f}x)"
     )
+    if "--docs" in sys.argv[1:]:
+        from bench.docs import write_block
+
+        table = docs_table(estimates, steps, per_s, cli / base)
+        write_block("docs/benchmarks.md", "bench-core", table, "python -m bench.bench_core --docs")
+        print("wrote the bench-core block of docs/benchmarks.md")
 
 
 if __name__ == "__main__":

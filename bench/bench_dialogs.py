@@ -1,7 +1,7 @@
 """Time opening the planner's dialogs: a key reaching the app to the dialog's first painted frame, the first
 opening of each dialog (its module imported, its CSS read) and a second one, each in a fresh process started the
 way bench_tui.py starts the planner (headless, 80x24, keys pressed once the app's start-up work is done and
-`minimal_app.READ_S` later). Run: python bench/bench_dialogs.py   (the README quotes it; not a timed test)"""
+`minimal_app.READ_S` later). Run: python bench/bench_dialogs.py   (docs/benchmarks.md; not a timed test)"""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Count the instructions of a cold start to the first frame, the planner's against the yardstick's (the
 one-widget Textual app of bench/minimal_app.py), with valgrind's callgrind: a count that does not move with the
 machine's load, where bench_tui.py's times move by about 10% from run to run on a shared VM. Run:
-python bench/bench_instructions.py   (about two minutes; needs `valgrind` on PATH; the README quotes it)
+python bench/bench_instructions.py   (about two minutes; needs `valgrind` on PATH; docs/benchmarks.md describes it)
 
 Each app is started as bench_tui.py starts it cold (`--cold`), with its bytecode cached, and ends at once, with no
 teardown, at two points: after its imports (``--exit-at-imports``) and at its first painted frame

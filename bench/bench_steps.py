@@ -1,5 +1,5 @@
-"""Where the time of bench_tui's two measurements goes, step by step (the README's "Where a key's time goes" and "A
-cold start cut at each step"). Run: python bench/bench_steps.py [--cold]   (not a timed test)
+"""Where the time of bench_tui's two measurements goes, step by step: where a key's time goes, and
+a cold start cut at each step (docs/benchmarks.md). Run: python bench/bench_steps.py [--cold]   (not a timed test)
 
 - a key (default): for the planner's strategy keys and the yardstick's key (bench/minimal_app.py), pressed as
   bench_tui presses them, the moments after the key reaches the app's queue at which the key's action starts and

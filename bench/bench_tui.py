@@ -1,5 +1,5 @@
 """Benchmark the planner app, headless: start to first painted frame, and a key press to the frame that shows the
-new figure. Run: python bench/bench_tui.py   (the README quotes its output; this is not a timed test)
+new figure. Run: python bench/bench_tui.py   (docs/benchmarks.md describes it; not a timed test)
 
 "Painted" means the compositor produced a frame and it was turned into the bytes a terminal would get: the headless
 driver skips that last step, so the benchmark's app does it (`render_segments`) and looks for the figure in them.

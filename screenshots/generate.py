@@ -1,4 +1,4 @@
-"""Regenerate the README's screenshots from the real app: ``python screenshots/generate.py``.
+"""Regenerate the screenshots of README.md and docs/ from the real app: ``python screenshots/generate.py``.
 
 Each shot starts `VramplanApp` headless at a terminal size (`App.run_test(size=...)`), presses keys like a user (or
 runs a command of the command table) and saves an SVG (`App.save_screenshot`) next to this script. The config.json

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from hypothesis import settings
 
+from bench.data.measured_cases import case_plan_data  # the suite's one mapping: see there
 from vramplan.core.memory.activations.context import ActCtx, plan_ctx
 from vramplan.core.memory.result import Estimate
 from vramplan.core.plan import presets
@@ -20,91 +21,6 @@ settings.load_profile("default")
 
 DATA = Path(__file__).parent / "data"
 ROOT = Path(__file__).parent.parent
-
-PRECISION = {"fp32": "fp32", "bf16-mixed": "bf16-autocast", "bf16": "bf16-pure"}
-
-
-EXPERTS = {"grouped_mm": "grouped", "eager": "loop", "batched_mm": "batched"}  # transformers' names -> the plan's
-
-
-def case_plan_data(case: dict[str, Any], gpu: str = "h200") -> dict[str, Any]:
-    """A measured case (tests/data/*truth.json ``resolved_case``) as plan data, with the mapping of
-    ../shared/oracle/README.md (family -> model_type, bf16-mixed -> bf16-autocast, sdpa -> flash, ...)."""
-    fam = case["family"]
-    if "hf_config" in case:
-        return _hf_case_plan_data(case, gpu)
-    tie = case.get("tie_embeddings")
-    tie = (fam == "bloom") if tie is None else tie
-    training: dict[str, Any] = {
-        "micro_batch_size": case["micro_batch_size"],
-        "seq_len": case["seq_len"],
-        "grad_accum_steps": case.get("grad_accum_steps", 1),
-        "precision": PRECISION[case["precision"]],
-        "optimizer": case["optimizer"],
-        "optimizer_impl": case.get("optimizer_impl", "foreach"),
-        "method": case["method"],
-    }
-    if case["method"] == "lora":
-        t = case.get("lora_targets", "qv")
-        if t == "qv":
-            targets = ["qkv"] if fam == "bloom" else ["q", "v"]
-        elif t == "all-linear":
-            targets = ["all-linear"]
-        else:
-            targets = list(t)
-        training |= {"lora_rank": case["lora_rank"], "lora_targets": targets}
-    return {
-        "model": {
-            "model_type": fam,
-            "vocab_size": case["vocab_size"],
-            "hidden_size": case["hidden_size"],
-            "intermediate_size": case.get("intermediate_size") or 4 * case["hidden_size"],
-            "num_hidden_layers": case["num_layers"],
-            "num_attention_heads": case["num_heads"],
-            "num_key_value_heads": case.get("num_kv_heads") or case["num_heads"],
-            "tie_word_embeddings": tie,
-        },
-        "hardware": {"gpu": gpu, "gpus_per_node": 1, "nodes": 1},
-        "training": training,
-        "strategy": {
-            "gradient_checkpointing": "full" if case["gradient_checkpointing"] else "none",
-            "attention": "flash" if case["attention"] == "sdpa" else "eager",
-            "zero_stage": 0,
-        },
-    }
-
-
-def _hf_case_plan_data(case: dict[str, Any], gpu: str) -> dict[str, Any]:
-    """A measured case whose model is an HF config (bench/measure/families_cases.json): its [model] comes from
-    vramplan's own config.json importer."""
-    from vramplan.core.plan.hfconfig import map_config
-
-    fam = case["family"]
-    training: dict[str, Any] = {
-        "micro_batch_size": case["micro_batch_size"],
-        "seq_len": case["seq_len"],
-        "grad_accum_steps": case.get("grad_accum_steps", 1),
-        "precision": PRECISION[case["precision"]],
-        "optimizer": case["optimizer"],
-        "optimizer_impl": case.get("optimizer_impl", "foreach"),
-        "method": case["method"],
-    }
-    if case["method"] == "lora":
-        t = case.get("lora_targets", "qv")
-        fused = fam in ("gpt2", "gpt_neox", "falcon", "phi3", "bloom")
-        targets = (["qkv"] if fused else ["q", "v"]) if t == "qv" else ["all-linear"] if t == "all-linear" else list(t)
-        training |= {"lora_rank": case.get("lora_rank", 8), "lora_targets": targets}
-    return {
-        "model": map_config({"model_type": fam, **case["hf_config"]}),
-        "hardware": {"gpu": gpu, "gpus_per_node": 1, "nodes": 1},
-        "training": training,
-        "strategy": {
-            "gradient_checkpointing": "full" if case["gradient_checkpointing"] else "none",
-            "attention": "flash" if case["attention"] == "sdpa" else "eager",
-            "zero_stage": 0,
-            "experts": EXPERTS[case.get("experts_implementation") or "grouped_mm"],
-        },
-    }
 
 
 def rel(a: int, b: int) -> float:

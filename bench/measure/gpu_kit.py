@@ -213,7 +213,7 @@ def run_one(c, args, meter, est, env, t_start) -> dict[str, Any]:
         row["reason"] = f"no time left: {left:.0f} s of the budget, the case expects {c['expect_s']} s"
         return row
     if c["method"] == "qlora" and env.get("bitsandbytes") is None:
-        row["reason"] = "QLoRA skipped: bitsandbytes is not importable here (bring its wheel: README)"
+        row["reason"] = "QLoRA skipped: bitsandbytes is not importable here (bring its wheel: docs/benchmarks.md)"
         return row
     phase = gpu_train.Phase()
     t0 = time.monotonic()

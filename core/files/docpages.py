@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from vramplan.core.plan.keyref import settable_keys
 from vramplan.core.plan.stack import FRAMEWORKS, PACKAGES, StackDefault
 from vramplan.core.plan.stack_defaults import STACK_DEFAULTS, STACK_KEYS
 
@@ -65,7 +66,32 @@ def stacks_page() -> str:
     return "".join(out)
 
 
-PAGES: dict[str, Callable[[], str]] = {"stacks.md": stacks_page}
+def _cell(text: str) -> str:
+    """A markdown table cell: its pipes escaped (``none|cpu|nvme``)."""
+    return text.replace("|", "\\|")
+
+
+def keys_page() -> str:
+    """``docs/keys.md``: every key of a plan file and ``--set``, as ``vramplan keys`` lists it."""
+    out = [
+        HEADER.format(source="core/plan/keyref.py (settable_keys, as `vramplan keys`)"),
+        "# Every key of a plan\n\n",
+        "Every key a plan file's tables and `--set TABLE.KEY=VALUE` take, with its type, its default (the default "
+        "plan's) and what it means; `vramplan keys` prints the same list (`--json` for scripts). A key left out "
+        "of a plan file takes the default; `unset` keys have no value until you give one. The planner's own keys "
+        "(what each key press does) are in [the planner](planner.md#keys).\n",
+    ]
+    table = ""
+    for info in settable_keys():
+        name = info.key.split(".", 1)[0]
+        if name != table:
+            table = name
+            out.append(f"\n## `[{table}]`\n\n| key | type | default | meaning |\n|---|---|---|---|\n")
+        out.append(f"| `{info.key}` | {_cell(info.type)} | {_cell(info.default)} | {_cell(info.meaning)} |\n")
+    return "".join(out)
+
+
+PAGES: dict[str, Callable[[], str]] = {"stacks.md": stacks_page, "keys.md": keys_page}
 
 
 def main(argv: list[str]) -> int:

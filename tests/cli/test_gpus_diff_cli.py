@@ -80,7 +80,7 @@ def test_gpus_headless_command_is_fast() -> None:
     elapsed = time.perf_counter() - start
     assert r.returncode == 0, r.stderr
     assert len(strict_json(r.stdout)["gpus"]) >= 28
-    assert elapsed < 15  # about 0.6 s on an idle core (README); generous for a loaded CI machine
+    assert elapsed < 15  # about 0.6 s on an idle core (docs/advice.md); generous for a loaded CI machine
 
 
 A = '[model]\npreset = "llama-7b"\n'

@@ -1,5 +1,5 @@
 """The estimate against the GPU measurement kit's results (tests/data/gpu_truth.json, written by
-bench/measure/gpu_kit.py; README "The GPU measurement kit").
+bench/measure/gpu_kit.py; docs/benchmarks.md, "The GPU measurement kit").
 
 On a GPU each row is a real training step measured with torch.cuda: the estimate is judged the way the shared
 published cases are (../shared/published/README.md: peak allocated vs `allocated`, peak reserved vs `reserved`,
@@ -34,7 +34,7 @@ CPU_ROWS = [r for r in DOC["cases"] if DOC["device"] == "cpu" and r["status"] ==
 NO_GPU_ROWS = (
     f"{PATH.name} holds no GPU rows yet: it was written on the {DOC['device']} "
     f"({DOC['environment']['device_name']}); run `python bench/measure/gpu_kit.py --plan-set default --out "
-    "gpu_truth.json` on a GPU and commit its file (README: The GPU measurement kit)"
+    "gpu_truth.json` on a GPU and commit its file (docs/benchmarks.md: The GPU measurement kit)"
 )
 needs_gpu_rows = pytest.mark.skipif(not GPU_ROWS, reason=NO_GPU_ROWS)
 MEMORY_MEDIAN, UNDER, THROUGHPUT_MEDIAN = 0.08, -0.10, 0.15

@@ -6,8 +6,8 @@ bound rows (a run that fit, or ran out of memory) compare the verdict.
 
 The bounds are issue 12's and 13's acceptance: memory median |error| <= 8% (7.2% over the 55 memory rows at
 2026-12-03), no run that fit predicted not to fit, throughput median |error| <= 15%. They are medians on purpose:
-several sources leave settings unstated or measure something the plan does not describe (each case's `notes`; README
-"Training stacks" names the rows that stay off and why), so single rows are not held to a bound except where the
+several sources leave settings unstated or measure something the plan does not describe (each case's `notes`;
+docs/accuracy.md names the rows that stay off and why), so single rows are not held to a bound except where the
 mechanism is known (litgpt's 4-bit rows below).
 """
 
@@ -71,7 +71,7 @@ def test_every_case_has_an_estimate_and_every_technique_is_expressible(rows: dic
 
 def test_memory_median_error_within_8_percent(rows: dict[str, Row]) -> None:
     """7.2% over the 55 memory rows at 2026-12-03 (3.8% over the first 34; the 21 released cases, Answer.AI's and
-    PEFT's, are mostly under: README "Training stacks")."""
+    PEFT's, are mostly under: docs/estimate.md, "Training stacks")."""
     errors = {r.id: r.memory_error() for r in memory_rows(rows)}
     assert len(errors) == 55
     median = statistics.median(abs(e) for e in errors.values())
