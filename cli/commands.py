@@ -198,10 +198,11 @@ def build_parser() -> OneLineParser:
     p.add_argument("--json", action="store_true", help="one JSON array on stdout")
     p.set_defaults(handler=cmd_keys)
 
-    from vramplan.cli import diff, gpus, measuring  # the GPU guide, plan diff, measure: their own modules
+    from vramplan.cli import diff, gpus, helptopics, measuring  # GPU guide, plan diff, help, measure: own modules
 
     gpus.add_parser(sub, _plan_args)
     diff.add_parser(sub)
+    helptopics.add_parser(sub)
     measuring.add_parser(sub, _plan_args)  # vramplan measure (issue 29): torch only when it runs
     return parser
 

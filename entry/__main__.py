@@ -55,14 +55,14 @@ def _closed_streams() -> list[str]:
 
 
 # difflib's similarity ratio from which a bare word is read as a command: `estmate`, `preset`, `gpu`, `checks`,
-# `help` are; `test`, `fix`, `plan` are not (plan names, which open the planner)
+# `hepl` are; `test`, `fix`, `plan` are not (plan names, which open the planner)
 MISTYPED = 0.7
 
 
 def mistyped_command(arg: str) -> str:
     """``; did you mean estimate?`` when ``arg``, given where a command or a plan file goes, names no file and reads
     as a mistyped command: a bare word (no directory, no extension) close to a command's name (`vramplan estmate`,
-    `vramplan Presets`, `vramplan help`), else empty. A plan path that does not exist still opens the planner,
+    `vramplan Presets`, `vramplan hepl`), else empty. A plan path that does not exist still opens the planner,
     which says so."""
     if os.sep in arg or (os.altsep and os.altsep in arg) or "." in arg or os.path.lexists(arg):
         return ""

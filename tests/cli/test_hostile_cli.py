@@ -144,7 +144,7 @@ def test_escape_sequences_in_a_config_name_never_reach_the_terminal(
 def test_a_mistyped_command_is_one_line_not_the_planner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`vramplan estmate` (a bare word that names no file, close to a command's name) opened the planner on the
     default plan with "no such file": it is one line naming the command meant, and exit code 2."""
-    for word, meant in (("estmate", "estimate"), ("Presets", "presets"), ("gpu", "gpus"), ("help", "--help")):
+    for word, meant in (("estmate", "estimate"), ("Presets", "presets"), ("gpu", "gpus"), ("hepl", "help")):
         r = cli(word, cwd=tmp_path)
         assert r.returncode == 2 and r.stdout == "", (word, r)
         line = one_error_line(r.stderr)

@@ -37,7 +37,7 @@ async def test_every_help_key_shows_at_80x24() -> None:
         await pilot.press("question_mark")
         await pilot.pause()
         box = app.screen.query_one("#help")
-        assert box.max_scroll_y == 0 and box.border_subtitle == "esc closes"
+        assert box.max_scroll_y == 0 and box.border_subtitle == "t: pages · esc closes"
         tip = app.screen.query_one("#help-tip")
         assert tip.region.bottom <= box.region.bottom - 1  # inside the border: the last line of the box shows
 

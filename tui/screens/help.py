@@ -1,4 +1,5 @@
-"""The help screen: every key of the command table (as currently mapped) and the widget keys Textual handles."""
+"""The help screen: every key of the command table (as currently mapped) and the widget keys Textual handles; ``t``
+opens the documentation pages (`vramplan.tui.screens.pages`, the pages `vramplan help` prints)."""
 
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ class HelpScreen(ModalScreen[None]):
     DEFAULT_CSS = tcss("help.tcss")  # beside this module: see `vramplan.tui.screens.css`
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,question_mark,f1,q", "app.pop_screen", "Close", id="help_close"),
+        Binding("t", "topics", "Pages", id="help_topics"),
     ]
 
     def __init__(self, planner: Screen[object]) -> None:
@@ -67,7 +69,14 @@ class HelpScreen(ModalScreen[None]):
         """The subtitle says how to reach the keys below the fold when the terminal is too short for them all (the
         keys scroll the focused box: ↓ ↑, pgdn pgup, home end)."""
         box = self.query_one("#help", VerticalScroll)
-        box.border_subtitle = "↓ pgdn end: more keys · esc closes" if box.max_scroll_y else "esc closes"
+        more = "↓ pgdn end: more keys · " if box.max_scroll_y else ""
+        box.border_subtitle = f"{more}t: pages · esc closes"
+
+    def action_topics(self) -> None:
+        """The documentation's topics (docs/*.md), each page opened in a Markdown view."""
+        from vramplan.tui.screens.pages import TopicsScreen
+
+        self.app.push_screen(TopicsScreen())
 
     @staticmethod
     def _text(rows: dict[str, list[tuple[str, str]]], groups: tuple[str, ...], width: int) -> Content:
