@@ -125,7 +125,9 @@ def fsdp1_states(st: States, units: FlatUnits, stage: Stage, reg: Regime, *, zer
 
     Bytes: parameters in the regime's weight dtype, gradients in ``st.grad_bytes`` (the parameter dtype), the
     unsharded copies in the compute dtype (FSDP MixedPrecision ``param_dtype``) for full fine-tuning and as stored
-    for a frozen base, as `model_states` counts them."""
+    for a frozen base, as `model_states` counts them. What no_sync holds between micro-batches (``grads_whole``) is
+    each unit's unsharded gradient as autograd made it, in the unsharded FlatParameter's dtype: _runtime_utils.py
+    ``_post_backward_hook`` returns before the cast to ``reduce_dtype`` when ``_sync_gradients`` is off."""
     n, g, w = stage.layers, st.grad_bytes, reg.weight_bytes
     block_g = units.block if units.trainable_block else units.adapters
     root_g = units.root if full else 0
@@ -134,8 +136,8 @@ def fsdp1_states(st: States, units: FlatUnits, stage: Stage, reg: Regime, *, zer
     if zero >= 3 and st.params:  # (offloaded parameters stay off the GPU)
         params = (n * (units.block + units.adapters) + units.root) * w // dp
     gathered = st.gathered
+    unsharded = (4 if reg.compute == "fp32" else 2) if full else w
     if zero >= 3:
-        unsharded = (4 if reg.compute == "fp32" else 2) if full else w
         gathered = (2 * (units.block + units.adapters) + units.root) * unsharded
     return st._replace(
         params=params,
@@ -144,5 +146,5 @@ def fsdp1_states(st: States, units: FlatUnits, stage: Stage, reg: Regime, *, zer
         layer_grad=block_g * g,
         head_grad=root_g * g if stage.last else 0,
         grad_shards_pool=grads // dp if st.grad_shards_pool else 0,
-        grads_whole=grads if st.grads else 0,
+        grads_whole=(n * block_g + root_g) * (unsharded if full else g) if st.grads else 0,
     )

@@ -92,3 +92,14 @@ def test_torchtune_torchtitan_and_custom_reduce_every_micro_batch() -> None:
         plan = small_plan({"framework": framework}, accum=4, method="full")
         assert plan.strategy.fsdp_grad_sync == "each", framework
         assert held(estimate(plan)) == FULL_PARAMS * 2 // WORLD, framework
+
+
+def test_fsdp1_holds_full_fine_tunings_gradients_in_the_mixed_precision_dtype() -> None:
+    # FSDP1 MixedPrecision(param_dtype=bf16): autograd makes each unit's unsharded gradient in bf16, and no_sync
+    # keeps it so (the cast to the fp32 reduce dtype comes after the sync check); the shards stay fp32
+    plan = small_plan({"framework": "hf-trainer"}, accum=2, method="full", fsdp_version=1)
+    plan = plan.with_changes({"training.precision": "bf16-fsdp"})
+    units = 2 * 50304 + 128064  # each unit a multiple of 3 already: 50304 and the root's 128064
+    assert held(estimate(plan)) == units * 2
+    opt = next(p.live for p in estimate(plan).phases if p.name == "optimizer")
+    assert opt["gradients"] == units * 4 // WORLD
