@@ -3,7 +3,7 @@
 
 Usage:  python bench/measure/measure_rl.py bench/measure/rl_cases.json -o tests/data/rl_truth.json [--only ID ...]
 Produced with: torch 2.13.0+cpu, transformers 5.24.0, peft 0.21.2, trl 1.16.0, accelerate 1.16.0, datasets 5.2.0,
-Python 3.12, on 2026-12-03 (two runs agree to the byte: --check OTHER.json compares two outputs).
+Python 3.11.7, on 2026-12-03 (two runs agree to the byte: --check OTHER.json compares two outputs).
 
 A case is a tiny random-weight Llama- or Qwen2-style model (built from its config with torch.manual_seed(seed), saved
 to a temporary directory with a WordLevel tokenizer made locally, nothing downloaded) trained for `steps` optimizer
@@ -24,8 +24,13 @@ Figures (definitions of ../shared/oracle/README.md, "What each figure means"; al
   `on_pre_optimizer_step` to the `on_optimizer_step` callback), `after` (scheduler + `model.zero_grad()`, up to
   `on_step_end`), `other` (the rest of the step: input preparation, grad clipping). `precompute` is DPO's
   `precompute_ref_log_probs` pass, before the first step. A step runs from its first `training_step` to its
-  `on_step_end`; `steady_*` are the last step's figures: steady_baseline_bytes (total just before it),
-  steady_peak_bytes, steady_peak_phase (phase of the first event reaching the peak), phases.{name}.{start,peak,end}.
+  `on_step_end`; `steady_*` are the last step's figures. The allocator's counter misses the tensors that other
+  threads allocated before the run (transformers loads the weights in worker threads), so a step's baseline is
+  ENUMERATED at its `on_step_begin` (policy and reference parameters and buffers, optimizer states, leftover
+  gradients: `baseline_enumerated`) and its peak is that baseline + the measured rise above the step's start:
+  steady_baseline_bytes, steady_peak_bytes, steady_peak_above_baseline_bytes, steady_peak_phase (phase of the first
+  event reaching the peak), steady_{phase}_peak_above_baseline_bytes, per_step[].phases.{name}.{start,peak,end}
+  (counter values). Everything allocated inside the steps runs on the main thread.
 * Model states: param_bytes (the policy's distinct parameter storages), ref_param_bytes (the reference copy's;
   0 when the trainer has none), grad_bytes (distinct .grad storages after the first backward),
   optimizer_state_bytes (every tensor in optimizer.state after the first step).
@@ -33,7 +38,8 @@ Figures (definitions of ../shared/oracle/README.md, "What each figure means"; al
   `compute_loss` (the update's forward, including TRL's fused LM head), classified as measure_step.py does
   (parameters, their cast copies and buffers excluded; saved_weight_copy_bytes = the cast copies). TRL 1.16 scores
   tokens with `trl.kernels.chunked_logprob.ChunkedLogProbFunction` (no [b, s, V] logits are saved: it saves the
-  hidden states, the targets and two fp32 [N] vectors), so logits_like_bytes is the saved vocab-sized tensors (0).
+  hidden states, the targets and two fp32 [N] vectors), so logits_like_bytes (vocab-sized tensors saved from the
+  head on) is 0 in every case.
 * resolved_case: the case with every default filled in and the shapes the trainer actually ran: DPO `max_length`
   (the padded chosen/rejected length; the policy forward runs 2 x micro_batch_size rows), GRPO `prompt_length`,
   `max_completion_length` (generation is forced to full length with min_new_tokens), completions per micro-batch.
