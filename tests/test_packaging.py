@@ -16,7 +16,7 @@ import pytest
 import vramplan
 
 ROOT = Path(__file__).resolve().parent.parent
-TEST_COMMAND = "python3 -m pip install -e '.[test]' && python3 -m pytest -q"
+TEST_COMMAND = "python3 -m pip install torch==2.13.0 -e '.[test,measure]' && python3 -m pytest -q"
 
 
 def test_readme_and_ci_run_the_same_test_command() -> None:
