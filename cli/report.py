@@ -5,11 +5,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from vramplan.core.memory.result import KIND_LABELS, Estimate
-from vramplan.core.memory.rl.estimate import settings
 from vramplan.core.plan import presets
 from vramplan.core.plan.describe import gpu_name, method_label, model_name, parallel_summary
 from vramplan.core.plan.errors import PlanError
-from vramplan.core.plan.hfconfig import read_hf_config
 from vramplan.core.plan.presets import Registry
 from vramplan.core.plan.stack_defaults import choices_text
 from vramplan.core.plan.units import GiB, fmt_count, fmt_seconds, fmt_steps, gib_text
@@ -31,6 +29,8 @@ def _batch_lines(p: Plan) -> list[str]:
     head = f"{method_label(t)}, {t.regime}, {t.optimizer}; "
     if t.objective == "sft":
         return [f"{head}micro-batch {t.micro_batch_size} x {t.seq_len} tokens, accumulation {t.grad_accum_steps}"]
+    from vramplan.core.memory.rl.estimate import settings  # DPO/GRPO/PPO only: an SFT plan never loads it
+
     text = f"{head}{settings(p).summary(t.micro_batch_size)}, accumulation {t.grad_accum_steps}"
     return _wrap(text, 0, hang=2)
 
@@ -58,6 +58,8 @@ def _ignored_keys(path: str | None) -> list[str]:
     """The config.json keys the model ignores (neither read nor known to leave the estimate unchanged)."""
     if not path:
         return []
+    from vramplan.core.plan.hfconfig import read_hf_config  # a model from a config.json only
+
     try:
         ignored = read_hf_config(path).ignored
     except PlanError:  # the plan was validated from it; a file changed since is the next estimate's error

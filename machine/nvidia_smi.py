@@ -11,15 +11,17 @@ process (and forgotten when the presets reload).
 from __future__ import annotations
 
 import os
-import select
 import shutil
-import subprocess
 import time
+from typing import TYPE_CHECKING
 
 from vramplan.core.plan.detect import QUERY, DetectedGpus, detected_from, plan_on
 from vramplan.core.plan.memo import memoised
 from vramplan.core.plan.plan import Plan
 from vramplan.machine.host import detection_on
+
+if TYPE_CHECKING:
+    import subprocess
 
 TIMEOUT_S = 2.0
 MAX_OUTPUT_BYTES = 256 * 1024  # what is read from nvidia-smi at most; more means it is not the CSV asked for
@@ -32,6 +34,8 @@ def query() -> str | None:
     exe = shutil.which("nvidia-smi")
     if exe is None:
         return None
+    import subprocess  # a machine with nvidia-smi only: elsewhere a command never loads it
+
     try:
         proc = subprocess.Popen(
             [exe, *QUERY], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
@@ -60,6 +64,8 @@ def query() -> str | None:
 def _read_bounded(proc: subprocess.Popen[bytes], timeout: float) -> bytes | None:
     """What the process prints until it closes its output, or None past ``timeout`` seconds or
     `MAX_OUTPUT_BYTES` bytes (then it is killed by the caller)."""
+    import select
+
     assert proc.stdout is not None
     fd = proc.stdout.fileno()
     deadline = time.monotonic() + timeout

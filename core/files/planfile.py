@@ -21,8 +21,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import tomli_w
-
 from vramplan import __version__
 from vramplan.core.memory.result import Estimate
 from vramplan.core.plan.errors import PlanError, shown
@@ -282,4 +280,6 @@ def plan_toml(
     meta = Meta(vramplan_version=vramplan_version(), created=created or utc_now(), title=title, note=note)
     data["meta"] = meta.dump()
     data["estimate"] = estimate_table(est, checklist, time)
+    import tomli_w  # writing a plan file only: reading one (every command given a plan) never loads it
+
     return HEADER + tomli_w.dumps(data)

@@ -26,7 +26,6 @@ from vramplan.core.memory.explain import component_formulas
 from vramplan.core.memory.flat_params import flat_units, fsdp1_states
 from vramplan.core.memory.overhead import overhead_bytes, overhead_terms
 from vramplan.core.memory.result import KINDS, Estimate, OverheadTerm, Phase
-from vramplan.core.memory.rl.estimate import rl_estimate
 from vramplan.core.memory.states import Stage, States, model_states, stages
 from vramplan.core.plan import presets
 from vramplan.core.plan.arch import Arch, lora_params_per_layer, lora_roles
@@ -266,6 +265,8 @@ def estimate(plan: Plan, *, cpu: bool = False) -> Estimate:
     fine-tuning, `core.memory.rl.estimate.rl_estimate` (phase by phase, its update phase `sft_estimate`'s) for
     ``training.objective`` dpo, grpo and ppo."""
     if plan.training.objective != "sft":
+        from vramplan.core.memory.rl.estimate import rl_estimate  # an SFT plan's estimate never loads it
+
         return rl_estimate(plan, sft_estimate, cpu=cpu)
     return sft_estimate(plan, cpu=cpu)
 

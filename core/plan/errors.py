@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import math
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
@@ -125,6 +124,8 @@ class PlanNotice(UserWarning):
 def suggest(name: str, choices: Iterable[str], cutoff: float = 0.5) -> str:
     """``; did you mean llama-7b?`` when a name is close to one of `choices` (`difflib`'s similarity ratio at least
     ``cutoff``), else empty."""
+    import difflib  # a misspelt name only: most commands never suggest one
+
     close = difflib.get_close_matches(name, list(choices), n=3, cutoff=cutoff)
     return f"; did you mean {', '.join(close)}?" if close else ""
 

@@ -63,7 +63,6 @@ from vramplan.core.time.offload import (
     pcie_link,
 )
 from vramplan.core.time.result import StepTime, TimeTerm, Work
-from vramplan.core.time.rl import rl_step_time
 
 if TYPE_CHECKING:
     from vramplan.core.plan.plan import Plan
@@ -125,6 +124,8 @@ def step_time(plan: Plan) -> StepTime:
     """The step time of a plan: `sft_step_time`, or for ``training.objective`` dpo/grpo/ppo
     `core.time.rl.rl_step_time` (generation, scoring and the update, the update's `sft_step_time`)."""
     if plan.training.objective != "sft":
+        from vramplan.core.time.rl import rl_step_time  # an SFT plan's step time never loads it
+
         return rl_step_time(plan, sft_step_time)
     return sft_step_time(plan)
 
