@@ -52,7 +52,8 @@ def stacks_page() -> str:
         f"versions of the packages that change memory ({', '.join(f'`stack.{p}`' for p in PACKAGES)}). For each "
         "key below that a plan leaves unset, the first row that matches the stack gives its value; an explicit "
         "key always wins. `vramplan estimate` names the keys the stack chose (`stack` in `--json`). An unset "
-        "version matches the rows that hold for the newest release.\n",
+        "version matches the rows that hold for the newest release. What each of these keys does to memory and "
+        "time: [what the estimate models](estimate.md#training-stacks-what-each-technique-does).\n",
     ]
     for key in STACK_KEYS:
         out.append(f"\n## `{key}`\n\n| stack | versions | when | value | read from |\n|---|---|---|---|---|\n")
