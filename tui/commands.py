@@ -31,6 +31,7 @@ class Command(NamedTuple):
     palette: str | None = None  # namespaced palette entry ("plan: undo"); None: not in the palette
     group: str = "Plan"  # section of the help screen
     label: str | None = None  # the footer's label where the description is too long for 80 columns
+    extra: bool = False  # needs the `measure` extra (torch, transformers, peft): in the palette only with it
 
 
 def _cycle(key: str) -> str:
@@ -128,7 +129,20 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command("cycle_precision", "r", _cycle("training.precision"), "Precision regime", False, None, "Training"),
     Command("cycle_method", "m", _cycle("training.method"), "Method: full, LoRA, QLoRA", False, None, "Training"),
+    Command("measure", None, "measure", "Measure this plan here", False, "plan: measure here (real step)", extra=True),
+    Command("calibration", None, "load_calibration", "Apply a calibration file", False, "plan: apply a calibration"),
 )
+
+
+def measure_available() -> bool:
+    """The ``measure`` extra is installed: torch, transformers and peft are found (``find_spec``), none imported."""
+    from importlib.util import find_spec
+
+    try:
+        return all(find_spec(name) is not None for name in ("torch", "transformers", "peft"))
+    except (ImportError, ValueError):  # ValueError: sys.modules[name] is None
+        return False
+
 
 # The palette's key as the footer shows it: the commands the footer has no room for are found there.
 PALETTE_LABEL = "all commands"
@@ -212,8 +226,9 @@ class Entry(NamedTuple):
 def palette_entries(planner: Planner) -> Iterator[Entry]:
     """Every palette entry: the table's commands, the numeric fields (first among equal matches: `seq` opens the
     sequence length), then model and GPU presets, then settings."""
+    extra = measure_available()
     for c in COMMANDS:
-        if c.palette:
+        if c.palette and (extra or not c.extra):
             keys = f" ({' '.join(key_label(k) for k in c.key.split(','))})" if c.key else ""
             yield Entry(c.palette, c.description + keys, partial(planner.run_action, c.action))
     for key, label in (NUMBER_FIELDS | VERSION_FIELDS).items():  # the palette opens the field, typing does the rest

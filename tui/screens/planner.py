@@ -38,6 +38,7 @@ from vramplan.tui.widgets.gauges import MemoryGauges
 from vramplan.tui.widgets.pane_tabs import PaneTabs
 
 if TYPE_CHECKING:
+    from vramplan.core.files.calibration import Calibration
     from vramplan.core.files.planfile import Meta
     from vramplan.core.files.planio import PlanFile
     from vramplan.tui.screens.files import Exported
@@ -374,6 +375,22 @@ class PlannerScreen(Screen[None]):
         from vramplan.tui.screens.compare import CompareScreen
 
         self.app.push_screen(CompareScreen(self.pinned.plan, self.plan))
+
+    # -- measure here, calibration (issue 29) ------------------------------------------------------------------
+    def action_measure(self) -> None:
+        from vramplan.tui.screens.measure import MeasureScreen
+
+        self.app.push_screen(MeasureScreen(self.plan))
+
+    def action_load_calibration(self) -> None:
+        from vramplan.tui.screens.calibration import CalibrationScreen
+
+        self.app.push_screen(CalibrationScreen(), self.apply_calibration)
+
+    def apply_calibration(self, cal: Calibration | None) -> None:
+        """A calibration file's [overhead] terms applied (one undo step); the notice says where they came from."""
+        if cal is not None and self.apply_changes(cal.overrides()):
+            self.notice = f"✔ calibrated from {cal.provenance()}"
 
     def action_help(self) -> None:
         from vramplan.tui.screens.help import HelpScreen
