@@ -93,19 +93,27 @@ def cmd_measure(args: argparse.Namespace) -> int:
     from vramplan.cli.calibrating import check_calibration_target, save_calibration
 
     check_calibration_target(args, device)  # before minutes of GPU time, not after
+    from vramplan.measure import distributed
+
     limits = limitations(plan, device, gpus)
-    for lim in limits:  # before anything runs
+    for lim in limits if not distributed.is_worker() else ():  # before anything runs (the ranks: not again)
         _say(f"cannot reproduce here: {lim.what}")
+    relaunched = distributed.start(plan, device, gpus, _say)  # more than one GPU: torchrun, one rank per GPU
+    if relaunched is not None:
+        return relaunched
     est, st = _estimate(plan, device)  # first: after a Ctrl-C only the report is left to do
     options = MeasureOptions(device=device, steps=args.steps, warmup=args.warmup)
     stop = threading.Event()
     with _stop_on_sigint(stop):
         try:
-            report = measure_plan(plan, options, progress=_progress, stop=stop)
+            report = measure_plan(plan, options, progress=_progress if distributed.rank() == 0 else None, stop=stop)
         except (ValueError, KeyError, TypeError, NotImplementedError, AttributeError) as exc:
             raise PlanError(f"cannot build or run this plan here: {str(exc).splitlines()[0][:300]}") from None
     from vramplan.measure.compare import comparison_rows
 
+    distributed.close_worker()
+    if distributed.is_worker() and not report.ranks:  # not rank 0: rank 0 reports every rank
+        return INTERRUPTED if report.partial else (1 if report.oom else 0)
     rows = comparison_rows(est, st, report, limits)
     if args.json:
         sys.stdout.write(json.dumps(_json(report, rows, plan)) + "\n")

@@ -9,7 +9,9 @@ is the one that limits the plan).
   torch's DistributedDataParallel (ZeRO-1's optimizer sharding is not run: said so).
 - `relaunch`: ``python -m torch.distributed.run --standalone --nproc-per-node N -m vramplan <same arguments>``, each
   rank marked by ``VRAMPLAN_MEASURE_WORKER=1``; Ctrl-C is passed on and the ranks get 5 s to stop.
-- In a rank: `init_worker`, `wrap_model` (before the optimizer is made), `gather_figures`, `close_worker`.
+- `start` (the CLI, before measuring): relaunch, or join the process group in a rank; `shard_built` (run.py,
+  after the build): `wrap_model` and the optimizer made again; `gather_figures` (run.py: every rank's figures on
+  rank 0, which alone prints); `close_worker`.
 
 torch is imported inside the functions that need it (the ``measure`` extra).
 """
@@ -20,7 +22,8 @@ import os
 import signal
 import subprocess
 import sys
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from vramplan.core.plan.plan import Plan
@@ -94,6 +97,54 @@ def launch_for(plan: Plan, device: str, local_devices: int) -> Launch:
     if s.zero_stage == 1:
         caveats.append("ZeRO-1: DDP is run, so every rank holds whole optimizer states (not 1/dp)")
     return Launch(ranks, "ddp", None, tuple(caveats))
+
+
+CPU_RANKS_ENV = "VRAMPLAN_MEASURE_CPU_RANKS"
+
+
+def local_devices(device: str, gpus: int) -> int:
+    """The ranks this machine can run: its GPUs on CUDA; on the CPU one process, unless ``VRAMPLAN_MEASURE_CPU_RANKS``
+    allows more (gloo ranks: the multi-GPU path tested on machines without a GPU)."""
+    if device == "cuda":
+        return gpus
+    text = os.environ.get(CPU_RANKS_ENV, "1")
+    return max(1, min(64, int(text))) if text.isdigit() else 1
+
+
+def start(plan: Plan, device: str, gpus: int, say: Callable[[str], None]) -> int | None:
+    """The multi-GPU part of ``vramplan measure`` before it measures: with more than one rank to run, this process
+    relaunches itself under torchrun and returns torchrun's exit code (after saying what is not reproduced); in
+    one of those ranks it joins the process group and returns None; with one rank, None."""
+    launch = launch_for(plan, device, local_devices(device, gpus))
+    if is_worker():
+        init_worker(device)
+        return None
+    if not launch.relaunches:
+        return None
+    say(f"{launch.nproc} ranks ({launch.wrap}): relaunching under torchrun")
+    return relaunch(sys.argv[1:], launch.nproc)
+
+
+def shard_built(built: Any, plan: Plan, device: str) -> Any:
+    """A rank's built model sharded as the plan says (`wrap_model`), its optimizer made again over the sharded
+    parameters (FSDP2 replaces each parameter by its DTensor shard; nothing has stepped yet)."""
+    from vramplan.measure import cuda
+    from vramplan.measure.build import make_optimizer
+    from vramplan.measure.recipe import recipe
+
+    launch = launch_for(plan, device, local_devices(device, cuda.local_gpus() if device == "cuda" else 0))
+    if launch.wrap == "none":
+        return built
+    r = recipe(plan)
+    built.model = wrap_model(built.model, launch, plan)
+    params = [p for p in built.model.parameters() if p.requires_grad]
+    built.optimizer = make_optimizer(params, r.optimizer, r.optimizer_impl, r.learning_rate)
+    return built
+
+
+def is_sharded(model: Any) -> bool:
+    """Some parameter of `model` is a DTensor shard (FSDP2)."""
+    return any(hasattr(p, "to_local") for p in model.parameters())
 
 
 def is_worker() -> bool:
@@ -205,6 +256,7 @@ def gather_figures(figures: RankFigures) -> tuple[RankFigures, ...]:
 
     if not dist.is_initialized():
         return (figures,)
+    figures = replace(figures, rank=dist.get_rank())
     out: list[Any] = [None] * dist.get_world_size() if dist.get_rank() == 0 else []
     dist.gather_object(figures, out if dist.get_rank() == 0 else None, dst=0)
     return tuple(out)

@@ -8,6 +8,7 @@ import importlib.util
 from dataclasses import dataclass
 
 from vramplan.core.plan.plan import Plan
+from vramplan.measure.distributed import launch_for, local_devices
 from vramplan.measure.recipe import OPTIMIZERS, WEIGHTS_AND_AUTOCAST, recipe
 
 MEMORY_ROWS = ("parameters", "gradients", "optimizer_states", "activations", "max_allocated", "max_reserved")
@@ -39,7 +40,10 @@ def limitations(plan: Plan, device: str, local_gpus: int) -> tuple[Limitation, .
         add("on the CPU: step time and tokens/s are the CPU's, not the plan's GPU's", TIME_ROWS)
         add("on the CPU: nvidia-smi's process memory is not measured", ("process",))
     gpus = plan.hardware.total_gpus
-    if gpus > 1:
+    launch = launch_for(plan, device, local_devices(device, local_gpus))
+    for line in launch.caveats if launch.relaunches else ():  # one rank per GPU here: what differs from the plan
+        add(line, ALL_ROWS if "offload" in line else STATE_ROWS)
+    if gpus > 1 and not launch.relaunches:
         here = "the CPU" if device == "cpu" else f"{local_gpus} local GPU(s)"
         rows = STATE_ROWS + ACTIVATION_ROWS if s.zero_stage or s.tensor_parallel > 1 else ("process", *TIME_ROWS)
         add(f"the plan's {gpus} GPUs: one process measured on {here}, unsharded (ZeRO-{s.zero_stage})", rows)

@@ -81,7 +81,7 @@ def measure_plan(
     and measured step); when `stop` is set the run ends after the current phase and the report is ``partial``.
     An out-of-memory error is a result (``RankFigures.oom_phase``), not an exception. Raises ImportError when the
     ``measure`` extra (torch, transformers, peft) is not installed."""
-    from vramplan.measure import cuda
+    from vramplan.measure import cuda, distributed
 
     device = options.device
     gpus = cuda.local_gpus()
@@ -94,12 +94,20 @@ def measure_plan(
     try:
         try:
             built = _build(run, device)
+            if distributed.is_worker():  # one rank of a multi-GPU plan: sharded before its first step
+                built = distributed.shard_built(built, plan, device)
+                from vramplan.measure.tensors import params_info
+
+                run.params_bytes = params_info(built.model)["bytes"]
             _steps(run, built, meter, device)
             meter.stop()  # the CPU profiler's session ends with the measured steps
             run.phase = "activations"
             run.check_stop()
             run.say("activations", "one more forward under saved-tensor hooks: the activations")
-            run.activations = _saved(run, built, device)
+            if distributed.is_sharded(built.model):  # FSDP2's gathered weights would count as saved tensors
+                run.notes.append("activations: not counted in a sharded (FSDP2) run; see max_allocated")
+            else:
+                run.activations = _saved(run, built, device)
         except Stopped:
             run.partial = True
         except Exception as exc:
@@ -122,7 +130,7 @@ def measure_plan(
     return MeasureReport(
         plan_summary=plan_title(plan),
         device=device,
-        ranks=(figures,),
+        ranks=distributed.gather_figures(figures) if distributed.is_worker() else (figures,),
         cannot_reproduce=lines,
         partial=run.partial,
         versions=_versions(),

@@ -10,11 +10,16 @@ from typing import Any
 import torch
 
 
+def local(t: Any) -> Any:
+    """A DTensor's (FSDP2's sharded parameters, gradients and optimizer states) shard on this rank; else `t`."""
+    return t.to_local() if hasattr(t, "to_local") else t
+
+
 def storage_bytes(tensors: Iterable[Any]) -> int:
     """Bytes of the distinct storages behind `tensors` (keyed by data pointer)."""
     seen: dict[int, int] = {}
     for t in tensors:
-        s = t.untyped_storage()
+        s = local(t).untyped_storage()
         seen[s.data_ptr()] = s.nbytes()
     return sum(seen.values())
 
@@ -26,7 +31,7 @@ def optimizer_state(opt: Any) -> dict[str, Any]:
     for st in opt.state.values():
         for k, v in st.items():
             if torch.is_tensor(v):
-                by_key[k] += v.untyped_storage().nbytes()
+                by_key[k] += local(v).untyped_storage().nbytes()
                 n += 1
     return {"bytes": sum(by_key.values()), "by_key": dict(by_key), "num_tensors": n}
 

@@ -95,3 +95,43 @@ def test_two_gloo_ranks_shard_and_gather() -> None:
     assert total == 50_304
     assert out["3"] == {"wrap": "fsdp2", "type": "FSDPTiny", "params": [total // 2, total // 2]}
     assert out["0"] == {"wrap": "ddp", "type": "DistributedDataParallel", "params": [total, total]}
+
+
+TINY_PLAN = """[model]
+model_type = "llama"
+vocab_size = 512
+hidden_size = 64
+intermediate_size = 128
+num_hidden_layers = 2
+num_attention_heads = 4
+num_key_value_heads = 2
+[hardware]
+gpus_per_node = 2
+[training]
+micro_batch_size = 1
+seq_len = 32
+precision = "fp32"
+[strategy]
+zero_stage = 3
+gradient_checkpointing = "none"
+attention = "eager"
+"""
+
+
+@pytest.mark.skipif(not os.environ.get("VRAMPLAN_SLOW_TESTS"), reason="about 45 s on 2 cores: VRAMPLAN_SLOW_TESTS=1")
+def test_vramplan_measure_relaunches_itself_in_two_gloo_ranks(tmp_path: Path) -> None:
+    """The whole path: ``vramplan measure`` of a 2-GPU ZeRO-3 plan on the CPU with 2 gloo ranks allowed relaunches
+    under torchrun, shards with FSDP2 and rank 0 reports both ranks: each holds half the parameters, exactly the
+    estimate's ZeRO-3 share."""
+    pytest.importorskip("transformers")
+    plan = tmp_path / "tiny.toml"
+    plan.write_text(TINY_PLAN)
+    env = {**os.environ, "VRAMPLAN_MEASURE_CPU_RANKS": "2", "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "vramplan", "measure", str(plan), "--device", "cpu", "--steps", "1", "--json"]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "2 ranks (fsdp2): relaunching under torchrun" in r.stderr
+    data = json.loads(r.stdout)
+    assert [k["rank"] for k in data["ranks"]] == [0, 1]
+    rows = {row["name"]: row for row in data["comparison"]}
+    assert data["ranks"][0]["params_bytes"] == data["ranks"][1]["params_bytes"] == rows["parameters"]["predicted_bytes"]
