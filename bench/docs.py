@@ -7,7 +7,8 @@
   (`bench.data.measured_cases`) and the published GPU runs (``core/memory/accuracy.json``, which
   ``python -m bench.data.accuracy`` writes from ``tests/data/published``: run that first when the estimator changed);
 - the blocks between ``<!-- generated: NAME ... -->`` and ``<!-- end of generated: NAME -->`` in ``README.md``
-  (the accuracy summary) and ``docs/planner.md`` (the planner's keys, from the command table ``tui/commands.py``).
+  (the accuracy summary; the five tasks' output, run by `bench.readme_examples`) and ``docs/planner.md`` (the
+  planner's keys, from the command table ``tui/commands.py``).
 
 ``tests/core/test_docpages.py`` fails while any of them differs from what this module writes. Needs only the
 repository (no ``../shared``) and vramplan's own dependencies.
@@ -19,9 +20,11 @@ import json
 import statistics
 import sys
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from bench.data.measured_cases import FileSummary, oracle_summary
+from bench.readme_examples import TASKS, task_block
 from vramplan.core.files import docpages
 from vramplan.core.memory.accuracy import CaseError, load_rows
 
@@ -156,6 +159,7 @@ def planner_keys_block() -> str:
 BLOCKS: dict[tuple[str, str], Callable[[], str]] = {
     ("README.md", "accuracy"): readme_accuracy_block,
     ("docs/planner.md", "keys"): planner_keys_block,
+    **{("README.md", name): partial(task_block, name) for name in TASKS},  # the five tasks' real output
 }
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import statistics
+from functools import cache
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -150,6 +151,7 @@ def peak_error(rec: dict[str, Any], cpu: bool) -> tuple[float, bool, bool]:
     return err, exact, est.peak_phase == f["steady_peak_phase"]
 
 
+@cache  # the accuracy page and README's table both read it
 def oracle_summary(data: Path = DATA) -> tuple[FileSummary, ...]:
     """One row per truth file present, in `TRUTH_FILES`' order."""
     out = []

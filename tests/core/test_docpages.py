@@ -57,8 +57,12 @@ def test_the_accuracy_page_lists_every_published_case_and_every_truth_file() -> 
         assert f"`tests/data/{tf.name}`" in page
 
 
-@pytest.mark.parametrize(("file", "name"), [("README.md", "accuracy"), ("docs/planner.md", "keys")])
+@pytest.mark.parametrize(
+    ("file", "name"),
+    [("README.md", "accuracy"), ("docs/planner.md", "keys")] + [("README.md", f"task-{n}") for n in range(1, 6)],
+)
 def test_each_generated_block_is_up_to_date(file: str, name: str) -> None:
+    """README's accuracy table and its five tasks' output (the commands run in process), the planner's keys."""
     from bench.docs import BLOCKS, COMMAND, block
 
     body = block((ROOT / file).read_text(), name)
