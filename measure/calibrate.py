@@ -43,7 +43,7 @@ def calibration_from_report(
     worst = report.worst
     if worst is None or report.steps_done < 1 or worst.max_reserved_bytes is None or worst.max_allocated_bytes is None:
         raise PlanError("no step was measured (stopped before the first): nothing to calibrate", where)
-    if worst.process_bytes is None or getattr(worst, "process_source", "nvidia-smi") != "nvidia-smi":
+    if worst.process_bytes is None or worst.process_source != "nvidia-smi":
         raise PlanError(
             "nvidia-smi did not list this process, so its CUDA context was not measured: nothing written", where
         )

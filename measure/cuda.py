@@ -64,6 +64,7 @@ class CudaMeter:
     total_bytes: int = 0
     max_used_bytes: int = 0
     phases: list[dict[str, Any]] = field(default_factory=list)
+    process_source: str = ""  # where process_bytes came from (`RankFigures.process_source`)
 
     def start(self) -> None:
         torch.cuda.init()
@@ -105,6 +106,7 @@ class CudaMeter:
         """This process on the GPU: nvidia-smi's figure, else the driver's used bytes at their peak less before
         the build (which leaves out this process's CUDA context, created before the first reading)."""
         smi = nvidia_smi_process_bytes()
+        self.process_source = "nvidia-smi" if smi is not None else "mem_get_info"
         return smi if smi is not None else self.max_used_bytes - self.before_used_bytes
 
     def stop(self) -> None:

@@ -58,6 +58,7 @@ class RankFigures:
     oom_phase: str | None = None
     oom_allocated_bytes: int | None = None  # allocated when the OOM was raised
     peak_phase: str | None = None  # the phase of the step whose allocation reached max_allocated
+    process_source: str | None = None  # nvidia-smi | mem_get_info (the driver's used bytes: without the context)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -74,6 +75,7 @@ class RankFigures:
             "oom_phase": self.oom_phase,
             "oom_allocated_bytes": self.oom_allocated_bytes,
             "peak_phase": self.peak_phase,
+            "process_source": self.process_source,
         }
 
 

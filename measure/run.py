@@ -248,6 +248,7 @@ def _figures(run: Run, meter: Any, device: str) -> RankFigures:
         oom_phase=run.oom_phase,
         oom_allocated_bytes=run.oom_allocated_bytes,
         peak_phase=peak["phase"] if peak else None,
+        process_source=meter.process_source if device == "cuda" else None,
     )
 
 

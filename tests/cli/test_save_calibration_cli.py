@@ -19,7 +19,19 @@ from vramplan.core.plan.units import GiB, MiB
 from vramplan.measure.records import MeasureReport, RankFigures
 
 PLAN = plan_from_dict({"model": {"preset": "llama-3.2-1b"}, "hardware": {"gpu": "h100-80gb", "gpus_per_node": 1}})
-RANK = RankFigures(0, 5 * GiB, 5 * GiB, 10 * GiB, GiB, 20 * GiB, 21 * GiB, 21 * GiB + 400 * MiB, 0.5, 4096.0)
+RANK = RankFigures(
+    0,
+    5 * GiB,
+    5 * GiB,
+    10 * GiB,
+    GiB,
+    20 * GiB,
+    21 * GiB,
+    21 * GiB + 400 * MiB,
+    0.5,
+    4096.0,
+    process_source="nvidia-smi",
+)
 REPORT = MeasureReport("Llama-3.2-1B", "cuda", (RANK,), (), False, {"torch": "2.8.0"}, "n1: NVIDIA H100", steps_done=4)
 
 

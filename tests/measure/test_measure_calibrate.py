@@ -26,6 +26,7 @@ RANK = RankFigures(
     process_bytes=21 * GiB + 500 * MiB,  # nvidia-smi: reserved + 500 MiB of context and kernels
     step_time_s=0.5,
     tokens_per_s=4096.0,
+    process_source="nvidia-smi",
 )
 REPORT = MeasureReport(
     plan_summary="Llama-3.2-1B on 1 x H100",
@@ -64,6 +65,7 @@ def test_the_worst_rank_is_used() -> None:
         ({"ranks": (replace(RANK, oom_phase="backward"),)}, "ran out of memory"),
         ({"steps_done": 0, "partial": True}, "no step was measured"),
         ({"ranks": (replace(RANK, process_bytes=None),)}, "nvidia-smi did not list"),
+        ({"ranks": (replace(RANK, process_source="mem_get_info"),)}, "nvidia-smi did not list"),
     ],
 )
 def test_reports_that_give_no_calibration(change: dict[str, object], said: str) -> None:
