@@ -12,9 +12,10 @@ import argparse
 import contextlib
 import os
 import sys
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from vramplan.core.files.helppages import Topic, UnknownTopic, find_topic, page_text, topics
+if TYPE_CHECKING:  # the pages are read only when `help` runs: building the parser imports none of it
+    from vramplan.core.files.helppages import Topic
 
 
 def add_parser(sub: Any) -> None:
@@ -55,6 +56,8 @@ def _show_rich(text: str) -> None:
 
 
 def cmd_help(args: argparse.Namespace) -> int:
+    from vramplan.core.files.helppages import UnknownTopic, find_topic, page_text, topics
+
     if not args.topic:
         sys.stdout.write(listing(topics()))
         return 0
