@@ -47,7 +47,7 @@ def calibration_from_report(
         raise PlanError(
             "nvidia-smi did not list this process, so its CUDA context was not measured: nothing written", where
         )
-    nccl = getattr(worst, "nccl_bytes", None) if len(report.ranks) > 1 else None
+    nccl = worst.nccl_bytes if len(report.ranks) > 1 else None
     context = max(0, worst.process_bytes - worst.max_reserved_bytes - (nccl or 0))
     host, _, gpu = report.machine.partition(": ")  # run.py's "host: GPU name"
     return Calibration(

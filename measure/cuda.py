@@ -114,6 +114,11 @@ class CudaMeter:
         torch.cuda.empty_cache()
 
 
+def reserved_bytes() -> int:
+    """The caching allocator's reserved bytes now (torch.cuda.memory_reserved)."""
+    return int(torch.cuda.memory_reserved())
+
+
 def synchronize() -> None:
     torch.cuda.synchronize()
 

@@ -197,10 +197,19 @@ def init_worker(device: str) -> Any:
         from vramplan.measure import cuda
 
         cuda.set_device(local)
+        before, reserved = cuda.used_bytes()[0], cuda.reserved_bytes()
         dist.init_process_group("nccl", device_id=torch.device("cuda", local))
+        dist.barrier(device_ids=[local])  # the communicator and its channel buffers exist from here
+        cuda.synchronize()
+        # NCCL cudaMalloc's its buffers itself (NCCL_BUFFSIZE per channel and peer): the driver sees them, the
+        # caching allocator does not; the barrier's own tensor is in the allocator's reserve, taken out
+        NCCL["bytes"] = max(0, cuda.used_bytes()[0] - before - (cuda.reserved_bytes() - reserved))
         return torch.device("cuda", local)
     dist.init_process_group("gloo")
     return torch.device("cpu")
+
+
+NCCL: dict[str, int] = {}  # this rank's NCCL buffers, bytes, measured by `init_worker` (CUDA only)
 
 
 def rank() -> int:
@@ -256,7 +265,7 @@ def gather_figures(figures: RankFigures) -> tuple[RankFigures, ...]:
 
     if not dist.is_initialized():
         return (figures,)
-    figures = replace(figures, rank=dist.get_rank())
+    figures = replace(figures, rank=dist.get_rank(), nccl_bytes=NCCL.get("bytes"))
     out: list[Any] = [None] * dist.get_world_size() if dist.get_rank() == 0 else []
     dist.gather_object(figures, out if dist.get_rank() == 0 else None, dst=0)
     return tuple(out)

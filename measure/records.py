@@ -59,6 +59,7 @@ class RankFigures:
     oom_allocated_bytes: int | None = None  # allocated when the OOM was raised
     peak_phase: str | None = None  # the phase of the step whose allocation reached max_allocated
     process_source: str | None = None  # nvidia-smi | mem_get_info (the driver's used bytes: without the context)
+    nccl_bytes: int | None = None  # NCCL's own buffers on this GPU (multi-GPU runs: driver's used bytes around init)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -76,6 +77,7 @@ class RankFigures:
             "oom_allocated_bytes": self.oom_allocated_bytes,
             "peak_phase": self.peak_phase,
             "process_source": self.process_source,
+            "nccl_bytes": self.nccl_bytes,
         }
 
 

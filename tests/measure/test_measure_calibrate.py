@@ -52,6 +52,16 @@ def test_a_cuda_report_gives_context_and_allocator_gap() -> None:
     assert (calibrated.cuda_context_mib, calibrated.allocator_reserve_percent) == (500, 5.0)
 
 
+def test_two_ranks_give_nccl_per_process_group() -> None:
+    """2 GPUs, ZeRO-3: one data-parallel group. The process holds 21.5 GiB: 21 GiB reserved, 300 MiB NCCL, so
+    the context is the other 200 MiB."""
+    plan = plan_from_dict({"model": {"preset": "llama-3.2-1b"}, "hardware": {"gpus_per_node": 2}})
+    ranks = tuple(replace(RANK, rank=i, nccl_bytes=300 * MiB) for i in range(2))
+    cal = calibration_from_report(replace(REPORT, ranks=ranks), plan, estimate(plan))
+    assert (cal.nccl_bytes_per_group, cal.cuda_context_bytes) == (300 * MiB, 200 * MiB)
+    assert apply_calibration(plan, cal).overhead.nccl_mib_per_group == 300
+
+
 def test_the_worst_rank_is_used() -> None:
     small = replace(RANK, rank=1, max_allocated_bytes=10 * GiB, max_reserved_bytes=10 * GiB, process_bytes=11 * GiB)
     report = replace(REPORT, ranks=(small, RANK))
