@@ -17,7 +17,7 @@ ROWS: tuple[tuple[str, str, str], ...] = (
     ("parameters", "bytes", "params_bytes"),
     ("gradients", "bytes", "grads_bytes"),
     ("optimizer_states", "bytes", "optimizer_bytes"),
-    ("activations", "bytes", "activation_peak_bytes"),
+    ("activations", "bytes", "layer_activation_bytes"),
     ("max_allocated", "bytes", "max_allocated_bytes"),
     ("max_reserved", "bytes", "max_reserved_bytes"),
     ("process", "bytes", "process_bytes"),
@@ -51,14 +51,15 @@ class ComparisonRow:
 
 
 def predicted(est: Estimate, st: StepTime) -> dict[str, float]:
-    """The estimate's figure for each row: tensors by kind (activations: the layers' and the logits' saved bytes,
-    what the saved-tensor hooks count), the allocator's peak and reserve, the process, the step's time."""
+    """The estimate's figure for each row: tensors by kind at their largest (activations: what the forward saves
+    but the logits-like tensors, compared with `RankFigures.layer_activation_bytes`), the allocator's peak and
+    reserve, the process, the step's time."""
     g = est.per_gpu()
     return {
         "parameters": g.get("parameters", 0),
         "gradients": g.get("gradients", 0),
         "optimizer_states": g.get("optimizer_states", 0),
-        "activations": g.get("activations", 0) + g.get("logits", 0),
+        "activations": g.get("activations", 0),
         "max_allocated": est.allocated,
         "max_reserved": est.reserved,
         "process": est.total,

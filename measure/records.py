@@ -60,6 +60,16 @@ class RankFigures:
     peak_phase: str | None = None  # the phase of the step whose allocation reached max_allocated
     process_source: str | None = None  # nvidia-smi | mem_get_info (the driver's used bytes: without the context)
     nccl_bytes: int | None = None  # NCCL's own buffers on this GPU (multi-GPU runs: driver's used bytes around init)
+    logits_bytes: int | None = None  # of activation_peak: the saved tensors whose last dimension is the vocabulary
+    weight_copy_bytes: int | None = None  # saved 16-bit copies of weights (autocast), not in activation_peak
+
+    @property
+    def layer_activation_bytes(self) -> int | None:
+        """What the estimate's ``activations`` kind counts: the saved activations less the logits-like tensors
+        (its ``logits`` kind; autocast's saved weight copies are not in either)."""
+        if self.activation_peak_bytes is None:
+            return None
+        return self.activation_peak_bytes - (self.logits_bytes or 0)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -78,6 +88,9 @@ class RankFigures:
             "peak_phase": self.peak_phase,
             "process_source": self.process_source,
             "nccl_bytes": self.nccl_bytes,
+            "logits_bytes": self.logits_bytes,
+            "weight_copy_bytes": self.weight_copy_bytes,
+            "layer_activation_bytes": self.layer_activation_bytes,
         }
 
 

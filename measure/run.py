@@ -249,6 +249,8 @@ def _figures(run: Run, meter: Any, device: str) -> RankFigures:
         oom_allocated_bytes=run.oom_allocated_bytes,
         peak_phase=peak["phase"] if peak else None,
         process_source=meter.process_source if device == "cuda" else None,
+        logits_bytes=run.activations["logits_like_bytes"] if run.activations else None,
+        weight_copy_bytes=run.activations["excluded"]["param_copy"] if run.activations else None,
     )
 
 

@@ -40,7 +40,7 @@ def test_sigint_half_way_stops_within_5_s_with_a_partial_report_and_writes_nothi
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, "VRAMPLAN_DETECT": "0"},
+        env={**os.environ, "VRAMPLAN_DETECT": "0", "OMP_NUM_THREADS": "1"},  # a tiny model: threads only contend
     )
     assert proc.stderr is not None
     seen = []
