@@ -98,7 +98,14 @@ DEFAULTS = {
     "grad_accum_steps": 1,
 }
 DPO_DEFAULTS = {"beta": 0.1, "prompt_length": 16, "chosen_length": 16, "rejected_length": 12, "reference": None}
-GRPO_DEFAULTS = {"beta": 0.0, "prompt_length": 8, "max_completion_length": 16, "num_generations": 2, "reference": None}
+GRPO_DEFAULTS = {
+    "beta": 0.0,
+    "prompt_length": 8,
+    "max_completion_length": 16,
+    "num_generations": 2,
+    "num_iterations": 1,
+    "reference": None,
+}
 SPECIAL = ["<pad>", "<eos>"]
 
 
@@ -226,6 +233,7 @@ def build_trainer(c, path, out):
             **common_args(c, out),
             beta=c["beta"],
             num_generations=c["num_generations"],
+            num_iterations=c["num_iterations"],
             max_completion_length=c["max_completion_length"],
             generation_kwargs={"min_new_tokens": c["max_completion_length"]},
             use_vllm=False,
