@@ -53,6 +53,11 @@ def test_what_no_single_process_runs_is_each_said() -> None:
     assert qlora.rows == ALL_ROWS
 
 
+def test_an_rl_objective_is_said() -> None:
+    plan = plan_from_dict({"model": TINY, "hardware": {"gpus_per_node": 1}, "training": {"objective": "dpo"}})
+    assert any("objective dpo" in line for line in cannot_reproduce(plan, "cuda", 1))
+
+
 def test_the_recipe_follows_the_plan_and_its_stack() -> None:
     plan = plan_from_dict(
         {
