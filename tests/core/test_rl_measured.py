@@ -143,6 +143,12 @@ def test_rl_measured_physics() -> None:
     assert f["grpo_llama_full_beta"]["ref_param_bytes"] == f["grpo_llama_full_beta"]["param_bytes"]
     assert f["dpo_llama_full_precomputed"]["ref_param_bytes"] == 0
     assert "steady_scoring_peak_above_baseline_bytes" not in f["dpo_llama_full_precomputed"]
+    # one generation batch of micro x accumulation completions: twice the KV cache and working set at GA 2
+    gen = "steady_generation_peak_above_baseline_bytes"
+    assert f["grpo_llama_full_ga2"][gen] == 2 * f["grpo_llama_full_beta"][gen] == 276_624
+    # num_iterations = 2 (GA 1): step 2 reuses step 1's completions, step 3 generates and scores again
+    steps = [set(s["phases"]) for s in TRUTH["grpo_llama_full_iter2"]["per_step"]]
+    assert "generation" not in steps[1] and {"generation", "scoring"} <= steps[2]
     beta = f["grpo_llama_full_beta"]["steady_peak_bytes"]
     assert f["grpo_llama_full_g4"]["steady_peak_bytes"] > beta
     assert f["grpo_llama_full_c32"]["steady_peak_bytes"] > beta
