@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-BLOCK = "import sys\nfor name in ('torch', 'transformers', 'peft'):\n    sys.modules[name] = None\n"
+HEAVY = ("torch", "transformers", "peft", "bitsandbytes", "accelerate")
 
 
 @pytest.mark.parametrize("blocked", ["torch", "transformers", "peft"])
@@ -53,3 +53,24 @@ def test_importing_the_measure_package_imports_nothing_heavy() -> None:
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
+
+
+def test_only_the_measure_package_imports_torch_transformers_or_peft() -> None:
+    """The sources, read with ast (imports inside functions too): torch and its stack belong to measure/."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    wrong = []
+    for folder in ("entry", "core", "cli", "tui", "machine", "presets"):
+        for path in (root / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                names = (
+                    [a.name for a in node.names]
+                    if isinstance(node, ast.Import)
+                    else [node.module or ""]
+                    if isinstance(node, ast.ImportFrom) and not node.level
+                    else []
+                )
+                wrong += [f"{path.relative_to(root)}: {n}" for n in names if n.split(".")[0] in HEAVY]
+    assert not wrong, wrong
