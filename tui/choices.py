@@ -35,6 +35,12 @@ CHOICES: dict[str, tuple[Choice, ...]] = {
         Choice("bf16", "bf16", "training: LoRA adapters 16-bit (torchtune, litgpt)"),
     ),
     "training.optimizer": _simple("training", "optimizer", OPTIMIZERS),
+    "training.objective": (
+        Choice("sft", "SFT", "training: objective SFT (next-token loss)"),
+        Choice("dpo", "DPO", "training: objective DPO (preference pairs, TRL DPOTrainer)"),
+        Choice("grpo", "GRPO", "training: objective GRPO (generated groups, TRL GRPOTrainer)"),
+        Choice("ppo", "PPO", "training: objective PPO (reward and value models)"),
+    ),
     "training.method": (
         Choice("full", "full", "training: full fine-tuning"),
         Choice("lora", "LoRA", "training: LoRA"),

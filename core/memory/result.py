@@ -29,6 +29,8 @@ KINDS: tuple[str, ...] = (
 )
 # What preference/RL post-training adds (`core.memory.rl`); zero, and so never shown, for an SFT plan.
 RL_KINDS: tuple[str, ...] = ("frozen_models", "vllm_engine", "kv_cache", "rollout")
+# Every kind a plan's memory can have, in the order gauges show them (overhead last).
+ALL_KINDS: tuple[str, ...] = (*KINDS[:-1], *RL_KINDS, KINDS[-1])
 KIND_LABELS: dict[str, str] = {
     "frozen_models": "Reference / reward",
     "vllm_engine": "vLLM engine",

@@ -16,7 +16,7 @@ from textual.strip import Strip
 from textual.style import Style
 from textual.widget import Widget
 
-from vramplan.core.memory.result import KIND_LABELS, KINDS
+from vramplan.core.memory.result import ALL_KINDS, KIND_LABELS, KINDS
 from vramplan.core.plan.units import gib_text as gib
 from vramplan.tui.widgets.text import content_size, line_strip
 
@@ -34,8 +34,12 @@ GLYPHS_NO_COLOR: dict[str, str] = {
     "checkpoint_buffers": "B",
     "overhead": "X",
     "host": "H",
+    "frozen_models": "R",
+    "vllm_engine": "V",
+    "kv_cache": "K",
+    "rollout": "Q",
 }
-SEGMENT_KINDS = (*KINDS, "host")
+SEGMENT_KINDS = (*ALL_KINDS, "host")
 # One colour per kind, shared by the bars and the legend: component classes of the widget that holds them (the
 # gauges), styled once in app.tcss. Declared on each bar and on the legend, they were styled once per widget at
 # start-up (a component class costs Textual a style pass of its own), 26 passes instead of 11.

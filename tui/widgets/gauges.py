@@ -13,7 +13,7 @@ from textual.content import Content
 from textual.reactive import Reactive, var
 from textual.widgets import Static
 
-from vramplan.core.memory.result import FRAGMENTATION_RISK, KINDS, Estimate
+from vramplan.core.memory.result import ALL_KINDS, FRAGMENTATION_RISK, KINDS, Estimate
 from vramplan.core.plan.describe import gpu_name, method_label, model_name
 from vramplan.core.plan.units import fmt_count
 from vramplan.core.plan.units import gib_text as gib
@@ -112,7 +112,10 @@ def legend_rows(est: Estimate) -> list[tuple[str, int, int]]:
     kind's largest comes from `Estimate.per_gpu` (the components' bytes without their formulas, which the
     explanation alone needs: a key does not build them before its frame)."""
     live, largest = est.live_at_peak, est.per_gpu()
-    return [(k, live.get(k, 0), largest.get(k, live.get(k, 0))) for k in KINDS if k in largest or k in live]
+    rows = [(k, live.get(k, 0), largest.get(k, live.get(k, 0))) for k in ALL_KINDS if k in largest or k in live]
+    while len(rows) > len(KINDS):  # a DPO/GRPO/PPO plan's extra kinds: the legend's height holds len(KINDS)
+        rows.remove(min((r for r in rows if r[0] != "overhead"), key=lambda r: max(r[1], r[2])))  # the least
+    return rows
 
 
 def experts_note(est: Estimate) -> str:
@@ -204,7 +207,7 @@ class MemoryGauges(VerticalScroll):
         show_text(self.query_one("#pinned", Static), Content(pinned_line(pinned, est, st)))
         pe = pinned.estimate
         live = pe.live_at_peak
-        self.query_one("#pinned-bar", StackedBar).show([(k, live.get(k, 0)) for k in KINDS], pe.gpu_capacity)
+        self.query_one("#pinned-bar", StackedBar).show([(k, live.get(k, 0)) for k in ALL_KINDS], pe.gpu_capacity)
 
     def _time_terms(self) -> None:
         """The fuller time table, shown in the wide and tall layout only: updated after the frame (`Settled`) and
@@ -232,7 +235,7 @@ class MemoryGauges(VerticalScroll):
         self._summary()
         self._headline(est)
         live = est.live_at_peak
-        self.query_one("#gpu-bar", StackedBar).show([(k, live.get(k, 0)) for k in KINDS], est.gpu_capacity)
+        self.query_one("#gpu-bar", StackedBar).show([(k, live.get(k, 0)) for k in ALL_KINDS], est.gpu_capacity)
         stage = "" if est.stage == "all" else f" (busiest: {est.stage} pipeline stage)"
         show_text(self.query_one("#peak-moment", Static), Content(f"peak: {est.peak.moment}{stage}"))
         self.query_one(KindLegend).show(legend_rows(est), experts_note(est))

@@ -1,6 +1,7 @@
 """The Training pane: batch and sequence, gradient accumulation (with the global batch), precision regime,
-optimizer, the method (full fine-tuning, LoRA, QLoRA with rank, targets and base quantization), and what the time
-model needs: the MFU the math reaches and a token budget for the time to train."""
+optimizer, the method (full fine-tuning, LoRA, QLoRA with rank, targets and base quantization), what the time
+model needs: the MFU the math reaches and a token budget for the time to train, and last the objective (SFT,
+DPO, GRPO, PPO) with its ``[rl]`` keys (`tui.widgets.rl_fields`)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ from textual.widgets import Label, Static
 
 from vramplan.core.memory.result import Estimate
 from vramplan.core.plan.units import fmt_count, fmt_seconds, fmt_steps
+from vramplan.core.time.result import StepTime
 from vramplan.core.time.step import step_time
 from vramplan.tui.widgets.fields import ChoiceField, IntField, ListField, NumberField, PlanPane
+from vramplan.tui.widgets.rl_fields import rl_rows, show_rl
 from vramplan.tui.widgets.text import show_text
 
 LORA_KEYS = (
@@ -63,6 +66,7 @@ class TrainingPane(PlanPane):
             tooltip="tokens to train on, for the time to train: 2T, 300B, 1e9; empty: unset",
         )
         yield Static(id="time-details", classes="details")
+        yield from rl_rows()
 
     def show_estimate(self, est: Estimate) -> None:
         p = est.plan
@@ -79,11 +83,12 @@ class TrainingPane(PlanPane):
         quantized = lora and t.base_quantization != "none"
         for key in QUANT_KEYS:
             self.query_one(f"#f-{key.replace('.', '-')}").display = quantized
-        self.show_blocked(est, ("training.method",))
-        self._show_time(est)
-
-    def _show_time(self, est: Estimate) -> None:
+        self.show_blocked(est, ("training.method", "training.objective"))
         st = step_time(est.plan)
+        self._show_time(est, st)
+        show_rl(self, est, st)
+
+    def _show_time(self, est: Estimate, st: StepTime) -> None:
         setting = "" if est.plan.training.mfu is not None else ", the default"
         text = (
             f"MFU achieved [b]{st.mfu:.1%}[/b] of {st.peak_flops / 1e12:g} TFLOP/s (setting {st.mfu_setting:.3g}"

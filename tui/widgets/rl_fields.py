@@ -1,0 +1,168 @@
+"""The objective (SFT, DPO, GRPO, PPO) and its ``[rl]`` keys at the foot of the Training pane (`core.plan.rl`):
+only the keys of the plan's objective show (the vLLM ones only with a vLLM engine), with the memory of each phase
+and the time of each part of the step under them. An SFT plan shows the objective alone."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from textual import on
+from textual.widget import Widget
+from textual.widgets import Input, Label, Static
+
+from vramplan.core.memory.result import Estimate
+from vramplan.core.plan.rl import APPLIES, VLLM_KEYS
+from vramplan.core.plan.units import fmt_seconds, gib_text
+from vramplan.core.plan.values import parse_count
+from vramplan.core.time.result import StepTime
+from vramplan.tui.choices import Choice
+from vramplan.tui.widgets.fields import ChoiceField, FieldRow, NumberField, field_id, plan_input
+from vramplan.tui.widgets.text import show_text
+
+GENERATION = (
+    Choice(None, "hf", "rl: generation by model.generate (TRL use_vllm = False)"),
+    Choice("vllm-colocate", "vLLM colocate", "rl: a vLLM engine on each training GPU"),
+    Choice("vllm-server", "vLLM server", "rl: vLLM on separate GPUs"),
+)
+REFERENCE = (
+    Choice(None, "auto", "rl: reference as TRL chooses (none at beta 0, adapter under LoRA, else copy)"),
+    Choice("copy", "copy", "rl: a frozen copy of the policy"),
+    Choice("adapter", "adapter", "rl: the base with LoRA's adapters disabled"),
+    Choice("precomputed", "precomputed", "rl: reference log-probs precomputed (DPO)"),
+    Choice("none", "none", "rl: no reference"),
+)
+SLEEP = (Choice(None, "off", "rl: vLLM stays resident"), Choice(True, "on", "rl: vLLM sleeps outside generation"))
+
+
+class TextField(FieldRow):
+    """A model preset id (or empty: unset), as ``--set rl.reward_model=...`` takes it."""
+
+    keeps_text = True
+
+    def __init__(self, key: str, label: str, *, placeholder: str = "", **kw: Any) -> None:
+        self.placeholder = placeholder
+        super().__init__(key, label, **kw)
+
+    def make_control(self) -> Widget:
+        return plan_input(placeholder=self.placeholder)
+
+    def set_control(self, value: Any) -> None:
+        field = self.control
+        assert isinstance(field, Input)
+        if (field.value.strip() or None) != value:
+            with self.prevent(Input.Changed):
+                field.value = value or ""
+
+    @on(Input.Changed)
+    def _typed(self, event: Input.Changed) -> None:
+        event.stop()
+        if event.value != event.input.value:
+            return
+        self.post_change(event.value.strip() or None, coalesce=True)
+
+
+class CountField(FieldRow):
+    """An optional whole number (``4k``, ``1e3``, as `parse_count` reads it; empty: unset, TRL's default),
+    shown as typed digits (``2048``, not ``2.048K``)."""
+
+    keeps_text = True
+
+    def __init__(self, key: str, label: str, *, placeholder: str = "", **kw: Any) -> None:
+        self.placeholder = placeholder
+        super().__init__(key, label, **kw)
+
+    def make_control(self) -> Widget:
+        return plan_input(placeholder=self.placeholder)
+
+    def set_control(self, value: Any) -> None:
+        field = self.control
+        assert isinstance(field, Input)
+        try:
+            typed = parse_count(self.key, field.value)
+        except ValueError:
+            typed = -1  # never a plan value: the plan's replaces it
+        if typed != value:
+            with self.prevent(Input.Changed):
+                field.value = "" if value is None else str(value)
+
+    @on(Input.Changed)
+    def _typed(self, event: Input.Changed) -> None:
+        event.stop()
+        if event.value != event.input.value:
+            return
+        if len(event.value) > 40:
+            self.post_invalid("too long for a whole number")
+            return
+        try:
+            value = parse_count(self.key, event.value)
+        except ValueError as exc:
+            self.post_invalid(str(exc))
+            return
+        self.post_change(value, coalesce=True)
+
+
+def _count(key: str, label: str, placeholder: str, tooltip: str) -> CountField:
+    return CountField(key, label, placeholder=placeholder, tooltip=tooltip)
+
+
+def rl_rows() -> Iterator[Widget]:
+    """The objective and its keys (the Training pane's last section)."""
+    yield Label("post-training (DPO, GRPO, PPO: TRL's arguments)", classes="section")
+    yield ChoiceField("training.objective", "objective", tooltip="sft: next-token loss; dpo/grpo/ppo: [rl] keys")
+    yield _count("rl.max_length", "max_length", "1024 (DPOConfig)", "DPO: prompt + longest response, tokens")
+    yield _count("rl.max_prompt_length", "prompt tokens", "512", "GRPO/PPO: max_prompt_length")
+    yield _count("rl.max_completion_length", "completion tokens", "GRPO 512, PPO 53", "max_completion_length")
+    yield _count("rl.num_generations", "generations", "8 (GRPOConfig)", "GRPO: completions per prompt (>= 2)")
+    yield NumberField("rl.beta", "beta", placeholder="DPO 0.1, GRPO 0, PPO 0.05", tooltip="KL coefficient")
+    yield ChoiceField("rl.reference", "reference", REFERENCE, tooltip="the reference model's log-probs")
+    yield ChoiceField("rl.generation", "generation", GENERATION, tooltip="TRL use_vllm + vllm_mode")
+    yield NumberField(
+        "rl.vllm_gpu_memory_utilization", "vLLM share", placeholder="0.3 colocate, 0.9 server", tooltip="(0, 1]"
+    )
+    yield _count("rl.vllm_tensor_parallel_size", "vLLM TP", "1", "GPUs per vLLM engine")
+    yield ChoiceField("rl.vllm_enable_sleep_mode", "vLLM sleep", SLEEP, tooltip="free vLLM outside generation")
+    yield TextField("rl.reward_model", "reward model", placeholder="the policy's", tooltip="PPO: a model preset")
+    yield TextField("rl.value_model", "value model", placeholder="the policy's", tooltip="PPO: a model preset")
+    yield _count("rl.prompts", "prompts", "unset (the token budget)", "prompts to train on, for the time to train")
+    yield Static(id="rl-details", classes="details")
+
+
+def rl_visible(objective: str, generation: str | None) -> dict[str, bool]:
+    """Which ``[rl]`` rows show for a plan's objective and generation engine."""
+    vllm = (generation or "hf").startswith("vllm")
+    out = {}
+    for key, objectives in APPLIES.items():
+        if key in ("frozen_sharding", "frozen_offload", "num_iterations"):
+            continue  # plan files and --set only
+        out[f"rl.{key}"] = objective in objectives and (vllm or key not in VLLM_KEYS)
+    if generation == "vllm-server":
+        out["rl.vllm_enable_sleep_mode"] = False
+    return out
+
+
+def show_rl(pane: Widget, est: Estimate, st: StepTime) -> None:
+    """Show the rows of the plan's objective, and its memory and time by phase."""
+    plan = est.plan
+    for key, shown in rl_visible(plan.training.objective, plan.rl.generation).items():
+        pane.query_one(f"#{field_id(key)}").display = shown
+    details = pane.query_one("#rl-details", Static)
+    rl, tt = est.rl, st.rl
+    details.display = rl is not None
+    if rl is None or tt is None:
+        return
+    memory = " · ".join(f"{p.name} {gib_text(p.total, 1)}" for p in rl.phases)
+    times = []
+    for name, s, tokens in (
+        ("generation", tt.generation_s, tt.generated_tokens),
+        ("scoring", tt.scoring_s, tt.scored_tokens),
+        ("update", tt.update_s, tt.update_tokens),
+    ):
+        if s > 0:
+            times.append(f"{name} {fmt_seconds(s)} ({tokens / s:,.0f} tok/s)")
+    text = f"GiB per GPU: {memory}; peak: [b]{rl.peak_phase}[/b]\n{' · '.join(times)}"
+    if rl.server_gpus:
+        text += f"\nvLLM server: {rl.server_gpus} more GPU(s), {gib_text(rl.server_gpu_bytes, 1)} GiB each"
+    if rl.engine_short:
+        text += "\n[b]vLLM cannot start[/b]: its weights and one sequence's KV cache exceed its share"
+    show_text(details, text)
