@@ -108,7 +108,8 @@ def cmd_measure(args: argparse.Namespace) -> int:
         try:
             report = measure_plan(plan, options, progress=_progress if distributed.rank() == 0 else None, stop=stop)
         except (ValueError, KeyError, TypeError, NotImplementedError, AttributeError) as exc:
-            raise PlanError(f"cannot build or run this plan here: {str(exc).splitlines()[0][:300]}") from None
+            first = (str(exc).splitlines() or [type(exc).__name__])[0]
+            raise PlanError(f"cannot build or run this plan here: {first[:300]}") from None
     from vramplan.measure.compare import comparison_rows
 
     distributed.close_worker()
@@ -116,9 +117,9 @@ def cmd_measure(args: argparse.Namespace) -> int:
         return INTERRUPTED if report.partial else (1 if report.oom else 0)
     rows = comparison_rows(est, st, report, limits)
     if args.json:
-        sys.stdout.write(json.dumps(_json(report, rows, plan)) + "\n")
+        sys.stdout.write(json.dumps(_json(report, rows, est.gpu_fits)) + "\n")
     else:
-        sys.stdout.write(report_text(report, rows))
+        sys.stdout.write(report_text(report, rows, est.gpu_fits))
     saved = save_calibration(args, report, plan)
     if report.partial:
         return INTERRUPTED
@@ -170,17 +171,11 @@ def _estimate(plan: Plan, device: str) -> tuple[Estimate, StepTime]:
     return estimate(plan, cpu=device == "cpu"), step_time(plan)
 
 
-def _predicted_fits(plan: Plan) -> bool:
-    from vramplan.core.memory.peak import estimate
-
-    return estimate(plan).gpu_fits
-
-
-def _json(report: MeasureReport, rows: tuple[ComparisonRow, ...], plan: Plan) -> dict[str, Any]:
+def _json(report: MeasureReport, rows: tuple[ComparisonRow, ...], fits: bool) -> dict[str, Any]:
     out = report.to_json()
     out["comparison"] = [r.to_json() for r in rows]
     if report.oom:
-        out["estimate_fits"] = _predicted_fits(plan)
+        out["estimate_fits"] = fits
     return out
 
 
@@ -194,7 +189,7 @@ def _value(row: ComparisonRow, value: float | None) -> str:
     return f"{value:,.0f} tok/s"
 
 
-def report_text(report: MeasureReport, rows: tuple[ComparisonRow, ...]) -> str:
+def report_text(report: MeasureReport, rows: tuple[ComparisonRow, ...], fits: bool = True) -> str:
     """The comparison table: predicted, measured, error; rows this machine did not reproduce end in ``*``."""
     v = report.versions
     head = f"{report.plan_summary}: measured on {report.machine}"
@@ -205,7 +200,8 @@ def report_text(report: MeasureReport, rows: tuple[ComparisonRow, ...]) -> str:
     worst = report.worst
     if worst is not None and worst.oom_phase:
         at = f" ({fmt_bytes(worst.oom_allocated_bytes)} allocated)" if worst.oom_allocated_bytes else ""
-        lines.append(f"OUT OF MEMORY in {worst.oom_phase}{at}")
+        said = "the estimate said it fits" if fits else "as the estimate said: it does not fit"
+        lines.append(f"OUT OF MEMORY in {worst.oom_phase}{at}; {said}")
     lines += ["", f"{'':20s} {'predicted':>12s} {'measured':>12s} {'error':>8s}"]
     for row in rows:
         err = f"{100 * row.error:+.1f}%" if row.error is not None else "-"

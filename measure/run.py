@@ -115,7 +115,8 @@ def measure_plan(
                 raise
             run.oom_phase = run.phase
             run.oom_allocated_bytes = meter.allocated_bytes() if device == "cuda" else None
-            run.notes.append(f"out of memory in {run.phase}: {str(exc).splitlines()[0][:200]}")
+            first = (str(exc).splitlines() or [type(exc).__name__])[0]
+            run.notes.append(f"out of memory in {run.phase}: {first[:200]}")
     finally:
         meter.stop()
         figures = _figures(run, meter, device)
