@@ -5,6 +5,10 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from vramplan.core.files.calibration import Calibration
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -72,8 +76,42 @@ def mistyped_command(arg: str) -> str:
     return suggest(arg.lower(), (*COMMANDS, "--help", "--version"), cutoff=MISTYPED)
 
 
+def _calibration_arg(args: list[str]) -> tuple[list[str], Calibration | str | None]:
+    """The arguments without ``--calibration FILE`` (or ``--calibration=FILE``), and that file's calibration,
+    checked against the default plan; a problem is returned as its one line (a str); None without the option."""
+    rest: list[str] = []
+    path: str | None = None
+    it = iter(args)
+    for a in it:
+        if a == "--calibration":
+            path = next(it, "")
+        elif a.startswith("--calibration="):
+            path = a.partition("=")[2]
+        else:
+            rest.append(a)
+    if path is None:
+        return rest, None
+    from vramplan.core.files.calibration import apply_calibration, read_calibration
+    from vramplan.core.plan.errors import PlanError
+    from vramplan.core.plan.plan import default_plan
+
+    try:
+        if not path.strip():
+            raise PlanError("expected a calibration file", "--calibration")
+        cal = read_calibration(path)
+        apply_calibration(default_plan(), cal)  # its values within the [overhead] table's bounds
+    except PlanError as exc:
+        return rest, exc.line()
+    return rest, cal
+
+
 def run_app(args: list[str]) -> int:
-    """Open the planner on a plan file (or the default plan). Errors in the file are shown, not raised."""
+    """Open the planner on a plan file (or the default plan). Errors in the file are shown, not raised; a bad
+    ``--calibration FILE`` is one line and exit 2 before the app starts."""
+    args, calibration = _calibration_arg(args)
+    if isinstance(calibration, str):
+        print(f"vramplan: {calibration}", file=sys.stderr)
+        return 2
     if len(args) > 1 or (args and args[0].startswith("-")):
         print(f"vramplan: unknown command or option {args[0]!r} (see vramplan --help)", file=sys.stderr)
         return 2
@@ -91,7 +129,7 @@ def run_app(args: list[str]) -> int:
             detection.begin()
         from vramplan.tui.app import VramplanApp
 
-    app = VramplanApp(plan_path=args[0] if args else None, freeze=True)  # the process's only app
+    app = VramplanApp(plan_path=args[0] if args else None, freeze=True, calibration=calibration)  # the only app
     app.run()
     return app.return_code or 0
 

@@ -24,6 +24,7 @@ with long_lived():  # no garbage collection while the app's modules load (see `s
     from vramplan.tui.screens.planner import PlannerScreen
 
 if TYPE_CHECKING:  # plan files are read when one is opened: their modules are not loaded before the first frame
+    from vramplan.core.files.calibration import Calibration
     from vramplan.core.files.planfile import Meta
 
 
@@ -55,10 +56,19 @@ class VramplanApp(App[int]):
         )
     ]
 
-    def __init__(self, plan_path: str | Path | None = None, plan: Plan | None = None, *, freeze: bool = False) -> None:
+    def __init__(
+        self,
+        plan_path: str | Path | None = None,
+        plan: Plan | None = None,
+        *,
+        freeze: bool = False,
+        calibration: Calibration | None = None,
+    ) -> None:
         """``freeze``: the app is its process's only one (the `vramplan` command): what its start made is frozen
-        out of the garbage collector's sight until it ends (`startup.FirstFrame`)."""
+        out of the garbage collector's sight until it ends (`startup.FirstFrame`). ``calibration``: applied to the
+        starting plan's ``[overhead]`` terms (``vramplan --calibration FILE``), and to the detected GPUs' plan."""
         super().__init__()
+        self.calibration = calibration
         self.plan_path = plan_path
         self.detection: detection.Detection | None = None
         self._detect_timer: Timer | None = None
@@ -79,6 +89,9 @@ class VramplanApp(App[int]):
             self._detection_pending = not done
             if det is not None and self.start_plan.hardware.gpu == det.gpu_id:
                 notices.append(detection.detected_notice(det))
+        if calibration is not None:
+            self.start_plan = self.calibrated(self.start_plan)
+            notices.append(f"✔ calibrated from {calibration.provenance()}")
         notices[:0] = [f"✘ {line}" for line in presets.registry().problem_lines()]  # broken user presets
         self._notice = "\n".join(notices)
         self._meta = meta
@@ -121,7 +134,15 @@ class VramplanApp(App[int]):
             self._detect_timer.stop()
         det = self.detection.result
         if det is not None:
-            self.planner.take_detected(plan_on(det), det)
+            self.planner.take_detected(self.calibrated(plan_on(det)), det)
+
+    def calibrated(self, plan: Plan) -> Plan:
+        """`plan` with the app's calibration, if it has one."""
+        if self.calibration is None:
+            return plan
+        from vramplan.core.files.calibration import apply_calibration
+
+        return apply_calibration(plan, self.calibration)
 
     async def action_quit(self) -> None:
         """``ctrl+q``: with a changed plan not exported as a TOML plan file, ask once (the notice says so; a second

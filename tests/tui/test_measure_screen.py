@@ -152,3 +152,25 @@ async def test_a_calibration_file_applies_and_says_where_from(tmp_path: Path) ->
         assert o.cuda_context_mib == 300 and o.calibrated_from == f"{path} (H100 on n1, 2026-12-03)"
         assert app.planner.estimate.overhead_bytes["cuda_context"] == 300 * MiB
         assert "calibrated from" in app.planner.notice
+
+
+async def test_the_app_starts_calibrated(tmp_path: Path) -> None:
+    cal = Calibration(cuda_context_bytes=256 * MiB, gpu="H100", created="2026-12-03", source="cal.toml")
+    app = VramplanApp(calibration=cal)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert app.planner.plan.overhead.cuda_context_mib == 256
+        assert app.planner.plan.overhead.calibrated_from == "cal.toml (H100, 2026-12-03)"
+
+
+def test_vramplan_calibration_flag_refuses_a_bad_file_before_the_app(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from vramplan.__main__ import run_app
+
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[terms]\ncuda_context_bytes = nan\n")
+    for args in (["--calibration", str(bad)], [f"--calibration={bad}", "plan.toml"], ["--calibration"]):
+        assert run_app(args) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("vramplan: "), err
