@@ -20,7 +20,7 @@ from textual.screen import ModalScreen
 from textual.widgets import ProgressBar, Static
 
 from vramplan.core.plan.plan import Plan
-from vramplan.core.plan.units import fmt_seconds, gib_text
+from vramplan.core.plan.units import fmt_bytes, fmt_seconds
 from vramplan.tui.screens.css import tcss
 
 if TYPE_CHECKING:
@@ -60,10 +60,17 @@ def _figure(value: float | None, unit: str) -> str:
     if value is None:
         return "-"
     if unit == "bytes":
-        return gib_text(value, 2)
+        return fmt_bytes(value)
     if unit == "s":
         return fmt_seconds(value)
     return f"{value:,.0f}"
+
+
+def _error(e: float) -> str:
+    """(measured - predicted) / measured in percent, within 8 columns (``+12.3%``, ``<-999%``)."""
+    if abs(e) >= 10:
+        return ">+999%" if e > 0 else "<-999%"
+    return f"{100 * e:+.1f}%"
 
 
 def outcome_text(o: Outcome) -> Content:
@@ -74,10 +81,10 @@ def outcome_text(o: Outcome) -> Content:
         Content.styled(f"{r.plan_summary}"[:76], "bold"),
         Content(f"{r.machine}, {r.device}: {r.steps_done}/{r.steps_planned} steps, {state}"[:76]),
         Content(""),
-        Content.styled(f"  {'GiB per GPU (worst rank)':<22}{'predicted':>13}{'measured':>13}{'error':>9}", "bold"),
+        Content.styled(f"  {'per GPU (worst rank)':<22}{'predicted':>13}{'measured':>13}{'error':>9}", "bold"),
     ]
     for row in o.rows:
-        err = "-" if row.error is None else f"{100 * row.error:+.1f}%"
+        err = "-" if row.error is None else _error(row.error)
         mark = " " if row.reproducible else "*"
         text = f"{mark} {row.name.replace('_', ' '):<22}{_figure(row.predicted, row.unit):>13}"
         lines.append(Content(text + f"{_figure(row.measured, row.unit):>13}{err:>9}"))
