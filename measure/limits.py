@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from vramplan.core.plan.plan import Plan
 from vramplan.measure.distributed import launch_for, local_devices
-from vramplan.measure.recipe import OPTIMIZERS, WEIGHTS_AND_AUTOCAST, recipe
+from vramplan.measure.recipe import OPTIMIZERS, WEIGHTS_AND_AUTOCAST
 
 MEMORY_ROWS = ("parameters", "gradients", "optimizer_states", "activations", "max_allocated", "max_reserved")
 ALL_ROWS = (*MEMORY_ROWS, "process", "step_time", "tokens_per_s")
@@ -29,7 +29,6 @@ class Limitation:
 def limitations(plan: Plan, device: str, local_gpus: int) -> tuple[Limitation, ...]:
     """Everything of `plan` that a measurement on `device` (with `local_gpus` GPUs here) does not run as planned."""
     t, s = plan.training, plan.strategy
-    r = recipe(plan)
     out: list[Limitation] = []
 
     def add(what: str, rows: tuple[str, ...] = ALL_ROWS) -> None:
@@ -81,13 +80,7 @@ def limitations(plan: Plan, device: str, local_gpus: int) -> tuple[Limitation, .
         if flag:
             add(f"{what}: not run", ACTIVATION_ROWS)
     if s.attention == "flash" and device == "cuda" and importlib.util.find_spec("flash_attn") is None:
-        add("attention flash: PyTorch SDPA is run (its flash kernel where it applies)", ("activations",))
-    if (
-        r.hf_config_path is None
-        and plan.model.model_type in ("qwen2_moe", "qwen3_moe", "deepseek_v3")
-        and (plan.model.dense_layers)
-    ):
-        add("dense layers of the MoE: built from the config's own keys", STATE_ROWS)
+        add("attention flash: PyTorch SDPA is run (its flash kernel where it applies)", ())
     return tuple(out)
 
 
