@@ -164,11 +164,13 @@ def _scores(plan: Plan, r: RLSettings) -> bool:
     return r.objective == "ppo" or r.reference in ("copy", "adapter") or old
 
 
-def _phases(plan: Plan, r: RLSettings, est_u: Estimate, mo: Models, bt: Batch) -> tuple[Phase, ...]:
+def _phases(plan: Plan, r: RLSettings, est_u: Estimate, mo: Models, bt: Batch, cpu: bool) -> tuple[Phase, ...]:
     """The moments of the step: generation, scoring, then each of the update's (from the SFT estimate)."""
     t, s = plan.training, plan.strategy
     arch, reg = plan.model.arch(), REGIMES[t.regime]
     tp, act = s.tensor_parallel, reg.act_bytes
+    scored = bt.b * (bt.seq - 1) if r.objective == "dpo" else bt.b * bt.completion  # DPO: prompt not split out
+    n_head = tm.head_positions(bt.b, bt.seq, scored, cpu=cpu)
     P, OS = est_u.largest["parameters"], est_u.largest["optimizer_states"]
     vs = mo.value_states
     rollout = tm.rollout_bytes(bt.gen, bt.prompt, bt.completion, bt.logp)
@@ -193,15 +195,20 @@ def _phases(plan: Plan, r: RLSettings, est_u: Estimate, mo: Models, bt: Batch) -
             what = "vLLM generates " + ("on the server's GPUs" if r.generation == "vllm-server" else "on this GPU")
         phases.append(Phase("generation", what, live))
     if _scores(plan, r):
-        scored = bt.b * bt.seq if r.objective == "dpo" else bt.b * bt.completion
         live = dict(resident)
         live["gathered_parameters"] = est_u.largest.get("gathered_parameters", 0)
         live["vllm_engine"] = mo.engine_resident
         live["temporaries"] = tm.forward_working_bytes(arch, bt.b, bt.seq, act, tp)
-        live["logits"] = tm.fused_head_tile_bytes(arch, scored, act) // tp
+        live["logits"] = tm.fused_head_forward_bytes(arch, n_head, act, cpu=cpu) // tp
         phases.append(Phase("scoring", f"no-grad forwards of {bt.b} sequences of {bt.seq} tokens", live))
-    for p in est_u.phases:
+    head = (  # TRL's fused lm-head in place of the SFT loss's logits, at the loss (0) and backward's start (1)
+        tm.fused_head_forward_bytes(arch, n_head, act, cpu=cpu) // tp,
+        tm.fused_head_backward_bytes(arch, n_head, act, trained_head=t.method == "full", cpu=cpu) // tp,
+    )
+    for i, p in enumerate(est_u.phases):
         live = dict(p.live)
+        if i < 2 and "logits" in live:
+            live["logits"] = head[i]
         for k in ("parameters", "optimizer_states", "activations"):
             live[k] = live.get(k, 0) + vs.get(k, 0)
         if p.name != "forward":
@@ -227,7 +234,7 @@ def rl_estimate(plan: Plan, sft: SftEstimate, *, cpu: bool = False) -> Estimate:
     est_u = sft(up, cpu=cpu)
     mo = _models(plan, r, est_u, _value_estimate(plan, up, r, sft, cpu))
     bt = _batch(plan, r)
-    phases = _phases(plan, r, est_u, mo, bt)
+    phases = _phases(plan, r, est_u, mo, bt, cpu)
     peak = max(phases, key=lambda p: p.total)
     largest: dict[str, int] = {}
     for p in phases:

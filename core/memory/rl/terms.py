@@ -10,7 +10,8 @@ from __future__ import annotations
 from vramplan.core.plan.arch import Arch
 
 # TRL's fused lm-head (trl/kernels/chunked_logprob.py TOKEN_CHUNK_SIZE, trl/trainer/utils.py
-# _CHUNKED_LOGPROB_CHUNK_SIZE): the projection runs on [4096 tokens, 32768 vocabulary] tiles.
+# _CHUNKED_LOGPROB_CHUNK_SIZE): the projection runs on [4096 tokens, 32768 vocabulary] tiles, in one buffer
+# of 32768 columns whatever the vocabulary (measured on the CPU: docs/rl.md, Validation).
 LOGPROB_TOKEN_TILE = 4096
 LOGPROB_VOCAB_TILE = 32768
 ID_BYTES = 8  # int64 token ids and attention masks (tokenizers, TRL's collators)
@@ -46,12 +47,32 @@ def forward_working_bytes(arch: Arch, sequences: int, tokens: int, act_bytes: in
     return (3 * T * arch.f // tp + 2 * T * arch.h) * act_bytes
 
 
-def fused_head_tile_bytes(arch: Arch, positions: int, act_bytes: int) -> int:
-    """TRL's fused lm-head (trl/kernels/chunked_logprob.py ChunkedLogProbFunction.forward): one projection tile
-    ``min(N, 4096) x min(V, 32768)`` in the compute dtype (``mm_buf``), with fp32 running statistics of ``N``
-    positions; no ``[b, s, V]`` logits exist."""
-    tile = min(positions, LOGPROB_TOKEN_TILE) * min(arch.V, LOGPROB_VOCAB_TILE) * act_bytes
-    return tile + 3 * positions * 4
+def head_positions(sequences: int, tokens: int, scored: int, *, cpu: bool) -> int:
+    """The rows TRL's fused lm-head projects (trl/trainer/utils.py ``add_fused_lm_head``): with Triton (CUDA)
+    only the scored positions (``hidden_states[mask]``: the completions), elsewhere (the CPU) every position but
+    the last of each sequence (``hidden_states.reshape(-1, H)``)."""
+    return sequences * (tokens - 1) if cpu else scored
+
+
+def fused_head_forward_bytes(arch: Arch, positions: int, act_bytes: int, *, cpu: bool) -> int:
+    """TRL's fused lm-head forward (trl/kernels/chunked_logprob.py ChunkedLogProbFunction.forward): one
+    projection buffer ``mm_buf = [min(N, 4096), 32768]`` in the compute dtype, 32768 columns whatever the
+    vocabulary, and seven fp32 ``[N]`` running statistics; on the CPU the torch fold (``_forward_tile``) adds
+    three fp32 ``[n, min(V, 32768)]`` temporaries of a tile (``tile.float()``, ``z``, ``e``). No ``[b, s, V]``
+    logits exist."""
+    rows = min(positions, LOGPROB_TOKEN_TILE)
+    fold = 3 * rows * min(arch.V, LOGPROB_VOCAB_TILE) * 4 if cpu else 0
+    return rows * LOGPROB_VOCAB_TILE * act_bytes + 7 * positions * LOGP_BYTES + fold
+
+
+def fused_head_backward_bytes(arch: Arch, positions: int, act_bytes: int, *, trained_head: bool, cpu: bool) -> int:
+    """The fused head's backward (ChunkedLogProbFunction.backward): the tile buffer again, fp32 zeros for the
+    hidden states' gradient ``[N, h]`` and, when the lm_head trains, its weight's ``[V, h]``; on the CPU six fp32
+    ``[n, min(V, 32768)]`` temporaries of a tile (``y``, ``z``, ``log_p``, ``p``, ``grad``, the target mask)."""
+    rows = min(positions, LOGPROB_TOKEN_TILE)
+    fold = 6 * rows * min(arch.V, LOGPROB_VOCAB_TILE) * 4 if cpu else 0
+    weight = arch.V * arch.h * 4 if trained_head else 0
+    return rows * LOGPROB_VOCAB_TILE * act_bytes + positions * arch.h * 4 + weight + fold
 
 
 def rollout_bytes(sequences: int, prompt: int, completion: int, logp_tensors: int) -> int:
