@@ -7,5 +7,62 @@
 - `advice`: the checklist, the fit advisor and what-if (imports plan, memory, time);
 - `files`: plan files, exports and the review report (imports all of the above).
 
-Importing this package (or any sub-package) builds nothing: each ``__init__`` is a docstring.
+Importing this package (or any sub-package) builds nothing: each sub-package's ``__init__`` is a docstring, and the
+names of this one's public face (`__all__`: a plan, its estimate and step time, the checklist) are imported when first
+used (``from vramplan.core import Plan, estimate``).
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from vramplan.core.advice.checklist import checklist
+    from vramplan.core.files.planio import load_plan
+    from vramplan.core.memory.peak import estimate
+    from vramplan.core.memory.result import Estimate
+    from vramplan.core.plan.errors import PlanError
+    from vramplan.core.plan.plan import Plan, default_plan, plan_from_dict
+    from vramplan.core.time.result import StepTime
+    from vramplan.core.time.step import step_time
+
+# name -> the module that defines it
+_HOME = {
+    "Plan": "vramplan.core.plan.plan",
+    "default_plan": "vramplan.core.plan.plan",
+    "plan_from_dict": "vramplan.core.plan.plan",
+    "PlanError": "vramplan.core.plan.errors",
+    "load_plan": "vramplan.core.files.planio",
+    "estimate": "vramplan.core.memory.peak",
+    "Estimate": "vramplan.core.memory.result",
+    "step_time": "vramplan.core.time.step",
+    "StepTime": "vramplan.core.time.result",
+    "checklist": "vramplan.core.advice.checklist",
+}
+__all__ = [
+    "Estimate",
+    "Plan",
+    "PlanError",
+    "StepTime",
+    "checklist",
+    "default_plan",
+    "estimate",
+    "load_plan",
+    "plan_from_dict",
+    "step_time",
+]
+
+
+def __getattr__(name: str) -> object:
+    """A public name, imported from its module on first use (PEP 562), so that importing vramplan.core stays light."""
+    if name not in _HOME:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(_HOME[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -84,6 +84,7 @@ def test_the_wheel_holds_one_package_with_every_source_and_preset(wheel: Path) -
     for required in (
         "vramplan/__init__.py",
         "vramplan/__main__.py",
+        "vramplan/py.typed",  # PEP 561: type checkers read the package's hints
         "vramplan/presets/models/llama-7b.toml",
         "vramplan/presets/hardware/a100-80gb.toml",
         "vramplan/core/memory/peak.py",
