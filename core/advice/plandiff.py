@@ -16,7 +16,7 @@ from typing import Any
 
 from vramplan.core.advice.whatif import plain
 from vramplan.core.memory.peak import estimate
-from vramplan.core.memory.result import KIND_LABELS, KINDS, Estimate
+from vramplan.core.memory.result import KIND_LABELS, KINDS, RL_KINDS, Estimate
 from vramplan.core.plan.describe import model_name
 from vramplan.core.plan.errors import PlanError
 from vramplan.core.plan.keys import set_value
@@ -45,7 +45,8 @@ class Figures:
     def of(cls, est: Estimate, st: StepTime) -> Figures:
         live = est.live_at_peak
         return cls(
-            memory={k: live.get(k, 0) for k in KINDS},
+            # every kind of KINDS; an RL plan's kinds (core.memory.result.RL_KINDS) where it has them
+            memory={k: live.get(k, 0) for k in KINDS} | {k: live[k] for k in RL_KINDS if live.get(k)},
             peak_phase=est.peak_phase,
             total=est.total,
             on_gpu=est.on_gpu,
@@ -80,7 +81,8 @@ class Delta:
 
     @classmethod
     def between(cls, a: Figures, b: Figures) -> Delta:
-        memory = {k: b.memory[k] - a.memory[k] for k in KINDS if b.memory[k] != a.memory[k]}
+        kinds = (*KINDS, *(k for k in RL_KINDS if k in a.memory or k in b.memory))
+        memory = {k: b.memory.get(k, 0) - a.memory.get(k, 0) for k in kinds if b.memory.get(k) != a.memory.get(k)}
         return cls(
             memory=memory,
             total=b.total - a.total,

@@ -121,12 +121,15 @@ def _what(c: Context, target: str) -> str:
     p, est = c.plan, c.est
     t, s = p.training, p.strategy
     if target == "activations":
-        return (
-            f"micro-batch {t.micro_batch_size} x {t.seq_len} tokens, checkpointing {s.gradient_checkpointing}, "
-            f"{s.attention} attention" + (", int8" if s.activation_compression == "int8" else "")
+        rl = est.rl  # DPO/GRPO/PPO: the update's sequences, not training.seq_len
+        batch = f"{t.micro_batch_size} x {t.seq_len}" if rl is None else f"{rl.update_sequences} x {rl.update_seq_len}"
+        return f"micro-batch {batch} tokens, checkpointing {s.gradient_checkpointing}, {s.attention} attention" + (
+            ", int8" if s.activation_compression == "int8" else ""
         )
     if target == "logits":
         tokens = t.micro_batch_size * t.seq_len
+        if est.rl is not None:
+            return f"TRL's fused lm-head: one [4096, 32768] tile per forward, no [b, s, V] logits ({c.arch.V:,} vocab)"
         if s.fused_cross_entropy:
             return f"fused cross-entropy over a vocabulary of {c.arch.V:,}"
         return f"{tokens:,} tokens x a vocabulary of {c.arch.V:,} in fp32"
