@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import os
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -77,7 +79,8 @@ class CpuProfiler:
 
     def start(self) -> None:
         self.prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
-        self.prof.__enter__()
+        with quiet_stderr():
+            self.prof.__enter__()
 
     @contextmanager
     def phase(self, step: int, name: str, micro_batch: int) -> Iterator[None]:
@@ -93,12 +96,33 @@ class CpuProfiler:
 
     def stop(self) -> None:
         if self.prof is not None:
-            self.prof.__exit__(None, None, None)
+            with quiet_stderr():
+                self.prof.__exit__(None, None, None)
             self.result = analyse(self.prof)
             self.prof = None
 
     def figures(self) -> ProfileFigures | None:
         return self.result
+
+
+@contextmanager
+def quiet_stderr() -> Iterator[None]:
+    """File descriptor 2 to /dev/null for a moment: the profiler's C++ side (kineto) prints a ``profiler_start`` /
+    ``profiler_stop`` line at each start and stop, between the command's progress lines, and no setting stops it."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError, AttributeError):
+        yield
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
 
 
 def analyse(prof: Any) -> ProfileFigures:
