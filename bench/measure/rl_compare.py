@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """The RL estimate against the measured TRL steps: one markdown row per case of tests/data/rl_truth.json.
 
-Usage:  python bench/measure/rl_compare.py [TRUTH.json]
+Usage, from the repository root:  python -m bench.measure.rl_compare [TRUTH.json]
 Columns: activations (measured activation_bytes - logits_like_bytes + saved_weight_copy_bytes, the SFT oracle's
 figure) and the steady peak (steady_peak_bytes) against ``estimate(plan, cpu=True)`` (activations; total - overhead),
 the measured phase of the peak and the estimate's, and each measured phase's peak above the step's baseline. The
-plan of a case is tests/core/test_rl_measured.py's ``rl_plan_data``.
+plan of a case is bench/data/rl_cases.py's ``rl_plan_data`` (as tests/core/test_rl_measured.py builds it).
 """
 
 from __future__ import annotations
@@ -14,12 +14,11 @@ import json
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
+from bench.data.rl_cases import rl_plan_data
+from vramplan.core.memory.peak import estimate
+from vramplan.core.plan.plan import plan_from_dict
 
-from tests.core.test_rl_measured import rl_plan_data  # noqa: E402
-from vramplan.core.memory.peak import estimate  # noqa: E402
-from vramplan.core.plan.plan import plan_from_dict  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def rel(a: int, b: int) -> float:
