@@ -204,13 +204,13 @@ def report_text(report: MeasureReport, rows: tuple[ComparisonRow, ...], fits: bo
         lines.append(f"OUT OF MEMORY in {worst.oom_phase}{at}; {said}")
     lines += ["", f"{'':20s} {'predicted':>12s} {'measured':>12s} {'error':>8s}"]
     for row in rows:
-        err = f"{100 * row.error:+.1f}%" if row.error is not None else "-"
+        err = "-" if row.error is None else f"{100 * row.error:+.1f}%" if abs(row.error) < 10 else "off >999%"
         mark = "" if row.reproducible else " *"
         name = row.name.replace("_", " ")
         lines.append(f"{name:20s} {_value(row, row.predicted):>12s} {_value(row, row.measured):>12s} {err:>8s}{mark}")
     if not all(r.reproducible for r in rows):
         lines.append("* not reproduced as planned on this machine (the lines before the run say why)")
     lines += [f"note: {n}" for n in report.notes]
-    lines.append("error: (measured - predicted) / measured; allocated = tensors, reserved = + the allocator's cache, ")
-    lines.append("process = what nvidia-smi shows (+ CUDA context)")
+    lines.append("error = (measured - predicted) / measured. allocated: the tensors; reserved: + allocator cache;")
+    lines.append("process: what nvidia-smi shows (+ the CUDA context)")
     return "\n".join(lines) + "\n"
