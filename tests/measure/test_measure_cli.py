@@ -87,3 +87,24 @@ def test_measure_on_the_cpu_agrees_with_the_oracle(
     assert rows["max_allocated"]["measured_bytes"] == rank["max_allocated_bytes"]
     assert rows["parameters"]["reproducible"] and not rows["step_time"]["reproducible"]
     assert "predicted_s" in rows["step_time"] and "measured_tokens_per_s" in rows["tokens_per_s"]
+
+
+def test_what_it_cannot_reproduce_is_listed_before_anything_runs_and_marks_rows(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tiny = {"model_type": "llama", "vocab_size": 512, "hidden_size": 64, "intermediate_size": 128}
+    tiny |= {"num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 4, "tie_word_embeddings": False}
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(tiny))
+    argv = ["measure", "--hf-config", str(config), "--gpus", "1", "--device", "cpu", "--steps", "1", "--json"]
+    argv += ["--set", "training.seq_len=32", "--set", "training.optimizer=lion"]
+    assert run(argv) == 0
+    captured = capsys.readouterr()
+    err = captured.err.splitlines()
+    lion = next(i for i, line in enumerate(err) if "optimizer lion: not in torch.optim" in line)
+    building = next(i for i, line in enumerate(err) if "building" in line)
+    assert lion < building
+    out = json.loads(captured.out)
+    assert any("optimizer lion" in line for line in out["cannot_reproduce"])
+    rows = {r["name"]: r["reproducible"] for r in out["comparison"]}
+    assert not rows["optimizer_states"] and not rows["parameters"]  # the limitation marks every row
