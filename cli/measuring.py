@@ -8,11 +8,8 @@ and whether the estimate said it would not fit), 2 on bad input or without the `
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
-import signal
 import sys
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -21,6 +18,8 @@ from vramplan.core.plan.errors import PlanError
 from vramplan.core.plan.units import fmt_bytes, fmt_seconds
 
 if TYPE_CHECKING:
+    import threading
+
     from vramplan.core.memory.result import Estimate
     from vramplan.core.plan.plan import Plan
     from vramplan.core.time.result import StepTime
@@ -103,6 +102,8 @@ def cmd_measure(args: argparse.Namespace) -> int:
         return relaunched
     est, st = _estimate(plan, device)  # first: after a Ctrl-C only the report is left to do
     options = MeasureOptions(device=device, steps=args.steps, warmup=args.warmup)
+    import threading  # the command's own imports: `build_parser` imports this module for every command
+
     stop = threading.Event()
     with _stop_on_sigint(stop):
         try:
@@ -129,6 +130,8 @@ def cmd_measure(args: argparse.Namespace) -> int:
 def _need_extra() -> None:
     """One line, exit 2, without torch, transformers or peft (not installed, or a module set to None). Found, not
     imported: peft's import alone takes seconds, and only LoRA needs it."""
+    import importlib.util
+
     for name in ("torch", "transformers", "peft"):
         try:
             found = importlib.util.find_spec(name) is not None
@@ -147,6 +150,8 @@ def _stop_on_sigint(stop: threading.Event) -> Iterator[None]:
             raise KeyboardInterrupt
         stop.set()
         _say("stopping after this phase (Ctrl-C again to abort)")
+
+    import signal
 
     try:
         previous = signal.signal(signal.SIGINT, handler)
