@@ -72,10 +72,16 @@ class TrainingPane(PlanPane):
         p = est.plan
         t = p.training
         seqs = t.micro_batch_size * t.grad_accum_steps * p.data_parallel
+        # DPO/GRPO/PPO: TRL's batch (pairs, completions) of the [rl] lengths; training.seq_len is not used
+        what, tokens = "sequences", seqs * t.seq_len
+        if est.rl is not None:
+            what = "pairs" if t.objective == "dpo" else "completions"
+            tokens = seqs * est.rl.update_sequences // t.micro_batch_size * est.rl.update_seq_len
+        self.query_one("#f-training-seq_len").display = est.rl is None
         show_text(
             self.query_one("#global-batch", Static),
             f"global batch {t.micro_batch_size} x {t.grad_accum_steps} x DP {p.data_parallel} = "
-            f"[b]{seqs:,}[/b] sequences = [b]{seqs * t.seq_len:,}[/b] tokens",
+            f"[b]{seqs:,}[/b] {what} = [b]{tokens:,}[/b] tokens",
         )
         lora = t.method != "full"
         for key in LORA_KEYS:
