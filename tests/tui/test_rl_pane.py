@@ -62,3 +62,14 @@ async def test_a_dpo_plan_file_shows_its_keys() -> None:
         assert shown(app, "rl.max_length") and not shown(app, "rl.generation")
         assert app.planner.query_one("#f-rl-max_length Input", Input).value == "2048"
         assert "scoring" in text_of(app, "#rl-details")
+
+
+async def test_every_rl_key_has_a_row() -> None:
+    from vramplan.core.plan.rl import RLConfig
+
+    app = VramplanApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("3")
+        await pilot.pause()
+        for name in RLConfig.model_fields:
+            assert app.planner.query(f"#f-rl-{name}"), name

@@ -33,6 +33,15 @@ REFERENCE = (
     Choice("none", "none", "rl: no reference"),
 )
 SLEEP = (Choice(None, "off", "rl: vLLM stays resident"), Choice(True, "on", "rl: vLLM sleeps outside generation"))
+SHARDING = (
+    Choice(None, "auto", "rl: frozen models sharded under ZeRO-3, else a copy per GPU (TRL prepare_deepspeed)"),
+    Choice("sharded", "sharded", "rl: frozen models sharded over the data-parallel GPUs"),
+    Choice("replicated", "replicated", "rl: a full copy of each frozen model per GPU"),
+)
+FROZEN_OFFLOAD = (
+    Choice(None, "none", "rl: frozen weights on the GPU"),
+    Choice("cpu", "cpu", "rl: frozen weights on the host, streamed per block (verl param_offload)"),
+)
 
 
 class TextField(FieldRow):
@@ -114,6 +123,7 @@ def rl_rows() -> Iterator[Widget]:
     yield _count("rl.max_prompt_length", "prompt tokens", "512", "GRPO/PPO: max_prompt_length")
     yield _count("rl.max_completion_length", "completion tokens", "GRPO 512, PPO 53", "max_completion_length")
     yield _count("rl.num_generations", "generations", "8 (GRPOConfig)", "GRPO: completions per prompt (>= 2)")
+    yield _count("rl.num_iterations", "iterations (mu)", "1 (GRPOConfig)", "GRPO: updates per generated batch")
     yield NumberField("rl.beta", "beta", placeholder="DPO 0.1, GRPO 0, PPO 0.05", tooltip="KL coefficient")
     yield ChoiceField("rl.reference", "reference", REFERENCE, tooltip="the reference model's log-probs")
     yield ChoiceField("rl.generation", "generation", GENERATION, tooltip="TRL use_vllm + vllm_mode")
@@ -122,6 +132,8 @@ def rl_rows() -> Iterator[Widget]:
     )
     yield _count("rl.vllm_tensor_parallel_size", "vLLM TP", "1", "GPUs per vLLM engine")
     yield ChoiceField("rl.vllm_enable_sleep_mode", "vLLM sleep", SLEEP, tooltip="free vLLM outside generation")
+    yield ChoiceField("rl.frozen_sharding", "frozen sharding", SHARDING, tooltip="reference and reward weights")
+    yield ChoiceField("rl.frozen_offload", "frozen offload", FROZEN_OFFLOAD, tooltip="reference and reward weights")
     yield TextField("rl.reward_model", "reward model", placeholder="the policy's", tooltip="PPO: a model preset")
     yield TextField("rl.value_model", "value model", placeholder="the policy's", tooltip="PPO: a model preset")
     yield _count("rl.prompts", "prompts", "unset (the token budget)", "prompts to train on, for the time to train")
@@ -133,8 +145,6 @@ def rl_visible(objective: str, generation: str | None) -> dict[str, bool]:
     vllm = (generation or "hf").startswith("vllm")
     out = {}
     for key, objectives in APPLIES.items():
-        if key in ("frozen_sharding", "frozen_offload", "num_iterations"):
-            continue  # plan files and --set only
         out[f"rl.{key}"] = objective in objectives and (vllm or key not in VLLM_KEYS)
     if generation == "vllm-server":
         out["rl.vllm_enable_sleep_mode"] = False
