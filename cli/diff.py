@@ -44,7 +44,7 @@ def diff_text(d: PlanDiff, a_name: str = "A", b_name: str = "B") -> str:
     """The diff within 80 columns: the keys, the memory table by kind, the step time, each key alone."""
     from vramplan.cli.gpus import wrapped
     from vramplan.core.advice.plandiff import relative_text, signed_gib, value_text
-    from vramplan.core.memory.result import KIND_LABELS, KINDS
+    from vramplan.core.memory.result import ALL_KINDS, KIND_LABELS
     from vramplan.core.plan.describe import plan_title
 
     fa, fb = d.fa, d.fb
@@ -59,8 +59,8 @@ def diff_text(d: PlanDiff, a_name: str = "A", b_name: str = "B") -> str:
         lines += [f"  {k.key:<{width}}  {value_text(k.a)} -> {value_text(k.b)}" for k in d.keys]
     lines.append("")
     lines.append(f"{'memory per GPU at the peak, GiB':<34}{'A':>10}{'B':>10}{'B - A':>10}")
-    for kind in KINDS:
-        va, vb = fa.memory[kind], fb.memory[kind]
+    for kind in ALL_KINDS:  # an RL plan's kinds where either plan has them (`core.advice.plandiff.Figures`)
+        va, vb = fa.memory.get(kind, 0), fb.memory.get(kind, 0)
         if va or vb:
             lines.append(f"  {KIND_LABELS[kind]:<32}{gib_text(va):>10}{gib_text(vb):>10}{signed_gib(vb - va):>10}")
     total = signed_gib(fb.total - fa.total)
