@@ -41,6 +41,8 @@ def transformers_config(r: Recipe) -> Any:
     for key, value in list(vars(cfg).items()):
         if key.endswith(("dropout", "pdrop")) and isinstance(value, float):
             setattr(cfg, key, 0.0)
+        if key in ("pad_token_id", "bos_token_id", "eos_token_id") and isinstance(value, int) and value >= r.vocab_size:
+            setattr(cfg, key, None)  # a family default beyond a small vocabulary (Phi-3's 32000): no memory effect
     return cfg
 
 

@@ -48,6 +48,8 @@ CONFIG_NAMES: dict[str, dict[str, str | None]] = {
         "attention_bias": "bias",
     },
     "mixtral": {"num_experts": "num_local_experts"},
+    "gpt_oss": {"num_experts": "num_local_experts"},
+    "deepseek_v3": {"num_experts": "n_routed_experts", "shared_expert_intermediate_size": None},
 }
 # plan keys that are vramplan's own (no config argument) or derived
 NOT_CONFIG = ("preset", "hf_config", "model_type", "dense_layers", "sliding_layers", "mtp_layers")
@@ -122,6 +124,13 @@ def config_kwargs(plan: Plan) -> dict[str, Any]:
             out[name] = value
     if m.model_type == "falcon" and not m.hf_config and not m.new_decoder_architecture:
         out["multi_query"] = m.num_key_value_heads == 1
+    dense = m.dense_layers or 0
+    if m.model_type in ("qwen2_moe", "qwen3_moe") and dense and "dense_layers" not in from_file:
+        out["mlp_only_layers"] = list(range(dense))  # which layers is the config's; their number is the plan's
+    if m.model_type == "deepseek_v3" and not m.hf_config:
+        out["first_k_dense_replace"] = dense
+        shared, width = m.shared_expert_intermediate_size or 0, m.moe_intermediate_size or 1
+        out["n_shared_experts"] = shared // width
     return out
 
 
