@@ -30,7 +30,7 @@ from typing import Any
 from vramplan.core.advice.advisor import Suggestion, suggestions
 from vramplan.core.advice.whatif import WhatIf
 from vramplan.core.memory.peak import estimate
-from vramplan.core.memory.result import KIND_LABELS, KINDS, Estimate
+from vramplan.core.memory.result import ALL_KINDS, KIND_LABELS, Estimate
 from vramplan.core.plan import presets
 from vramplan.core.plan.describe import short_gpu_name
 from vramplan.core.plan.errors import PlanError
@@ -191,7 +191,7 @@ def _why(est: Estimate, gpus: int) -> str:
     cap = est.gpu_capacity
     live = est.live_at_peak
     head = f"at {gpus} GPUs: {gib_text(est.on_gpu)} GiB per GPU of {gib_text(cap)}"
-    alone = [k for k in KINDS if live.get(k, 0) > cap]
+    alone = [k for k in ALL_KINDS if live.get(k, 0) > cap]
     if alone:
         k = alone[0]
         return f"{head}; {KIND_LABELS[k].lower()} alone ({gib_text(live[k])} GiB) exceed the GPU"

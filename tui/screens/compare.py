@@ -14,7 +14,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from vramplan.core.advice.plandiff import PlanDiff, plan_diff, relative_text, signed_gib, value_text
-from vramplan.core.memory.result import KIND_LABELS, KINDS
+from vramplan.core.memory.result import ALL_KINDS, KIND_LABELS
 from vramplan.core.plan.plan import Plan
 from vramplan.core.plan.units import fmt_seconds, gib_text
 from vramplan.tui.screens.css import tcss
@@ -32,8 +32,8 @@ def compare_text(d: PlanDiff) -> Content:
         lines += [Content(f"  {k.key:<{width}}  {value_text(k.a)} -> {value_text(k.b)}") for k in d.keys]
     lines.append(Content(""))
     lines.append(Content.styled(f"{'GiB per GPU at the peak':<34}{'pinned':>10}{'now':>10}{'change':>10}", "bold"))
-    for kind in KINDS:
-        va, vb = fa.memory[kind], fb.memory[kind]
+    for kind in ALL_KINDS:  # an RL plan's kinds where either plan has them
+        va, vb = fa.memory.get(kind, 0), fb.memory.get(kind, 0)
         if va or vb:
             lines.append(
                 Content(f"  {KIND_LABELS[kind]:<32}{gib_text(va):>10}{gib_text(vb):>10}{signed_gib(vb - va):>10}")
