@@ -13,8 +13,9 @@ import os
 import sys
 import warnings
 from collections.abc import Callable, Sequence
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
+from vramplan.cli import COMMANDS
 from vramplan.cli.handlers import cmd_check, cmd_estimate, cmd_export, cmd_fit, cmd_keys, cmd_presets
 from vramplan.cli.importing import add_from_arg
 from vramplan.cli.stackfrom import add_stack_arg
@@ -95,17 +96,48 @@ def _plan_args(p: argparse.ArgumentParser, required: bool = False) -> None:
     )
 
 
-def build_parser() -> OneLineParser:
+# Each command's one line in `vramplan --help`, which its parser also uses as its help (a test checks that they
+# agree): `build_parser(only)` gives the commands not run just this line, so a command builds only its own options
+# and imports only its own modules.
+SUMMARIES = {
+    "estimate": "per-GPU memory and step time of a plan (table or --json)",
+    "export": "write a plan as TOML (reloadable), a DeepSpeed or accelerate config or a Markdown report",
+    "check": "troubleshooting checklist: OOM, NaN loss, slow training (exit 1 when an item fails)",
+    "fit": "the smallest sets of changes that make a plan fit, fastest first",
+    "presets": "list model and hardware presets",
+    "keys": "every settable key (--set TABLE.KEY=VALUE) with its type, default and meaning",
+    "gpus": "GPU selection guide: every GPU preset with the fewest GPUs that fit, step time, time and cost",
+    "diff": "the keys two plan files differ in, and what each does to memory per GPU and step time",
+    "help": "the documentation in the terminal: the topics, or one page",
+    "measure": "run the plan's training step here (random weights) and show measured against predicted memory",
+}
+
+
+def build_parser(only: str | None = None) -> OneLineParser:
+    """The parser of every command; with ``only`` (the command about to run), the others are their summary line
+    (`SUMMARIES`) without their options: ``vramplan estimate`` neither builds nor imports the other commands'."""
     parser = OneLineParser(
         prog="vramplan",
         description="Plan the GPU memory of LLM training before you launch it. "
         "Run without a command (optionally with a PLAN.toml) to open the planner.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
+    for name, add in _PARSERS.items():
+        if only is None or name == only:
+            add(sub)
+        else:
+            sub.add_parser(name, help=SUMMARIES[name])
+    return parser
 
+
+if TYPE_CHECKING:
+    Sub = argparse._SubParsersAction[OneLineParser]  # what add_subparsers returns
+
+
+def _estimate_parser(sub: Sub) -> None:
     p = sub.add_parser(
         "estimate",
-        help="per-GPU memory and step time of a plan (table or --json)",
+        help=SUMMARIES["estimate"],
         description="The memory per GPU at the step's peak, by kind, and the step time of a plan. Exit code: 0 "
         "when the plan fits, 1 when it does not (GPU, host memory or NVMe per node), 2 on bad input; --json always "
         "exits 0 on a valid plan: read memory.fits.",
@@ -120,9 +152,11 @@ def build_parser() -> OneLineParser:
     add_stack_arg(p)
     p.set_defaults(handler=cmd_estimate)
 
+
+def _export_parser(sub: Sub) -> None:
     p = sub.add_parser(
         "export",
-        help="write a plan as TOML (reloadable), a DeepSpeed or accelerate config or a Markdown report",
+        help=SUMMARIES["export"],
         description="Write the plan as a TOML plan file (it loads back to the same plan, its estimate alongside), "
         "a DeepSpeed JSON or accelerate YAML config, or a Markdown report for review.",
         epilog="example: vramplan export --model llama-3.1-8b --gpu h100 -o plan.toml",
@@ -139,9 +173,11 @@ def build_parser() -> OneLineParser:
     p.add_argument("--note", help="[meta] note / report preface (default: the plan file's)")
     p.set_defaults(handler=cmd_export)
 
+
+def _check_parser(sub: Sub) -> None:
     p = sub.add_parser(
         "check",
-        help="troubleshooting checklist: OOM, NaN loss, slow training (exit 1 when an item fails)",
+        help=SUMMARIES["check"],
         description="The troubleshooting checklist of a plan: out of memory, NaN loss, slow training, each item "
         "passing, warning or failing with its fix. Exit code 1 when an item fails, 2 on bad input.",
         epilog="example: vramplan check plan.toml --framework fsdp",
@@ -158,9 +194,11 @@ def build_parser() -> OneLineParser:
     add_stack_arg(p)
     p.set_defaults(handler=cmd_check)
 
+
+def _fit_parser(sub: Sub) -> None:
     p = sub.add_parser(
         "fit",
-        help="the smallest sets of changes that make a plan fit, fastest first",
+        help=SUMMARIES["fit"],
         description="The fit advisor: the smallest sets of changes (strategy, batch, precision, offload, GPUs) "
         "that make the plan fit, fastest step first.",
         epilog="example: vramplan fit --model llama-3.1-70b --gpu a100-80gb --gpus 8 --limit 5",
@@ -178,9 +216,11 @@ def build_parser() -> OneLineParser:
     add_stack_arg(p)
     p.set_defaults(handler=cmd_fit)
 
+
+def _presets_parser(sub: Sub) -> None:
     p = sub.add_parser(
         "presets",
-        help="list model and hardware presets",
+        help=SUMMARIES["presets"],
         description="The model presets (parameters, layers) and GPU presets (memory, peak FLOP/s), built-in and "
         "your own; the ids are what --model and --gpu take.",
         epilog="example: vramplan presets hardware",
@@ -189,22 +229,54 @@ def build_parser() -> OneLineParser:
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
     p.set_defaults(handler=cmd_presets)
 
+
+def _keys_parser(sub: Sub) -> None:
     p = sub.add_parser(
         "keys",
-        help="every settable key (--set TABLE.KEY=VALUE) with its type, default and meaning",
+        help=SUMMARIES["keys"],
         description="Every key a plan file or --set TABLE.KEY=VALUE takes, with its type, default and meaning.",
         epilog="example: vramplan keys | grep -A1 zero_stage",
     )
     p.add_argument("--json", action="store_true", help="one JSON array on stdout")
     p.set_defaults(handler=cmd_keys)
 
-    from vramplan.cli import diff, gpus, helptopics, measuring  # GPU guide, plan diff, help, measure: own modules
+
+def _gpus_parser(sub: Sub) -> None:
+    from vramplan.cli import gpus  # the GPU guide (issue 17): its own module
 
     gpus.add_parser(sub, _plan_args)
+
+
+def _diff_parser(sub: Sub) -> None:
+    from vramplan.cli import diff
+
     diff.add_parser(sub)
+
+
+def _help_parser(sub: Sub) -> None:
+    from vramplan.cli import helptopics
+
     helptopics.add_parser(sub)
-    measuring.add_parser(sub, _plan_args)  # vramplan measure (issue 29): torch only when it runs
-    return parser
+
+
+def _measure_parser(sub: Sub) -> None:
+    from vramplan.cli import measuring  # vramplan measure (issue 29): torch only when it runs
+
+    measuring.add_parser(sub, _plan_args)
+
+
+_PARSERS: dict[str, Callable[[Sub], None]] = {
+    "estimate": _estimate_parser,
+    "export": _export_parser,
+    "check": _check_parser,
+    "fit": _fit_parser,
+    "presets": _presets_parser,
+    "keys": _keys_parser,
+    "gpus": _gpus_parser,
+    "diff": _diff_parser,
+    "help": _help_parser,
+    "measure": _measure_parser,
+}
 
 
 def _print_notices(caught: list[warnings.WarningMessage]) -> None:
@@ -224,8 +296,8 @@ def _note_this_machine() -> None:
     """This machine's host memory (/proc/meminfo), registered for its detected GPU (`core.plan.node`). Only for a
     command without a plan file, which detects the GPUs anyway (a plan file never runs nvidia-smi: it may describe
     another machine; hardware.host_memory_gib says its node's); ``VRAMPLAN_DETECT=0`` turns both readings off."""
-    from vramplan.machine.nvidia_smi import detected_gpus
     from vramplan.machine.host import note_this_machine
+    from vramplan.machine.nvidia_smi import detected_gpus
 
     note_this_machine(detected_gpus())
 
@@ -241,7 +313,8 @@ def _silence_stdout() -> None:
 def run(argv: Sequence[str]) -> int:
     """Run a headless command; user errors become one line on stderr and exit code 2."""
     try:
-        args = build_parser().parse_args(list(argv))
+        command = argv[0] if argv and argv[0] in COMMANDS else None  # the others: their summary line only
+        args = build_parser(command).parse_args(list(argv))
         shortcuts = [
             f"{key}={value}"
             for key, value in (
