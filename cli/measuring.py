@@ -39,7 +39,7 @@ def add_parser(sub: argparse._SubParsersAction, plan_args: Callable[[argparse.Ar
         "gradients, optimizer states, activations, the allocator's peaks, the process, step time. What this machine "
         "cannot reproduce of the plan is listed before anything runs. Exit code: 0 measured, 1 out of memory, 2 bad "
         "input or no measure extra, 130 stopped (Ctrl-C). Needs pip install 'vramplan[measure]'.",
-        epilog="example: vramplan measure --model qwen2.5-0.5b --gpus 1 --set training.seq_len=512 --steps 5",
+        epilog="example: vramplan measure --model qwen2.5-0.5b --device cpu --steps 5",
     )
     plan_args(p)
     p.add_argument("--steps", type=_count, default=3, metavar="N", help="measured optimizer steps (default 3)")
