@@ -36,7 +36,7 @@ def test_many_bad_keys_stop_at_ten_lines(tmp_path: Path, capsys: pytest.CaptureF
     lines = err_lines(["estimate", str(plan)], capsys)
     assert len(lines) == MAX_LINES == 10
     assert lines[-1] == "vramplan: and 5 more"  # 14 problems: 9 shown, then the 5 others counted
-    assert "(known: micro_batch_size" in lines[0] and lines[1].endswith("training.bad1: unknown key")
+    assert "(known: objective, micro_batch_size" in lines[0] and lines[1].endswith("training.bad1: unknown key")
 
 
 def test_one_problem_from_the_core_counts_the_others(tmp_path: Path) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from vramplan.core.files.importers.trl import is_trl
 from vramplan.core.plan.errors import PlanError
 
 FORMATS: dict[str, str] = {
@@ -48,6 +47,8 @@ def detect_format(data: Any, where: str) -> str:
         return "deepspeed"
     if "base_model" in keys or len(keys & set(_AXOLOTL_KEYS)) >= 2:
         return "axolotl"
+    from vramplan.core.files.importers.trl import is_trl  # its readers load with it: after the first frame
+
     if is_trl(keys):
         return "trl"
     if len(keys & set(_LLAMAFACTORY_KEYS)) >= 2:
