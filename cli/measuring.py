@@ -216,6 +216,6 @@ def report_text(report: MeasureReport, rows: tuple[ComparisonRow, ...], fits: bo
     if not all(r.reproducible for r in rows):
         lines.append("* not reproduced as planned on this machine (the lines before the run say why)")
     lines += [f"note: {n}" for n in report.notes]
-    lines.append("error = (measured - predicted) / measured. allocated: the tensors; reserved: + allocator cache;")
+    lines.append("error = (predicted - measured) / measured. allocated: the tensors; reserved: + allocator cache;")
     lines.append("process: what nvidia-smi shows (+ the CUDA context)")
     return "\n".join(lines) + "\n"

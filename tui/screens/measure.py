@@ -67,7 +67,7 @@ def _figure(value: float | None, unit: str) -> str:
 
 
 def _error(e: float) -> str:
-    """(measured - predicted) / measured in percent, within 8 columns (``+12.3%``, ``<-999%``)."""
+    """(predicted - measured) / measured in percent, within 8 columns (``+12.3%``, ``<-999%``)."""
     if abs(e) >= 10:
         return ">+999%" if e > 0 else "<-999%"
     return f"{100 * e:+.1f}%"
