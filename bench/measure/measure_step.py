@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Measure the memory of LLM training steps on real PyTorch (CPU), the way /work/shared/oracle/README.md does.
+"""Measure the memory of LLM training steps on real PyTorch (CPU), the way ../shared/oracle/README.md does.
 
-Usage:  /work/rvenv/bin/python bench/measure/measure_step.py CASES.json -o OUT.json [--only ID ...] [--compare TRUTH]
+Usage, from the repository root (torch, transformers, peft installed):
+  python bench/measure/measure_step.py CASES.json -o OUT.json [--only ID ...] [--compare TRUTH]
 CASES.json is {"cases": [...]} with the keys of the oracle's cases.json (missing keys take the oracle's defaults,
 see DEFAULTS). OUT.json maps each case id to {resolved_case, figures, steady, peak, activations, ...} shaped like
 the oracle's truth.json (its MemTracker cross-check and live_at_peak breakdown are not repeated). --compare prints
