@@ -69,9 +69,10 @@ from rl_probe import (
     instrument,
     precompute_figures,
     step_figures,
-    storage_bytes,
     summarise,
 )
+
+from vramplan.measure.tensors import storage_bytes
 
 DEFAULTS = {
     "family": "llama",

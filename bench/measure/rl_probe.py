@@ -1,7 +1,7 @@
 """Instrumentation for measure_rl.py: record_function ranges hooked into TRL's trainers, the allocation events'
-analysis (innermost range wins), tensor enumeration and saved-tensor hooks. The tensor helpers are those of
-measure_step.py (storage de-duplication, optimizer states, the cast tracker), repeated here so that this harness
-does not depend on that script's layout."""
+analysis (innermost range wins), tensor enumeration and saved-tensor hooks. The tensor helpers (storage de-duplication,
+optimizer states, the cast tracker) are the package's own, `vramplan.measure.tensors` and `vramplan.measure.saved`,
+so that this harness counts bytes as `vramplan measure` does."""
 
 from __future__ import annotations
 
@@ -12,51 +12,9 @@ from contextlib import contextmanager
 
 import torch
 from torch.profiler import record_function
-from torch.utils._python_dispatch import TorchDispatchMode
 
-CAST_OPS = {"_to_copy", "clone"}
-
-
-def storage_bytes(tensors):
-    """Bytes of the distinct storages of ``tensors`` (a view counts its whole storage, once)."""
-    seen = {}
-    for t in tensors:
-        s = t.untyped_storage()
-        seen[s.data_ptr()] = s.nbytes()
-    return sum(seen.values())
-
-
-def opt_state(opt):
-    by_key, n = defaultdict(int), 0
-    for st in opt.state.values():
-        for k, v in st.items():
-            if torch.is_tensor(v):
-                by_key[k] += v.untyped_storage().nbytes()
-                n += 1
-    return {"bytes": sum(by_key.values()), "by_key": dict(by_key), "num_tensors": n}
-
-
-def grads_info(model):
-    g = [p.grad for p in model.parameters() if p.grad is not None]
-    return {"bytes": storage_bytes(g), "num_tensors": len(g), "dtypes": sorted({str(x.dtype)[6:] for x in g})}
-
-
-class CastTracker(TorchDispatchMode):
-    """Remembers the storages that casts/clones of parameter storages produce (autocast's weight copies)."""
-
-    def __init__(self, param_ptrs):
-        super().__init__()
-        self.src, self.copies, self.keep = param_ptrs, {}, []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        name = func.overloadpacket.__name__
-        if name in CAST_OPS and args and torch.is_tensor(args[0]) and torch.is_tensor(out):
-            p = args[0].untyped_storage().data_ptr()
-            if p in self.src or p in self.copies:
-                self.copies[out.untyped_storage().data_ptr()] = self.src.get(p) or self.copies[p]
-                self.keep.append(out)
-        return out
+from vramplan.measure.saved import CastTracker
+from vramplan.measure.tensors import grads_info, optimizer_state, storage_bytes
 
 
 def summarise(recs, vocab_size):
@@ -217,7 +175,7 @@ def enumerate_baseline(trainer):
     return {
         "params": storage_bytes(params),
         "buffers": storage_bytes([b for m in models for b in m.buffers()]),
-        "optimizer_state": opt_state(trainer.optimizer)["bytes"],
+        "optimizer_state": optimizer_state(trainer.optimizer)["bytes"],
         "grads": storage_bytes([p.grad for p in params if p.grad is not None]),
     }
 
@@ -244,7 +202,7 @@ class Probe:
                 probe.info.setdefault("baseline_enumerated", []).append(enumerate_baseline(trainer))
 
             def on_optimizer_step(self, *_, **__):
-                probe.info.setdefault("optimizer", opt_state(trainer.optimizer))
+                probe.info.setdefault("optimizer", optimizer_state(trainer.optimizer))
 
         trainer.add_callback(After())
 
