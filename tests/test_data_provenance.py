@@ -61,7 +61,7 @@ def test_only_the_known_files_lack_their_script() -> None:
     assert missing == KNOWN_MISSING
 
 
-# "/work/..." or "/root/..." followed by a name: a path of the machine the repository was written on (built so
+# "/work/<name>" or "/root/<name>": a path of the machine the repository was written on (built so
 # that this file does not match itself)
 MACHINE_PATH = re.compile("(?<![\\w.~-])/(" + "work|root" + ")/[\\w.]")
 
