@@ -16,7 +16,7 @@ from pathlib import Path
 
 from vramplan.core.plan import presets
 from vramplan.core.plan.detect import DetectedGpus
-from vramplan.core.plan.presets import MAX_NODE_GIB
+from vramplan.core.plan.preset_specs import MAX_NODE_GIB
 from vramplan.core.plan.units import GiB
 
 MEMINFO = Path("/proc/meminfo")

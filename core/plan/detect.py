@@ -19,7 +19,7 @@ from typing import NamedTuple
 from vramplan.core.plan import presets
 from vramplan.core.plan.errors import PlanError, clip, printable
 from vramplan.core.plan.plan import Plan, default_plan
-from vramplan.core.plan.presets import GpuSpec
+from vramplan.core.plan.preset_specs import GpuSpec
 
 QUERY = ("--query-gpu=name,memory.total", "--format=csv,noheader,nounits")  # nvidia-smi's: what `parse` reads
 

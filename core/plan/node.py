@@ -26,6 +26,7 @@ from vramplan.core.plan.units import GiB
 
 if TYPE_CHECKING:
     from vramplan.core.plan.plan import Plan
+    from vramplan.core.plan.preset_specs import GpuSpec
 
 HOST_PER_GPU_MEMORY = 2  # host memory per byte of GPU memory when the node is unknown (rule 4)
 NVME_PER_HOST = 1  # NVMe per byte of host memory when the node's NVMe is unknown (rule 4)
@@ -49,7 +50,7 @@ def _share(figure_gib: float, gpus: int, node_gpus: int) -> int:
     return int(figure_gib * GiB) * gpus // node_gpus
 
 
-def _typical(gpu: presets.GpuSpec, gpus: int) -> str:
+def _typical(gpu: GpuSpec, gpus: int) -> str:
     """``typical node: DGX A100 640GB, 2 TiB, ... (1/8 of it)``: the first part of the preset's node_source."""
     where = gpu.node_source.partition(";")[0].strip() or "the GPU preset's"
     return f"typical node: {where}" + ("" if gpus == gpu.node_gpus else f" ({gpus}/{gpu.node_gpus} of it)")

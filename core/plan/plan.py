@@ -27,7 +27,7 @@ from vramplan.core.plan.advice import AdviceConfig
 from vramplan.core.plan.combinations import check_combinations
 from vramplan.core.plan.errors import PlanError, pydantic_error, shown, suggest
 from vramplan.core.plan.model import ModelConfig
-from vramplan.core.plan.presets import MAX_GBS, MAX_NODE_GIB
+from vramplan.core.plan.preset_specs import MAX_GBS, MAX_NODE_GIB
 from vramplan.core.plan.rl import APPLIES, RLConfig
 from vramplan.core.plan.stack import StackConfig, StackDefault
 from vramplan.core.plan.stack_defaults import stack_choices

@@ -16,7 +16,7 @@ from vramplan.core.memory.result import FRAGMENTATION_RISK, Estimate
 from vramplan.core.plan import presets
 from vramplan.core.plan.arch import Arch
 from vramplan.core.plan.plan import Plan
-from vramplan.core.plan.presets import GpuSpec
+from vramplan.core.plan.preset_specs import GpuSpec
 from vramplan.core.plan.units import GiB
 from vramplan.core.time.result import StepTime
 
