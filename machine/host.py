@@ -15,7 +15,7 @@ import stat
 from pathlib import Path
 
 from vramplan.core.plan import presets
-from vramplan.core.plan.detect import DetectedGpus
+from vramplan.core.plan.gpu_match import DetectedGpus
 from vramplan.core.plan.preset_specs import MAX_NODE_GIB
 from vramplan.core.plan.units import GiB
 

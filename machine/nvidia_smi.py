@@ -1,5 +1,5 @@
 """This machine's GPUs, from ``nvidia-smi``, matched to a hardware preset (the default plan's hardware): the half of
-GPU detection that runs a process (`vramplan.core.plan.detect` parses and matches what it prints).
+GPU detection that runs a process (`vramplan.core.plan.gpu_match` parses and matches what it prints).
 
 No ``nvidia-smi``, a failing or slow one (short timeout), or output that does not parse: None, and callers fall
 back silently to the documented default. ``VRAMPLAN_DETECT=0`` turns detection off. The result is cached per
@@ -15,7 +15,7 @@ import shutil
 import time
 from typing import TYPE_CHECKING
 
-from vramplan.core.plan.detect import QUERY, DetectedGpus, detected_from, plan_on
+from vramplan.core.plan.gpu_match import QUERY, DetectedGpus, detected_from, plan_on
 from vramplan.core.plan.memo import memoised
 from vramplan.core.plan.plan import Plan
 from vramplan.machine.host import detection_on

@@ -100,7 +100,7 @@ HOST_MEMORY_SRC = (
 
 def assumed_gpu_figures(gpu_id: str) -> str:
     """A line saying the step time rests on placeholder GPU figures, when the GPU is one nvidia-smi reported and
-    no preset knows (its TFLOP/s and bandwidths are unknown: `core.plan.detect.custom_spec`); "" otherwise."""
+    no preset knows (its TFLOP/s and bandwidths are unknown: `core.plan.gpu_match.custom_spec`); "" otherwise."""
     reg = presets.registry()
     if reg.origin.get(f"hardware/{gpu_id}") != "detected":
         return ""

@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 from tests.hostile import strict_json
 from vramplan.cli.commands import run
 from vramplan.core.plan import presets
-from vramplan.core.plan.detect import parse
 from vramplan.core.plan.errors import MAX_LINES
+from vramplan.core.plan.gpu_match import parse
 from vramplan.core.plan.keyref import settable_keys
 from vramplan.core.plan.plan import TABLES
 from vramplan.machine import nvidia_smi

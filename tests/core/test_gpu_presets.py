@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from vramplan.core.plan import detect, presets
+from vramplan.core.plan import gpu_match, presets
 
 # (nvidia-smi / rocm-smi name, memory.total MiB as the driver reports it) -> preset id
 SMI = [
@@ -29,7 +29,7 @@ SMI = [
 
 @pytest.mark.parametrize(("name", "mib", "gpu"), SMI)
 def test_the_driver_name_finds_the_preset(name: str, mib: int, gpu: str) -> None:
-    assert detect.match_preset(name, mib) == gpu
+    assert gpu_match.match_preset(name, mib) == gpu
     spec = presets.gpu(gpu)
     assert spec.memory_mib == mib
     assert spec.source and spec.bf16_tflops > 0 and spec.internode_gbs > 0

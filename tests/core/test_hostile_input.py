@@ -16,8 +16,8 @@ from tests.conftest import user_dir
 from tests.hostile import BIG_INT, HUGE_INT, write_config_files, write_plan_files
 from vramplan.core.files.planio import load_plan_file
 from vramplan.core.plan import presets
-from vramplan.core.plan.detect import clean_name, parse
 from vramplan.core.plan.errors import PlanError, printable, shown
+from vramplan.core.plan.gpu_match import clean_name, parse
 from vramplan.core.plan.hfconfig import read_hf_config
 from vramplan.core.plan.plan import default_plan
 from vramplan.core.plan.readfile import read_regular

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from vramplan.core.plan import presets
-from vramplan.core.plan.detect import DetectedGpus
+from vramplan.core.plan.gpu_match import DetectedGpus
 from vramplan.machine import host
 
 NORMAL = b"MemTotal:       131932160 kB\nMemFree:         1234567 kB\nMemAvailable:   99999999 kB\n"

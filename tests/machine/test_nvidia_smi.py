@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from vramplan.core.plan import detect, presets
-from vramplan.core.plan.detect import parse
+from vramplan.core.plan import gpu_match, presets
+from vramplan.core.plan.gpu_match import parse
 from vramplan.core.plan.units import MiB
 from vramplan.machine import nvidia_smi
 from vramplan.machine.nvidia_smi import detected_gpus, starting_plan
@@ -139,6 +139,6 @@ def test_mixed_gpus_take_the_most_common_model() -> None:
 
 
 def test_names_match_loosely_when_not_listed() -> None:
-    assert detect.match_preset("nvidia h100 80gb hbm3", 81559) == "h100-80gb"  # case
-    assert detect.match_preset("NVIDIA-A100-SXM4-80GB", 81920) == "a100-80gb"  # punctuation
-    assert detect.match_preset("NVIDIA H800 PCIe", 81559) is None
+    assert gpu_match.match_preset("nvidia h100 80gb hbm3", 81559) == "h100-80gb"  # case
+    assert gpu_match.match_preset("NVIDIA-A100-SXM4-80GB", 81920) == "a100-80gb"  # punctuation
+    assert gpu_match.match_preset("NVIDIA H800 PCIe", 81559) is None

@@ -147,7 +147,7 @@ async def test_pane_keys_focus_the_panes_first_control() -> None:
 async def test_an_unknown_gpus_step_time_is_marked_assumed() -> None:
     """Issue 16.7 in the planner: a detected GPU without a preset has placeholder figures; the step time says so."""
     from vramplan.core.plan import presets
-    from vramplan.core.plan.detect import custom_spec
+    from vramplan.core.plan.gpu_match import custom_spec
 
     spec = custom_spec("NVIDIA L4", 23034)
     presets.register_gpu(spec, origin="detected")

@@ -14,7 +14,7 @@ from tests.machine.test_nvidia_smi import H100_X8, fake_smi, n_calls, printing
 from tests.tui.conftest import figure, text_of
 from vramplan.core.memory.peak import estimate
 from vramplan.core.plan import presets
-from vramplan.core.plan.detect import DetectedGpus
+from vramplan.core.plan.gpu_match import DetectedGpus
 from vramplan.core.plan.plan import default_plan
 from vramplan.machine import nvidia_smi
 from vramplan.tui.app import VramplanApp

@@ -109,7 +109,7 @@ def test_the_first_frame_imports_no_config_reader_nor_the_plan_comparison() -> N
         "assert first[0] is False and 'json' in sys.modules, first\n"
         "importers = 'vramplan.core.files.importers.'\n"
         "loaded = [m for m in sys.modules if m.split('.')[0] == 'yaml' or m.startswith(importers)]\n"
-        "assert loaded == [importers + 'detect'], loaded\n"
+        "assert loaded == [importers + 'config_format'], loaded\n"
         "assert 'vramplan.core.advice.plandiff' not in sys.modules\n"
         "assert 'vramplan.core.plan.hfconfig' not in sys.modules\n"
         "files = ('vramplan.core.files.planio', 'vramplan.core.files.planfile', 'tomli_w')\n"

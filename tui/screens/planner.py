@@ -19,11 +19,11 @@ from textual.widget import AwaitMount
 from textual.widgets import Footer, Input, Static
 
 import vramplan.tui.widgets.model_pane  # noqa: F401  (the pane shown first: loaded with the app, see `pane_class`)
-from vramplan.core.files.importers.detect import is_config_path
+from vramplan.core.files.importers.config_format import is_config_path
 from vramplan.core.memory.peak import estimate
 from vramplan.core.memory.result import Estimate
-from vramplan.core.plan.detect import DetectedGpus
 from vramplan.core.plan.errors import PlanError
+from vramplan.core.plan.gpu_match import DetectedGpus
 from vramplan.core.plan.plan import Plan
 from vramplan.core.time.result import StepTime
 from vramplan.core.time.step import step_time

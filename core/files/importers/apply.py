@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from vramplan.core.files.importers import accelerate, axolotl, deepspeed, llamafactory, torchtune, trl, verl
-from vramplan.core.files.importers.detect import FORMATS, FRAMEWORK_OF, detect_format, is_config_path
+from vramplan.core.files.importers.config_format import FORMATS, FRAMEWORK_OF, detect_format, is_config_path
 from vramplan.core.files.importers.reading import read_data
 from vramplan.core.files.importers.record import Batch, Ignored, ImportLog, Read, shown
 from vramplan.core.files.planio import PlanFile, load_plan_file
