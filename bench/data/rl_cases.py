@@ -33,6 +33,8 @@ def rl_plan_data(c: dict[str, Any]) -> dict[str, Any]:
             "num_generations": c["num_generations"],
             "num_iterations": c.get("num_iterations", 1),
             "generation": "hf",
+            # measure_rl.py forces every completion to full length (min_new_tokens): no padding in the update
+            "padding_free": True,
         }
     return {
         "model": {

@@ -63,6 +63,7 @@ APPLIES: dict[str, tuple[str, ...]] = {
     "frozen_sharding": RL_OBJECTIVES,
     "frozen_offload": RL_OBJECTIVES,
     "prompts": RL_OBJECTIVES,
+    "padding_free": RL_OBJECTIVES,
 }
 VLLM_KEYS = ("vllm_gpu_memory_utilization", "vllm_tensor_parallel_size", "vllm_enable_sleep_mode")
 
@@ -132,6 +133,12 @@ class RLConfig(BaseModel):
         default=None, description="reference/reward weights kept on the host, streamed per layer; unset: none"
     )
 
+    padding_free: bool | None = Field(
+        default=None,
+        description="the update batch carries no padding (TRL padding_free: sequences flattened for flash "
+        "attention, or every completion at max length); unset: false, padded: SDPA saves a [b, 1, s, s] mask "
+        "per layer",
+    )
     prompts: int | None = Field(
         default=None,
         ge=1,
@@ -184,6 +191,7 @@ class RLSettings:
     value_model: str | None
     frozen_sharding: str  # "sharded" | "replicated"
     frozen_offload: bool
+    padding_free: bool = False  # the update batch has no padding (no attention mask reaches SDPA)
 
     @property
     def uses_vllm(self) -> bool:
@@ -251,6 +259,7 @@ def rl_settings(objective: str, rl: RLConfig, *, adapters: bool, zero_stage: int
         value_model=rl.value_model,
         frozen_sharding=sharding,
         frozen_offload=rl.frozen_offload == "cpu",
+        padding_free=bool(rl.padding_free),
     )
 
 

@@ -179,3 +179,12 @@ def _yaml(path: Path) -> dict[str, Any]:
     data = yaml.safe_load(path.read_text())
     assert isinstance(data, dict)
     return data
+
+
+def test_dpo_padding_free_is_read(tmp_path: Path) -> None:
+    """DPOConfig ``padding_free: true`` flattens the batch: no padded mask reaches SDPA (``rl.padding_free``)."""
+    path = tmp_path / "dpo.yaml"
+    path.write_text("model_name_or_path: m\nbeta: 0.1\nprecompute_ref_log_probs: false\npadding_free: true\n")
+    im = import_config(path, default_plan(), model="mistral-7b")
+    assert im.plan.training.objective == "dpo"
+    assert im.plan.rl is not None and im.plan.rl.padding_free is True

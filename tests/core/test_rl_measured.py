@@ -21,23 +21,9 @@ from vramplan.core.plan.plan import plan_from_dict
 
 TRUTH = load_truth("rl_truth.json")
 CASES = sorted(TRUTH.items())
-# Known misses, each explained with its measured figures (the estimator's owner fixes them; strict: a fix turns
-# the xfail into a failure that says to drop the mark).
-ACT_MISSES = {
-    "dpo_llama_lora_adapter": "DPO's padded batch: an fp32 [b,1,s,s] SDPA mask saved per layer, and the fused "
-    "head's [N, H] hidden copy under LoRA (-7.1%)",
-    "dpo_llama_lora_precomputed": "as dpo_llama_lora_adapter (-7.1%)",
-    "grpo_qwen2_full_beta_bf16": "estimate +5.5% over the saved tensors (the same model's DPO case is +0.5%)",
-}
 
 
-def _cases(misses: dict[str, str], all_reason: str = "") -> list[Any]:
-    out = []
-    for cid, rec in CASES:
-        why = all_reason or misses.get(cid, "")
-        marks = [pytest.mark.xfail(strict=True, reason=why)] if why else []
-        out.append(pytest.param(cid, rec, id=cid, marks=marks))
-    return out
+PARAMS = [pytest.param(cid, rec, id=cid) for cid, rec in CASES]
 
 
 def _estimate(rec: dict[str, Any]) -> Any:
@@ -53,7 +39,7 @@ def test_rl_truth_present() -> None:
     assert {c["reference"] for c in cases} == {"copy", "adapter", "precomputed", "none"}
 
 
-@pytest.mark.parametrize(("cid", "rec"), [pytest.param(c, r, id=c) for c, r in CASES])
+@pytest.mark.parametrize(("cid", "rec"), PARAMS)
 def test_rl_case_model_states(cid: str, rec: dict[str, Any]) -> None:
     """Parameter counts exact; the policy's and the reference's weights and the optimizer states within 1%."""
     f, est = rec["figures"], _estimate(rec)
@@ -64,14 +50,14 @@ def test_rl_case_model_states(cid: str, rec: dict[str, Any]) -> None:
     assert abs(rel(g["optimizer_states"], f["optimizer_state_bytes"])) <= 0.01
 
 
-@pytest.mark.parametrize(("cid", "rec"), _cases(ACT_MISSES))
+@pytest.mark.parametrize(("cid", "rec"), PARAMS)
 def test_rl_case_activations_within_5_percent(cid: str, rec: dict[str, Any]) -> None:
     f, g = rec["figures"], _estimate(rec).per_gpu()
     act = f["activation_bytes"] - f["logits_like_bytes"] + f["saved_weight_copy_bytes"]
     assert abs(rel(g["activations"], act)) <= 0.05, (g["activations"], act)
 
 
-@pytest.mark.parametrize(("cid", "rec"), _cases({}))
+@pytest.mark.parametrize(("cid", "rec"), PARAMS)
 def test_rl_case_peak_within_bounds(cid: str, rec: dict[str, Any]) -> None:
     f, g = rec["figures"], _estimate(rec).per_gpu()
     peak = rel(g["total"] - g["overhead"], f["steady_peak_bytes"])

@@ -10,8 +10,11 @@ from typing import Any
 
 import pytest
 
+from vramplan.core.memory.activations.block import head_saved
+from vramplan.core.memory.activations.context import plan_ctx
 from vramplan.core.memory.peak import estimate
 from vramplan.core.memory.result import Estimate
+from vramplan.core.memory.rl.estimate import settings, update_plan
 from vramplan.core.plan.errors import PlanError
 from vramplan.core.plan.plan import Plan, default_plan
 
@@ -177,3 +180,23 @@ def test_a_new_objective_drops_the_keys_it_does_not_take() -> None:
     dpo = plan.with_changes({"training.objective": "dpo"})
     assert dpo.rl.num_generations is None and dpo.rl.beta == 0.04
     assert "rl" not in plan.with_changes({"training.objective": "sft"}).dump()
+
+
+def test_a_padded_batch_saves_one_sdpa_mask_per_layer() -> None:
+    """SDPA converts a padded batch's bool mask to the query's dtype on every call and saves it
+    (aten/src/ATen/native/transformers/attention.cpp): 32 layers x b x s x s x 2 B (bf16 autocast), on the update
+    batch (DPO: 2 x 2 pairs of 1024 tokens, no checkpointing). ``rl.padding_free`` removes it."""
+    dpo = {"training.objective": "dpo", "training.micro_batch_size": 2, "strategy.gradient_checkpointing": "none"}
+    padded = estimate(grpo(**dpo)).per_gpu()["activations"]
+    free = estimate(grpo(**dpo, **{"rl.padding_free": True})).per_gpu()["activations"]
+    assert padded - free == 32 * 4 * 1024 * 1024 * 2
+
+
+def test_trl_fused_head_saves_its_hidden_copy_under_lora_too() -> None:
+    """TRL's fused log-prob head saves the [N, h] hidden states it projects whether or not lm_head trains
+    (trl/kernels/chunked_logprob.py ChunkedLogProbFunction.forward), so a LoRA plan's head is no smaller than
+    that copy: N = 8 completions x 512 tokens on CUDA (only the scored positions), h = 4096, fp32 residual."""
+    plan = grpo(**{"training.method": "lora", "strategy.zero_stage": 0})
+    ctx = plan_ctx(update_plan(plan, settings(plan)))
+    assert ctx.logprob_rows == 8 * 512
+    assert head_saved(ctx).local(1, False) >= 4 * 8 * 512 * 4096 + 16 * 8 * 512

@@ -33,6 +33,10 @@ REFERENCE = (
     Choice("none", "none", "rl: no reference"),
 )
 SLEEP = (Choice(None, "off", "rl: vLLM stays resident"), Choice(True, "on", "rl: vLLM sleeps outside generation"))
+PADDING = (
+    Choice(None, "padded", "rl: a padded batch: SDPA saves each layer's [b, 1, s, s] mask"),
+    Choice(True, "free", "rl: no padding (TRL padding_free, flattened sequences)"),
+)
 SHARDING = (
     Choice(None, "auto", "rl: frozen models sharded under ZeRO-3, else a copy per GPU (TRL prepare_deepspeed)"),
     Choice("sharded", "sharded", "rl: frozen models sharded over the data-parallel GPUs"),
@@ -132,6 +136,7 @@ def rl_rows() -> Iterator[Widget]:
     )
     yield _count("rl.vllm_tensor_parallel_size", "vLLM TP", "1", "GPUs per vLLM engine")
     yield ChoiceField("rl.vllm_enable_sleep_mode", "vLLM sleep", SLEEP, tooltip="free vLLM outside generation")
+    yield ChoiceField("rl.padding_free", "padding", PADDING, tooltip="TRL padding_free: the update batch")
     yield ChoiceField("rl.frozen_sharding", "frozen sharding", SHARDING, tooltip="reference and reward weights")
     yield ChoiceField("rl.frozen_offload", "frozen offload", FROZEN_OFFLOAD, tooltip="reference and reward weights")
     yield TextField("rl.reward_model", "reward model", placeholder="the policy's", tooltip="PPO: a model preset")

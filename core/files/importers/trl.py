@@ -144,6 +144,8 @@ def _dpo(top: Section, log: ImportLog) -> None:
     top.ignore("max_prompt_length", "DPO truncates the prompt within max_length, which sets the length planned")
     if flag(top.get("precompute_ref_log_probs")):
         log.set("precompute_ref_log_probs", True, "rl.reference", "precomputed")
+    if top.has("padding_free"):
+        log.set("padding_free", top.get("padding_free"), "rl.padding_free", bool(flag(top.get("padding_free"))))
 
 
 def _grpo(top: Section, log: ImportLog) -> None:

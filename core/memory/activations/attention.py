@@ -51,7 +51,9 @@ def attention_saved(c: ActCtx, out: Saved, x_rg: bool, n_bytes: int) -> tuple[bo
                 )
             out.add("attention output", S * T * h_q, T * h_q, True)
             out.add("flash log-sum-exp (fp32)", 4 * b * a * s, b * a * s, True)
-            if arch.mask_per_layer:
+            if arch.mask_per_layer or c.padded_mask:
+                # aten/src/ATen/native/transformers/attention.cpp: SDPA converts a bool mask to the query's dtype
+                # (convert_boolean_attn_mask) on every call and the kernel saves it as its bias
                 out.add("attention mask (bool -> float, per call)", S * b * s * s, b * s * s, True)
         elif arch.attn_math and not c.eager:
             out.add("SDPA math path: q, k, v (k, v expanded to all heads)", 3 * S * T * h_q, 3 * T * h_q, True)

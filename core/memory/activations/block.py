@@ -243,6 +243,9 @@ def head_saved(c: ActCtx) -> Saved:
     arch, T, R = c.arch, c.T, c.reg.resid_bytes
     out = Saved()
     norm_saved(c, out, "final norm", True, c.full, R)
+    if c.logprob_rows:
+        _logprob_head_saved(c, out)
+        return out
     if c.full:
         if c.reg.compute == "autocast":
             out.add("lm_head: bf16 copy of input", 2 * T * arch.h, T * arch.h, False)
@@ -256,6 +259,23 @@ def head_saved(c: ActCtx) -> Saved:
             out.frozen_copies += 2 * arch.V * arch.h
     out.add("shifted labels (int64) + nll_loss total_weight", 8 * T + 4, T, False)
     return out
+
+
+def _logprob_head_saved(c: ActCtx, out: Saved) -> None:
+    """TRL's fused log-prob head in place of lm_head + loss (trl/trainer/utils.py ``add_fused_lm_head``,
+    trl/kernels/chunked_logprob.py ``ChunkedLogProbFunction.forward``: ``ctx.save_for_backward(hidden, weight,
+    bias, targets, log_z, entropy)``). Over its N rows: the hidden states it projects, a new [N, h] tensor in the
+    final norm's dtype (``hidden_states[:, :-1]`` compacted by ``[mask]`` on CUDA, copied by ``reshape`` of the
+    non-contiguous slice elsewhere), the int64 targets, fp32 log-normaliser and entropy (DPO and GRPO ask for the
+    entropy), and the bool masks of the outputs' scatter (one on CUDA, ``masked_scatter``; elsewhere one
+    ``~mask`` per differentiable output, ``masked_fill``). The weight is the parameter itself: autocast never
+    sees the head (each vocabulary tile is cast in the forward, a transient), so no 16-bit weight copy is kept.
+    The objectives' own losses save a few [b, completion] fp32 tensors (a few bytes a token): not counted."""
+    N, h = c.logprob_rows, c.arch.h
+    out.add("fused log-prob head: hidden states it projects", c.reg.resid_bytes * N * h, N * h, False)
+    out.add("fused log-prob head: targets (int64), log-normaliser and entropy (fp32)", 16 * N, N, False)
+    positions = c.b * (c.s - 1)
+    out.add("fused log-prob head: output masks (bool)", positions * (2 if c.cpu else 1), positions, False)
 
 
 def logsoftmax_bytes(c: ActCtx) -> int:
@@ -281,4 +301,6 @@ def closure_bytes(c: ActCtx) -> int:
         n += R * b * arch.a * s * s if arch.alibi else b * s * s
     elif c.eager:
         n += R * b * s * s
+    elif c.padded_mask:  # a padded batch's bool [b, 1, s, s] mask, passed to every checkpointed block
+        n += b * s * s
     return n

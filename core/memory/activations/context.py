@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from vramplan.core.plan.arch import Arch, lora_roles
 from vramplan.core.plan.precision import REGIMES, Regime
+from vramplan.core.plan.rl import rl_settings
 
 if TYPE_CHECKING:
     from vramplan.core.plan.plan import Plan
@@ -57,6 +58,8 @@ class ActCtx(NamedTuple):
     dequant_compute_bytes: int = 2  # bnb_4bit_compute_dtype: what a 4-bit linear casts its input to and computes in
     quant_state_bytes: int = 2  # the dtype a 4-bit weight dequantizes to (the weight's dtype when it was quantized)
     experts: str = "grouped"  # how a mixture of experts runs: grouped (grouped_mm), loop (per expert), batched (bmm)
+    logprob_rows: int = 0  # TRL's fused log-prob head projects this many rows in place of lm_head + loss (0: none)
+    padded_mask: bool = False  # a padded batch: SDPA gets a [b, 1, s, s] mask, converted and saved by each layer
 
     @property
     def dequant_bytes(self) -> int:
@@ -148,6 +151,7 @@ def plan_ctx(plan: Plan, cpu: bool = False) -> ActCtx:
             qroles |= {"lm_head"}
     reg = REGIMES[t.regime]
     compute = t.quant_compute_dtype or reg.compute_dtype
+    rows, padded = _post_training_head(plan, cpu)
     return ActCtx(
         arch=arch,
         b=t.micro_batch_size,
@@ -172,7 +176,25 @@ def plan_ctx(plan: Plan, cpu: bool = False) -> ActCtx:
         dequant_compute_bytes=4 if compute == "fp32" else 2,
         quant_state_bytes=2,
         experts=s.experts,
+        logprob_rows=rows,
+        padded_mask=padded and s.attention != "eager",
     )
+
+
+def _post_training_head(plan: Plan, cpu: bool) -> tuple[int, bool]:
+    """A DPO/GRPO/PPO update's (`core.memory.rl.estimate.update_plan`): the rows TRL's fused log-prob head
+    projects and whether the batch is padded. trl/trainer/utils.py ``add_fused_lm_head``: with Triton (CUDA) only
+    the scored positions (``hidden_states[mask]``: GRPO/PPO's completions; DPO's every position but the last),
+    elsewhere every position but each sequence's last (``reshape(-1, H)``). Padded unless ``rl.padding_free``:
+    DPO pads chosen and rejected to one length (DPOConfig ``padding_free = False``), GRPO/PPO pad completions that
+    stop at EOS."""
+    t = plan.training
+    if t.objective == "sft":
+        return 0, False
+    r = rl_settings(t.objective, plan.rl, adapters=t.method != "full", zero_stage=plan.strategy.zero_stage)
+    b, s = t.micro_batch_size, t.seq_len
+    rows = b * (s - 1) if cpu or r.objective == "dpo" else b * r.completion_len
+    return rows, not r.padding_free
 
 
 def int8_bytes(elems: int) -> int:

@@ -41,10 +41,11 @@ def settings(plan: Plan) -> RLSettings:
 def update_plan(plan: Plan, r: RLSettings) -> Plan:
     """The SFT plan of the update: DPO's concatenated chosen + rejected batch (trl/trainer/dpo_trainer.py
     concatenates both in one forward), GRPO/PPO's prompt + completion sequences, and TRL's fused lm-head
-    (trl/trainer/utils.py ``add_fused_lm_head``: no ``[b, s, V]`` logits) as the SFT model's fused loss."""
+    (trl/trainer/utils.py ``add_fused_lm_head``: no ``[b, s, V]`` logits) as the SFT model's fused loss. The plan
+    keeps its objective: the activation model reads it for TRL's head and the padded batch
+    (`core.memory.activations.context.plan_ctx`)."""
     t = plan.training
     changes: dict[str, object] = {
-        "training.objective": "sft",
         "training.micro_batch_size": t.micro_batch_size * (2 if r.objective == "dpo" else 1),
         "training.seq_len": r.seq_len,
     }
@@ -222,7 +223,7 @@ def _value_estimate(plan: Plan, up: Plan, r: RLSettings, sft: SftEstimate, cpu: 
     """PPO's value model trained beside the policy: the SFT estimate of its architecture on the update's batch."""
     if r.objective != "ppo":
         return None
-    vp = up.with_changes({"model.preset": r.value_model}) if r.value_model else up
+    vp = up.with_changes({"training.objective": "sft"} | ({"model.preset": r.value_model} if r.value_model else {}))
     return sft(vp, cpu=cpu)
 
 
