@@ -8,7 +8,7 @@
   ``python -m bench.data.accuracy`` writes from ``tests/data/published``: run that first when the estimator changed);
 - the blocks between ``<!-- generated: NAME ... -->`` and ``<!-- end of generated: NAME -->`` in ``README.md``
   (the accuracy summary; the five tasks' output, run by `bench.readme_examples`) and ``docs/planner.md`` (the
-  planner's keys, from the command table ``tui/commands.py``).
+  planner's keys, from the command table ``tui/command_table.py``).
 
 ``tests/core/test_docpages.py`` fails while any of them differs from what this module writes. Needs only the
 repository (no ``../shared``) and vramplan's own dependencies.
@@ -141,8 +141,8 @@ _DISPLAY = {"question_mark": "?", "slash": "/", "escape": "esc"}
 
 
 def planner_keys_block() -> str:
-    """docs/planner.md's key table: every key of the command table (tui/commands.py), by help group."""
-    from vramplan.tui.commands import COMMANDS, WIDGET_KEYS
+    """docs/planner.md's key table: every key of the command table (tui/command_table.py), by help group."""
+    from vramplan.tui.command_table import COMMANDS, WIDGET_KEYS
 
     groups: dict[str, list[tuple[str, str]]] = {}
     for c in COMMANDS:

@@ -1,5 +1,5 @@
 """The README's five tasks, run: each block of README.md named ``task-N`` is the real output of its commands, made by
-running them in process (`vramplan.cli.commands.run`) in a scratch folder, with GPU detection and the reading of
+running them in process (`vramplan.cli.parser.run`) in a scratch folder, with GPU detection and the reading of
 this environment's packages off and no user presets, as ``VRAMPLAN_DETECT=0`` on a fresh machine gives them.
 
 ``python -m bench.docs`` writes them with the other generated parts; ``tests/core/test_docpages.py`` fails when the
@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-from vramplan.cli.commands import run
+from vramplan.cli.parser import run
 from vramplan.core.plan import presets
 
 Lines = list[str]

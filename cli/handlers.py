@@ -1,5 +1,5 @@
 """The bodies of the headless commands (``vramplan estimate|check|fit|keys|presets|export``): each takes the parsed
-arguments and returns the exit code; `vramplan.cli.commands` builds the parser that routes to them and runs them
+arguments and returns the exit code; `vramplan.cli.parser` builds the parser that routes to them and runs them
 (one line and exit code 2 for every user error). Never imports Textual."""
 
 from __future__ import annotations

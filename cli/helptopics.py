@@ -39,7 +39,7 @@ def listing(every: tuple[Topic, ...]) -> str:
 
 
 def _terminal() -> TextIO | None:
-    """The process's own stdout when it is a terminal (`vramplan.cli.commands.run` holds a command's output in a
+    """The process's own stdout when it is a terminal (`vramplan.cli.parser.run` holds a command's output in a
     buffer, so ``sys.stdout`` is not it), else None."""
     real = sys.__stdout__
     return real if real is not None and real.isatty() else None

@@ -26,7 +26,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             print(f"vramplan {__version__}")
             return 0
-        from vramplan.cli.commands import run
+        from vramplan.cli.parser import run
 
         return run(args)
     return run_app(args)

@@ -298,7 +298,7 @@ def test_python_dash_m_vramplan_runs() -> None:
 
 def test_the_command_names_are_the_parsers_subcommands() -> None:
     from vramplan.cli import COMMANDS
-    from vramplan.cli.commands import build_parser
+    from vramplan.cli.parser import build_parser
 
     listed = re.findall(r"^    (\w+)  ", build_parser().format_help(), re.MULTILINE)  # the help's command list
     assert listed == list(COMMANDS)
@@ -310,7 +310,7 @@ def test_the_planners_start_imports_no_command() -> None:
         "import os, sys\n"
         "os.environ['VRAMPLAN_DETECT'] = '0'\n" + APP_RUN_REPLACED + "from vramplan.__main__ import main\n"
         "assert main([]) == 0\n"
-        "loaded = [m for m in sys.modules if m in ('argparse', 'vramplan.cli.commands', 'vramplan.cli.importing')]\n"
+        "loaded = [m for m in sys.modules if m in ('argparse', 'vramplan.cli.parser', 'vramplan.cli.importing')]\n"
         "assert not loaded, loaded\n"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

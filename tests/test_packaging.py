@@ -89,7 +89,7 @@ def test_the_wheel_holds_one_package_with_every_source_and_preset(wheel: Path) -
         "vramplan/presets/hardware/a100-80gb.toml",
         "vramplan/core/memory/peak.py",
         "vramplan/core/memory/accuracy.json",  # every estimate's expected error reads it
-        "vramplan/cli/commands.py",
+        "vramplan/cli/parser.py",
         "vramplan/tui/app.py",
         "vramplan/tui/app.tcss",
         "vramplan/docs/keys.md",  # vramplan help and the planner's help screen read the pages

@@ -20,7 +20,7 @@ with long_lived():  # no garbage collection while the app's modules load (see `s
     from vramplan.core.plan.gpu_match import plan_on
     from vramplan.core.plan.plan import Plan, default_plan
     from vramplan.tui import detection
-    from vramplan.tui.commands import PALETTE_LABEL, PlannerCommands
+    from vramplan.tui.command_table import PALETTE_LABEL, PlannerCommands
     from vramplan.tui.screens.planner import PlannerScreen
 
 if TYPE_CHECKING:  # plan files are read when one is opened: their modules are not loaded before the first frame

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vramplan.cli.commands import build_parser
+from vramplan.cli.parser import build_parser
 from vramplan.core.files.planio import resolve_plan
 from vramplan.core.memory.peak import estimate
 from vramplan.core.memory.result import Estimate

@@ -1,4 +1,4 @@
-"""vramplan's estimate of a kit case, through `vramplan estimate --json` run in-process (vramplan.cli.commands.run),
+"""vramplan's estimate of a kit case, through `vramplan estimate --json` run in-process (vramplan.cli.parser.run),
 the command a user would type: ``vramplan estimate --hf-config CONFIG.json --set table.key=value ... --json``.
 
 Where vramplan is not installed (the GPU machine: only the repository travels there), it is imported from this
@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _import_estimate() -> None:
     """Every module `vramplan estimate` imports (ImportError when one of them, or a dependency, is missing)."""
-    import vramplan.cli.commands
+    import vramplan.cli.parser
     import vramplan.core.files.planio
     import vramplan.core.memory.peak
     import vramplan.core.time.step  # noqa: F401
@@ -80,7 +80,7 @@ def argv(c: dict[str, Any], config_path: str, gpu: str, extra: dict[str, Any] | 
 
 
 def _run(args: list[str]) -> tuple[int, str, str]:
-    from vramplan.cli.commands import run
+    from vramplan.cli.parser import run
 
     out, err = io.StringIO(), io.StringIO()
     saved = {k: os.environ.get(k) for k in ("VRAMPLAN_DETECT", "VRAMPLAN_CONFIG_DIR")}

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.hostile import strict_json
-from vramplan.cli.commands import run
+from vramplan.cli.parser import run
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.hostile import strict_json
-from vramplan.cli.commands import run
+from vramplan.cli.parser import run
 from vramplan.core.files.planio import resolve_plan
 from vramplan.core.memory.peak import estimate
 

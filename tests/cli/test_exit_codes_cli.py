@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from vramplan.cli.commands import run
+from vramplan.cli.parser import run
 from vramplan.core.files.planio import resolve_plan
 from vramplan.core.memory.peak import estimate
 from vramplan.core.plan.units import GiB

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.hostile import strict_json
-from vramplan.cli.commands import run
+from vramplan.cli.parser import run
 from vramplan.core.files import safewrite as safewrite_module
 from vramplan.core.files.planio import load_plan_file
 from vramplan.core.memory.peak import estimate

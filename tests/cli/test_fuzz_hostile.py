@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.hostile import strict_json
-from vramplan.cli.commands import run
+from vramplan.cli.parser import run
 from vramplan.core.plan import presets
 from vramplan.core.plan.errors import MAX_LINES
 from vramplan.core.plan.gpu_match import parse

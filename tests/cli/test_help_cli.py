@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from vramplan.cli import helptopics
-from vramplan.cli.commands import run
+from vramplan.cli.parser import run
 from vramplan.core.files.helppages import ORDER, find_topic, page_text, page_title, topics
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"

@@ -12,7 +12,7 @@ import pytest
 
 from tests.hostile import strict_json, write_config_files, write_plan_files
 from vramplan.__main__ import mistyped_command
-from vramplan.cli.commands import run
+from vramplan.cli.parser import run
 
 ROOT = Path(__file__).resolve().parents[2]
 

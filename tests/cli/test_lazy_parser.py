@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 from vramplan.cli import COMMANDS
-from vramplan.cli.commands import SUMMARIES, build_parser
+from vramplan.cli.parser import SUMMARIES, build_parser
 
 
 def _subcommands(parser: argparse.ArgumentParser) -> argparse._SubParsersAction:  # type: ignore[type-arg]
@@ -35,7 +35,7 @@ def test_a_cold_estimate_imports_no_other_commands_module() -> None:
     code = (
         "import contextlib, io, os, sys\n"
         "os.environ['VRAMPLAN_DETECT'] = '0'\n"
-        "from vramplan.cli.commands import run\n"
+        "from vramplan.cli.parser import run\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
         "    run(['estimate', '--json'])\n"
         "others = ('gpus', 'diff', 'helptopics', 'measuring')\n"

@@ -13,7 +13,7 @@ import pytest
 
 from bench.data.published_configs import REAL
 from tests.hostile import strict_json
-from vramplan.cli.commands import run
+from vramplan.cli.parser import run
 from vramplan.core.plan import presets
 
 ROOT = Path(__file__).resolve().parents[2]

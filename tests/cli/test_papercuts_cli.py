@@ -10,7 +10,7 @@ import pytest
 
 from tests.hostile import strict_json
 from vramplan.cli import COMMANDS
-from vramplan.cli.commands import run
+from vramplan.cli.parser import run
 
 
 def test_notices_print_before_the_table(monkeypatch: pytest.MonkeyPatch) -> None:

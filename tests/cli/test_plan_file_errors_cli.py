@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from vramplan.cli.commands import run
+from vramplan.cli.parser import run
 from vramplan.core.plan.errors import MAX_LINES
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from vramplan.cli.calibrating import check_calibration_target, save_calibration
-from vramplan.cli.commands import run
+from vramplan.cli.parser import run
 from vramplan.core.files.calibration import read_calibration
 from vramplan.core.plan.errors import PlanError
 from vramplan.core.plan.plan import plan_from_dict

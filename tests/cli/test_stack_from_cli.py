@@ -15,7 +15,7 @@ import pytest
 
 from tests.hostile import strict_json
 from tests.machine.fake_envs import HOSTILE, SITE, make_env, metadata
-from vramplan.cli.commands import run
+from vramplan.cli.parser import run
 
 ROOT = Path(__file__).resolve().parents[2]
 VERSIONS = {"torch": "2.3.1+cu121", "peft": "0.10.0", "bitsandbytes": "0.42.0", "numpy": "1.26.4"}

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from bench.data.published_rows import HERE, accuracy_rows, build_rows
-from vramplan.cli.commands import run
+from vramplan.cli.parser import run
 from vramplan.cli.report import estimate_table
 from vramplan.core.advice.checklist import checklist
 from vramplan.core.memory import accuracy

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from vramplan.cli.commands import run
+from vramplan.cli.parser import run
 from vramplan.core.advice.advisor import advise
 from vramplan.core.advice.limits import gpu_layout, layout_text, trained_context
 from vramplan.core.advice.margin import safety_margin

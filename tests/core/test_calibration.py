@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from vramplan.cli.commands import run
+from vramplan.cli.parser import run
 from vramplan.core.files.calibration import (
     Calibration,
     apply_calibration,

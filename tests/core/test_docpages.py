@@ -72,7 +72,7 @@ def test_each_generated_block_is_up_to_date(file: str, name: str) -> None:
 
 def test_the_planner_key_table_names_every_key_of_the_command_table() -> None:
     from bench.docs import planner_keys_block
-    from vramplan.tui.commands import COMMANDS
+    from vramplan.tui.command_table import COMMANDS
 
     table = planner_keys_block()
     for c in COMMANDS:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from vramplan.cli.commands import run
+from vramplan.cli.parser import run
 from vramplan.core.advice.advisor import advise
 from vramplan.core.advice.checklist import checklist
 from vramplan.core.files.export import export_plan

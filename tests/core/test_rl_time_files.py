@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from tests.hostile import strict_json
-from vramplan.cli.commands import run
+from vramplan.cli.parser import run
 from vramplan.core.files.planfile import plan_toml
 from vramplan.core.files.planio import plan_file_from_data
 from vramplan.core.plan.keyref import settable_keys

@@ -16,7 +16,7 @@ from tests.conftest import load_truth
 pytest.importorskip("torch", reason="the measure extra (torch) is not installed")
 pytest.importorskip("transformers", reason="the measure extra (transformers) is not installed")
 
-from vramplan.cli.commands import run
+from vramplan.cli.parser import run
 
 # case id, truth file, LoRA targets of the plan (the oracle's "qv": q/v, GPT-2's fused c_attn)
 CASES = (

@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("torch", reason="the measure extra (torch) is not installed")
 pytest.importorskip("transformers", reason="the measure extra (transformers) is not installed")
 
-from vramplan.cli.commands import run
+from vramplan.cli.parser import run
 from vramplan.measure import run as measure_run
 
 TINY = {

@@ -31,7 +31,7 @@ def test_estimate_and_the_parser_never_import_torch() -> None:
     code = (
         "import sys\n"
         "from vramplan.__main__ import main\n"
-        "from vramplan.cli.commands import build_parser\n"
+        "from vramplan.cli.parser import build_parser\n"
         "build_parser().parse_args(['measure', '--device', 'cpu'])\n"
         "code = main(['estimate', '--model', 'llama-3.2-1b', '--gpu', 'h100-80gb', '--gpus', '1', '--brief'])\n"
         "heavy = [m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers', 'peft')]\n"

@@ -12,7 +12,7 @@ from vramplan.core.plan import presets
 from vramplan.core.plan.plan import default_plan
 from vramplan.core.plan.units import GiB
 from vramplan.tui.app import VramplanApp
-from vramplan.tui.commands import palette_entries
+from vramplan.tui.command_table import palette_entries
 from vramplan.tui.screens.compare import CompareScreen
 from vramplan.tui.screens.gpus import GpuGuideScreen
 from vramplan.tui.widgets.bars import StackedBar

@@ -15,7 +15,7 @@ from vramplan.core.plan.stack import StackConfig
 from vramplan.core.plan.training import TrainingConfig
 from vramplan.core.plan.units import fmt_count
 from vramplan.tui.choices import CHOICES, blocked, choice_index, error_text, next_valid, plan_value, shown_value
-from vramplan.tui.commands import COMMANDS, bindings, palette_entries
+from vramplan.tui.command_table import COMMANDS, bindings, palette_entries
 from vramplan.tui.history import PlanHistory
 from vramplan.tui.screens.files import with_format
 from vramplan.tui.widgets.bars import segment_cells

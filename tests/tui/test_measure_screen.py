@@ -19,7 +19,7 @@ from vramplan.core.plan.units import GiB, MiB
 from vramplan.core.time.step import step_time
 from vramplan.measure.compare import comparison_rows
 from vramplan.measure.records import MeasureReport, Progress, RankFigures
-from vramplan.tui import commands
+from vramplan.tui import command_table
 from vramplan.tui.app import VramplanApp
 from vramplan.tui.screens import measure
 from vramplan.tui.screens.measure import MeasureScreen, Outcome
@@ -67,12 +67,12 @@ def test_the_palette_offers_measuring_only_with_the_extra(monkeypatch: pytest.Mo
         def apply_changes(self, changes: object) -> bool:
             return True
 
-    texts = [e.text for e in commands.palette_entries(Planner())]  # type: ignore[arg-type]
+    texts = [e.text for e in command_table.palette_entries(Planner())]  # type: ignore[arg-type]
     assert "plan: apply a calibration" in texts
-    monkeypatch.setattr(commands, "measure_available", lambda: True)
-    assert "plan: measure here (real step)" in [e.text for e in commands.palette_entries(Planner())]  # type: ignore[arg-type]
-    monkeypatch.setattr(commands, "measure_available", lambda: False)
-    assert "plan: measure here (real step)" not in [e.text for e in commands.palette_entries(Planner())]  # type: ignore[arg-type]
+    monkeypatch.setattr(command_table, "measure_available", lambda: True)
+    assert "plan: measure here (real step)" in [e.text for e in command_table.palette_entries(Planner())]  # type: ignore[arg-type]
+    monkeypatch.setattr(command_table, "measure_available", lambda: False)
+    assert "plan: measure here (real step)" not in [e.text for e in command_table.palette_entries(Planner())]  # type: ignore[arg-type]
 
 
 async def test_measuring_runs_in_a_worker_and_shows_the_comparison(monkeypatch: pytest.MonkeyPatch) -> None:

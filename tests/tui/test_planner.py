@@ -8,7 +8,7 @@ import re
 from textual.widgets import Input
 
 from tests.tui.conftest import figure, text_of
-from vramplan.cli import commands as cli
+from vramplan.cli import parser as cli
 from vramplan.core.memory.peak import estimate
 from vramplan.core.plan.plan import default_plan
 from vramplan.core.plan.units import GiB
@@ -296,7 +296,7 @@ async def test_command_palette_sets_a_strategy() -> None:
 
 
 async def test_help_lists_every_key_and_follows_the_keymap() -> None:
-    from vramplan.tui.commands import COMMANDS
+    from vramplan.tui.command_table import COMMANDS
 
     app = VramplanApp()
     app.set_keymap({"cycle_zero": "Z"})

@@ -10,7 +10,7 @@ from textual.widgets._footer import FooterKey
 from vramplan.core.memory.peak import estimate
 from vramplan.core.plan.plan import default_plan
 from vramplan.tui.app import VramplanApp
-from vramplan.tui.commands import COMMANDS
+from vramplan.tui.command_table import COMMANDS
 from vramplan.tui.names import abbreviated, gpu_names, model_names, short_gpu, short_model
 from vramplan.tui.widgets.bars import GLYPHS_NO_COLOR, KindLegend, StackedBar
 from vramplan.tui.widgets.gauges import plan_summary

@@ -12,7 +12,7 @@ from textual.content import Content
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Static
 
-from vramplan.tui.commands import COMMANDS, WIDGET_KEYS
+from vramplan.tui.command_table import COMMANDS, WIDGET_KEYS
 from vramplan.tui.screens.css import tcss
 
 GROUPS = ("Plan", "View", "Strategies", "Training")

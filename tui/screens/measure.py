@@ -1,8 +1,9 @@
 """The measure view (palette: ``plan: measure here``): `vramplan measure` of the planner's plan, run in a thread
 worker while the app stays responsive, with a progress bar, then the comparison of predicted and measured figures.
 ``esc`` stops the run (the worker's stop event: it ends after the phase running, the report is partial), ``esc``
-again closes. Only offered when the ``measure`` extra is installed (`vramplan.tui.commands.measure_available`: found,
-never imported; torch is imported by the worker, in its thread)."""
+again closes. Only offered when the ``measure`` extra is installed
+(`vramplan.tui.command_table.measure_available`: found, never imported; torch is imported by the worker, in its
+thread)."""
 
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ from vramplan.core.plan.plan import Plan
 from vramplan.core.time.result import StepTime
 from vramplan.core.time.step import step_time
 from vramplan.tui.choices import error_text, next_valid
-from vramplan.tui.commands import bindings
+from vramplan.tui.command_table import bindings
 from vramplan.tui.detection import detected_notice
 from vramplan.tui.history import PlanHistory
 from vramplan.tui.pinned import Pinned
