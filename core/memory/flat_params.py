@@ -147,4 +147,5 @@ def fsdp1_states(st: States, units: FlatUnits, stage: Stage, reg: Regime, *, zer
         head_grad=root_g * g if stage.last else 0,
         grad_shards_pool=grads // dp if st.grad_shards_pool else 0,
         grads_whole=(n * block_g + root_g) * (unsharded if full else g) if st.grads else 0,
+        gather_pool=0,  # FSDP1 all-gathers into the padded flat parameter itself (not FSDP2's staging buffers)
     )

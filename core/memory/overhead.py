@@ -66,6 +66,8 @@ def overhead_bytes(
         out["freed_logits"] = freed_logits
     if st.grad_shards_pool > grads_at_peak:
         out["stream_pools"] = st.grad_shards_pool - grads_at_peak
+    if st.gather_pool:
+        out["all_gather_pool"] = st.gather_pool
     if st.paged:
         out["paged_optimizer_states"] = st.paged
     groups = _groups(plan)
@@ -119,6 +121,15 @@ def overhead_terms(plan: Plan, st: States, numbers: dict[str, int]) -> tuple[Ove
             "sharded .grad) in its reduce-scatter stream; CUDACachingAllocator.cpp: 'Once freed, blocks can be "
             "re-allocated on the same stream, but not on any other stream', so zero_grad(set_to_none) leaves them "
             "in that stream's pool",
+        ),
+        "all_gather_pool": (
+            "root unit + first block all-gather outputs (+ the root's cast shard, root / dp, with param_dtype)",
+            "FSDP2 _fsdp_collectives.py foreach_all_gather allocates each unit's flat all-gather output and its "
+            "param_dtype shard copy in the all-gather copy-in stream; _fsdp_param_group.py wait_for_unshard keeps "
+            "the previous output until the next unit's copy-out in forward (comm_ctx.all_gather_state), so the "
+            "root's (embedding, final norm, lm_head) and the first block's are allocated together; "
+            "CUDACachingAllocator.cpp caches blocks per stream, so that pool stays reserved beside the default "
+            "stream's",
         ),
         "paged_optimizer_states": (
             "optimizer states of tensors with >= 1e5 elements (bitsandbytes paged)",

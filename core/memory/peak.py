@@ -320,6 +320,7 @@ def sft_estimate(plan: Plan, *, cpu: bool = False) -> Estimate:
             lora_dtype=t.lora_dtype,
             quantized_modules=t.quantized_modules,
             ep=s.expert_parallel,
+            fsdp2=fsdp_sharded(plan) and s.fsdp_version != 1,
         )
         if s.fsdp_version == 1 and s.zero_stage >= 2 and dp > 1:
             st = _flat(plan, arch, stage, st, roles)

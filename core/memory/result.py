@@ -85,7 +85,7 @@ ALWAYS_SHOWN = ("parameters", "gradients", "optimizer_states", "activations", "l
 # Overhead terms by what sees them: PyTorch's allocator hands them out (in torch.cuda.max_memory_allocated), it
 # keeps them cached (in max_memory_reserved only), or they live outside it (the whole process, nvidia-smi).
 ALLOCATED_TERMS = ("zero_buckets", "ddp_buckets")
-RESERVE_TERMS = ("allocator_reserve", "freed_logits", "stream_pools")
+RESERVE_TERMS = ("allocator_reserve", "freed_logits", "stream_pools", "all_gather_pool")
 OUTSIDE_TERMS = ("cuda_context", "nccl", "paged_optimizer_states")
 SPILLS_TO_HOST = ("paged_optimizer_states",)  # unified memory: the driver pages it out instead of failing
 Explainer = Callable[[], tuple[dict[str, tuple[str, str]], tuple[OverheadTerm, ...]]]

@@ -68,6 +68,7 @@ class States(NamedTuple):
     reduce_extra: int = 0  # FSDP2 bf16-fsdp: a block's bf16 gradients beside their fp32 reduce-scatter copy
     grad_shards_pool: int = 0  # FSDP2: fp32 gradient shards, allocated in the reduce-scatter stream's pool
     grads_whole: int = 0  # this rank's gradient bytes before ZeRO-2/3 sharding (what FSDP's no_sync holds)
+    gather_pool: int = 0  # FSDP2: all-gather buffers, allocated in the all-gather copy-in stream's pool
 
 
 @memoised(1024)
@@ -91,13 +92,17 @@ def model_states(
     lora_dtype: str = "fp32",
     quantized_modules: str = "block-linears",
     ep: int = 1,
+    fsdp2: bool = False,
 ) -> States:
     """Bytes of weights, gradients and optimizer state held by one GPU of `stage`.
 
     Mixture of experts: a block holds its routed experts, routers and the other parameters its linears do not
     show (`Arch.layer_extra_params`); under expert parallelism ``ep`` (DeepSpeed-MoE, Rajbhandari et al. 2022;
     Megatron-Core expert parallel) a rank holds 1/ep of the experts, and ZeRO shards the experts' states over the
-    expert-data-parallel group of dp / ep ranks (the rest over dp)."""
+    expert-data-parallel group of dp / ep ranks (the rest over dp).
+
+    ``fsdp2``: ZeRO-3 is FSDP2's ``fully_shard`` (per-block units and a root unit; `fsdp2_all_gather_pool`); the
+    ``bf16-fsdp`` regime implies it."""
     V, h, n = arch.V, arch.h, stage.layers
     lin_w = arch.layer_weight_params // tp + arch.layer_extra_params(ep) // tp
     lin_b = arch.layer_bias_params // tp
@@ -207,7 +212,7 @@ def model_states(
         cpu += cpu_add
         nvme += nvme_add
         param_gpu = 0
-    gathered = 0
+    gathered = gather_pool = 0
     if zero == 3 and dp > 1:
         # the module in use (the largest: a block or the vocabulary) + the next block prefetched, as stored for
         # compute: 16 bit under FSDP MixedPrecision / DeepSpeed, the quantized bytes of a QLoRA base
@@ -218,13 +223,16 @@ def model_states(
             layer_b, vocab_b = layer_store, vocab * frozen_bytes
         unit = max(layer_b, vocab_b if (stage.first or stage.last) else 0)
         gathered = unit + layer_b
+        root = (vocab_b if stage.first else 0) + (vocab_b if stage.last and not arch.tied else 0)
         if reg.name == "bf16-fsdp":
             # FSDP2 fully_shard(model): the root group (embedding, final norm, output) is not resharded after
             # forward (_fsdp_state.py _lazy_init: post_forward_mesh_info = None for the root), so its bf16
             # weights stay gathered from the embedding's forward to the end of backward, beside a block and the
             # next one prefetched
-            root = (vocab_b if stage.first else 0) + (vocab_b if stage.last and not arch.tied else 0)
             gathered = 2 * layer_b + root
+        if method == "full" and (fsdp2 or reg.name == "bf16-fsdp"):  # (a frozen base's all-gather dtype: no)
+            mp = reg.name == "bf16-fsdp"  # MixedPrecisionPolicy(param_dtype): a cast copy of the shards
+            gather_pool = fsdp2_all_gather_pool(layer_b, root + norms_root(arch, stage) * elem, dp, cast=mp)
     return States(
         params=param_gpu,
         grads=grad_gpu,
@@ -243,7 +251,36 @@ def model_states(
         reduce_extra=reduce_extra,
         grad_shards_pool=pool,
         grads_whole=unsharded_grads(grads, ex_train, ep) if grad_gpu else 0,
+        gather_pool=gather_pool,
     )
+
+
+def norms_root(arch: Arch, stage: Stage) -> int:
+    """Elements the FSDP2 root unit holds beside the embedding and the lm_head: the final norm (last stage) and
+    what the embedding carries with it (BLOOM's norm, GPT-2's positions; first stage)."""
+    return (arch.norm_params if stage.last else 0) + (arch.embed_extra_params if stage.first else 0)
+
+
+def fsdp2_all_gather_pool(block_bytes: int, root_bytes: int, dp: int, *, cast: bool = True) -> int:
+    """Bytes FSDP2's all-gathers keep reserved in the all-gather copy-in stream's pool, next to the default
+    stream's: the root unit's and the first block's all-gather outputs, and the root's cast shard.
+
+    torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py ``foreach_all_gather``: under
+    ``torch.cuda.stream(all_gather_copy_in_stream)`` it casts the unit's shards to ``param_dtype`` into one flat
+    buffer (``_get_param_all_gather_inputs``: ``torch.empty(sum(numels), dtype=param_dtype)``, the unit / dp;
+    ``cast``: only with a ``MixedPrecisionPolicy.param_dtype``, else the shards are copied in as they are) and
+    allocates the flat all-gather output (``all_gather_output``, the whole unit); ``foreach_all_gather_copy_out``
+    copies it into the unsharded parameters in the default stream. _fsdp_param_group.py ``wait_for_unshard``: in
+    forward the output is kept (``comm_ctx.all_gather_state``) until the next unit's copy-out, so the root's
+    (embedding, final norm, lm_head, the first unit of forward) and the first block's are allocated together;
+    ``FSDPCommContext.get_all_gather_streams`` uses the copy-in stream for forward and for backward prefetch.
+    c10/cuda/CUDACachingAllocator.cpp: a block is cached per stream ("Once freed, blocks can be re-allocated on
+    the same stream, but not on any other stream"), so these segments stay reserved and unusable by the
+    default stream's tensors for the rest of training; later units' buffers are carved out of them.
+    ``block_bytes`` / ``root_bytes``: a block's and the root's unsharded bytes in the all-gather dtype; when the
+    blocks are the larger units, two consecutive blocks bound it."""
+    largest = max(root_bytes, block_bytes)
+    return largest + block_bytes + (largest // dp if cast else 0)
 
 
 def unsharded_grads(total: int, expert_share: float, ep: int) -> int:
