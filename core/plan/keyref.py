@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any, get_args, get_origin
 
+from vramplan.core.plan.field_values import literal_values
 from vramplan.core.plan.plan import DEFAULT_PLAN_DATA, TABLES, Plan
 from vramplan.core.plan.stack import StackConfig
 from vramplan.core.plan.stack_defaults import STACK_KEYS, stack_choice
-from vramplan.core.plan.values import literal_values
 
 # What a key means, for the fields whose pydantic Field carries no description.
 MEANINGS: dict[str, str] = {

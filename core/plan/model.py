@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from vramplan.core.plan.arch import ACTIVATIONS, OPTION_KEYS, Arch, build_arch
 from vramplan.core.plan.errors import PlanError, shown
 from vramplan.core.plan.families import FAMILIES, Family
-from vramplan.core.plan.values import strict_scalars
+from vramplan.core.plan.field_values import strict_scalars
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 MOE_PLAN_KEYS: tuple[str, ...] = (

@@ -26,6 +26,7 @@ from vramplan.core.plan import presets
 from vramplan.core.plan.advice import AdviceConfig
 from vramplan.core.plan.combinations import check_combinations
 from vramplan.core.plan.errors import PlanError, pydantic_error, shown, suggest
+from vramplan.core.plan.field_values import FROZEN_TABLE, count_value, strict_scalars
 from vramplan.core.plan.model import ModelConfig
 from vramplan.core.plan.preset_specs import MAX_GBS, MAX_NODE_GIB
 from vramplan.core.plan.rl import APPLIES, RLConfig
@@ -33,7 +34,6 @@ from vramplan.core.plan.stack import StackConfig, StackDefault
 from vramplan.core.plan.stack_defaults import stack_choices
 from vramplan.core.plan.strategy import StrategyConfig
 from vramplan.core.plan.training import TrainingConfig
-from vramplan.core.plan.values import FROZEN_TABLE, count_value, strict_scalars
 
 TABLES = ("model", "hardware", "training", "strategy", "stack", "overhead", "checklist", "advice", "rl")
 # The checklist items vramplan cannot judge (core/checklist.py): the user ticks them when checked.

@@ -8,8 +8,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from vramplan.core.plan.field_values import strict_scalars
 from vramplan.core.plan.units import MiB
-from vramplan.core.plan.values import strict_scalars
 
 SPEC = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 MAX_TFLOPS = 1e6  # 1 EFLOP/s on one chip

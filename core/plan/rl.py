@@ -32,7 +32,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 
 from vramplan.core.plan import presets
 from vramplan.core.plan.errors import PlanError
-from vramplan.core.plan.values import FROZEN_TABLE, caseless_choices, count_value, strict_scalars
+from vramplan.core.plan.field_values import FROZEN_TABLE, caseless_choices, count_value, strict_scalars
 
 if TYPE_CHECKING:
     from vramplan.core.plan.plan import Plan

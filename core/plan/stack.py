@@ -19,7 +19,7 @@ from typing import Any, ClassVar, Literal, NamedTuple
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from vramplan.core.plan.values import FROZEN_TABLE, caseless_choices, strict_scalars
+from vramplan.core.plan.field_values import FROZEN_TABLE, caseless_choices, strict_scalars
 
 Framework = Literal[
     "hf-trainer",

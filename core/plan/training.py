@@ -9,9 +9,9 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 
 from vramplan.core.plan.arch import ALL_ROLES
 from vramplan.core.plan.errors import shown
+from vramplan.core.plan.field_values import FROZEN_TABLE, caseless_choices, count_value, strict_scalars
 from vramplan.core.plan.rl import Objective
 from vramplan.core.plan.units import parse_number
-from vramplan.core.plan.values import FROZEN_TABLE, caseless_choices, count_value, strict_scalars
 
 Precision = Literal["fp32", "bf16-autocast", "fp16-autocast", "bf16-master", "fp16-master", "bf16-pure", "bf16-fsdp"]
 Optimizer = Literal[

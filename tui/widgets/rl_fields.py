@@ -12,9 +12,9 @@ from textual.widget import Widget
 from textual.widgets import Input, Label, Static
 
 from vramplan.core.memory.result import Estimate
+from vramplan.core.plan.field_values import parse_count
 from vramplan.core.plan.rl import APPLIES, VLLM_KEYS
 from vramplan.core.plan.units import fmt_seconds, gib_text
-from vramplan.core.plan.values import parse_count
 from vramplan.core.time.result import StepTime
 from vramplan.tui.choices import Choice
 from vramplan.tui.widgets.fields import ChoiceField, FieldRow, NumberField, field_id, plan_input

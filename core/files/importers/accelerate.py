@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from vramplan.core.files.importers.config_values import count, flag, number
 from vramplan.core.files.importers.record import ImportLog, Section
-from vramplan.core.files.importers.values import count, flag, number
 
 STRATEGIES = {
     "FULL_SHARD": 3,

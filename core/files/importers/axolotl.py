@@ -15,9 +15,9 @@ from __future__ import annotations
 from typing import Any
 
 from vramplan.core.files.importers import trainer
+from vramplan.core.files.importers.config_values import flag, lora_targets
 from vramplan.core.files.importers.models import read_model
 from vramplan.core.files.importers.record import ImportLog, Section
-from vramplan.core.files.importers.values import flag, lora_targets
 
 DATA = "data, logging or saving: not a memory or step-time setting"
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from vramplan.core.files.importers.config_values import AUTO, count, flag, number
 from vramplan.core.files.importers.record import ImportLog, Section
-from vramplan.core.files.importers.values import AUTO, count, flag, number
 
 AUTO_WHY = '"auto": HF Trainer / accelerate fill it from TrainingArguments; the plan\'s value is kept'
 NOT_PRECISION = "not modelled (the precision regime is read from enabled)"

@@ -14,9 +14,9 @@ from __future__ import annotations
 from typing import Any
 
 from vramplan.core.files.importers import trainer
+from vramplan.core.files.importers.config_values import count, flag, lora_targets
 from vramplan.core.files.importers.models import read_model
 from vramplan.core.files.importers.record import ImportLog, Section
-from vramplan.core.files.importers.values import count, flag, lora_targets
 
 DATA = "data, logging, evaluation or saving: not a memory or step-time setting"
 

@@ -18,9 +18,9 @@ from __future__ import annotations
 from typing import Any
 
 from vramplan.core.files.importers import trainer
+from vramplan.core.files.importers.config_values import count, flag, lora_targets, number
 from vramplan.core.files.importers.models import torchtune_builder
 from vramplan.core.files.importers.record import ImportLog, Section
-from vramplan.core.files.importers.values import count, flag, lora_targets, number
 
 OPTIMIZERS: dict[str, str] = {
     "torch.optim.AdamW": "adamw",

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from vramplan.core.files.importers.config_values import HF_OPTIMIZERS, count, flag, number
 from vramplan.core.files.importers.record import ImportLog, Section
-from vramplan.core.files.importers.values import HF_OPTIMIZERS, count, flag, number
 
 
 def optimizer(sec: Section, name: str, log: ImportLog) -> None:

@@ -19,9 +19,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from vramplan.core.files.importers.config_values import count, flag, number
 from vramplan.core.files.importers.models import read_model
 from vramplan.core.files.importers.record import ImportLog, Section
-from vramplan.core.files.importers.values import count, flag, number
 
 NOT_PLANNED = "a data, logging, scheduling or sampling setting: no memory or step-time effect planned"
 REF = re.compile(r"^\$\{([A-Za-z0-9_.]+)\}$")
