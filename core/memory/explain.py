@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from vramplan.core.memory.activations.stage import loss_parallel_on
 from vramplan.core.plan.precision import OPTIMIZERS, Regime, resolve_impl
 from vramplan.core.plan.units import fmt_gib
 
@@ -90,6 +91,12 @@ def component_formulas(
     if s.fused_cross_entropy:
         lg = "fused cross-entropy: logits exist only a chunk of tokens at a time"
         src = "Liger fused_linear_cross_entropy / Cut Cross-Entropy (Wijmans et al. 2025)"
+    elif loss_parallel_on(tp, plan.stack.framework):
+        lg = f"4 x 4 B x b*s*V / {tp} (fp32 log-softmax + loss_parallel's 3 backward temporaries), V={arch.V:,}"
+        src = (
+            "torch/distributed/tensor/parallel/loss.py _nll_loss_and_log_softmax_backward (torchtitan with TP): "
+            "zeros_like(x), exp(x), their sum and its product with the gradient beside the saved log-softmax"
+        )
     else:
         lg = f"3 x 4 B x b*s*V{_shard(tp, 'vocab-parallel')} (fp32 log-softmax + 2 gradients), V={arch.V:,}"
         src = (

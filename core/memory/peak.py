@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from vramplan.core.memory.activations.context import ActCtx, plan_ctx
-from vramplan.core.memory.activations.stage import Layout, StageActs, stage_acts
+from vramplan.core.memory.activations.stage import Layout, StageActs, loss_parallel_on, stage_acts
 from vramplan.core.memory.allocator import moment_requests, pack, step_shapes
 from vramplan.core.memory.explain import component_formulas
 from vramplan.core.memory.flat_params import flat_units, fsdp1_states
@@ -298,6 +298,7 @@ def sft_estimate(plan: Plan, *, cpu: bool = False) -> Estimate:
         offload=s.activation_offload == "cpu",
         opt_in_bwd=s.optimizer_in_backward,
         unsynced=t.grad_accum_steps > 1 and s.fsdp_grad_sync == "last" and fsdp_sharded(plan),
+        loss_parallel=loss_parallel_on(tp, plan.stack.framework),
     )
     best: BusiestStage | None = None
     for stage in stages(arch.L, pp, t.grad_accum_steps):

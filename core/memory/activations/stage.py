@@ -38,6 +38,7 @@ class Layout(NamedTuple):
     offload: bool = False  # torchtune's activation offloading to pinned host memory
     opt_in_bwd: bool = False  # the optimizer step runs in backward, per parameter
     unsynced: bool = False  # FSDP no_sync until the last micro-batch: unsharded gradients held (`States.grads_whole`)
+    loss_parallel: bool = False  # DTensor loss_parallel over vocab-sharded logits (torchtitan with TP: `loss_parallel`)
 
 
 class StageActs(NamedTuple):
@@ -205,11 +206,36 @@ def loss_bytes(ctx: ActCtx, lay: Layout) -> tuple[int, int, int, int]:
         # Gemma 2's final logit soft-capping (modeling_gemma2.py Gemma2ForCausalLM.forward: logits / cap, tanh,
         # * cap): tanh saves its [T, V] output in the logits' dtype until the loss's backward
         capped = C * TV // tp if arch.fam.softcap else 0
-        return logsm + capped, (C * TV + (4 * TV if C != 4 else 0)) // tp, 2 * logsm, 0
+        fwd, bwd = (C * TV + (4 * TV if C != 4 else 0)) // tp, 2 * logsm
+        if lay.loss_parallel:
+            fwd, bwd = loss_parallel(fwd, logsm)
+        return logsm + capped, fwd, bwd, 0
     copies = C * T * arch.h if ctx.b > 1 else 0
     if ctx.compiled:  # in backward each chunk's gradient appears as its saved chunk is released
         return C * TV // tp, 0, C * TV // N // tp, copies
     return 4 * TV // tp, (C * TV + 4 * TV // N) // tp, 8 * TV // N // tp, copies
+
+
+def loss_parallel_on(tp: int, framework: str) -> bool:
+    """Whether the loss runs under DTensor's ``loss_parallel``: torchtitan's train.py enters it when tensor
+    parallelism is on (parallel_dims.py ``loss_parallel_enabled``: ``tp > 1 and enable_loss_parallel``, on unless
+    ``training.disable_loss_parallel``), its lm_head then output vocab-sharded DTensors (parallelize ColwiseParallel
+    ``output_layouts=Shard(-1)``, ``use_local_output=False``)."""
+    return tp > 1 and framework == "torchtitan"
+
+
+def loss_parallel(fwd: int, logsm: int) -> tuple[int, int]:
+    """Forward and backward transients of the loss under DTensor's ``loss_parallel`` (vocab-sharded logits: what
+    torchtitan runs when tensor parallelism is on, ParallelDims.loss_parallel_enabled = tp > 1 and not
+    disable_loss_parallel), from ``fwd`` (16-bit logits + fp32 upcast) and ``logsm`` (one fp32 [T, V / tp]).
+
+    torch/distributed/tensor/parallel/loss.py ``_log_softmax`` (the decomposition with all-reduces): ``shifted =
+    x - x_max`` and ``torch.exp(shifted)`` are [T, V / tp] tensors beside the upcast input, then ``result =
+    shifted - logsumexp``: one more fp32 [T, V / tp] than ATen's fused kernel in forward.
+    ``_nll_loss_and_log_softmax_backward`` fuses both backwards: ``grad_input = zeros_like(x)``, then
+    ``(grad_input + torch.exp(x)) * grad_output`` holds ``grad_input``, the exp (or the sum) and the product with
+    the saved log-softmax: three fp32 [T, V / tp] beside it where ATen's two backwards hold two."""
+    return fwd + logsm, 3 * logsm
 
 
 def _without_copies(x: Saved) -> Saved:
