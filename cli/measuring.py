@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
     from vramplan.core.memory.result import Estimate
     from vramplan.core.plan.plan import Plan
-    from vramplan.core.time.result import StepTime
+    from vramplan.core.time.step_record import StepTime
     from vramplan.measure.compare import ComparisonRow
     from vramplan.measure.records import Device, MeasureReport, Progress
 

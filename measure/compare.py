@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vramplan.core.memory.result import Estimate
-from vramplan.core.time.result import StepTime
+from vramplan.core.time.step_record import StepTime
 from vramplan.measure.limits import Limitation
 from vramplan.measure.records import MeasureReport, RankFigures
 

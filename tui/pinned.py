@@ -8,7 +8,7 @@ from typing import NamedTuple
 from vramplan.core.memory.result import Estimate
 from vramplan.core.plan.plan import Plan
 from vramplan.core.plan.units import fmt_seconds, gib_text
-from vramplan.core.time.result import StepTime
+from vramplan.core.time.step_record import StepTime
 
 
 class Pinned(NamedTuple):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from textual.content import Content
 
 from vramplan.core.plan.units import fmt_count, fmt_seconds
-from vramplan.core.time.result import LABELS, StepTime
+from vramplan.core.time.step_record import LABELS, StepTime
 
 
 def rate(per_second: float) -> str:

@@ -30,8 +30,8 @@ from vramplan.core.memory.result import Estimate
 from vramplan.core.plan import presets
 from vramplan.core.plan.errors import PlanError
 from vramplan.core.plan.plan import Plan
-from vramplan.core.time.result import StepTime
 from vramplan.core.time.step import step_time
+from vramplan.core.time.step_record import StepTime
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = ROOT / "tests" / "data" / "published"

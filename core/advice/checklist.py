@@ -21,7 +21,7 @@ from vramplan.core.advice.checks.base import STATUSES, Context, Item
 from vramplan.core.advice.whatif import Effect
 from vramplan.core.memory.result import FRAGMENTATION_RISK, Estimate
 from vramplan.core.plan.plan import Plan
-from vramplan.core.time.result import StepTime
+from vramplan.core.time.step_record import StepTime
 
 __all__ = [
     "FRAGMENTATION_RISK",

@@ -19,8 +19,8 @@ from vramplan.core.plan.errors import PlanError
 from vramplan.core.plan.keys import set_args
 from vramplan.core.plan.plan import Plan
 from vramplan.core.plan.units import GiB
-from vramplan.core.time.result import StepTime
 from vramplan.core.time.step import step_time
+from vramplan.core.time.step_record import StepTime
 
 
 def plain(value: Any) -> Any:

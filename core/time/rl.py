@@ -32,7 +32,7 @@ from vramplan.core.plan.precision import REGIMES
 from vramplan.core.plan.rl import RLSettings
 from vramplan.core.time import flops as fl
 from vramplan.core.time.comm import LINK_EFFICIENCY as EFF
-from vramplan.core.time.result import StepTime, TimeTerm
+from vramplan.core.time.step_record import StepTime, TimeTerm
 
 SftStepTime = Callable[[Plan], StepTime]
 DECODE_SRC = "Pope et al. 2022 §2 (decoding reads every weight and the KV cache per token); HBM at 80% of peak"

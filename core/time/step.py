@@ -50,7 +50,6 @@ from vramplan.core.time.comm import (
     reduce_scatter_seconds,
     transfer_seconds,
 )
-from vramplan.core.time.explain import time_formulas
 from vramplan.core.time.offload import (
     cpu_adam_seconds,
     cpu_cores_per_rank,
@@ -62,7 +61,8 @@ from vramplan.core.time.offload import (
     param_fetch_seconds,
     pcie_link,
 )
-from vramplan.core.time.result import StepTime, TimeTerm, Work
+from vramplan.core.time.step_record import StepTime, TimeTerm, Work
+from vramplan.core.time.time_formulas import time_formulas
 
 if TYPE_CHECKING:
     from vramplan.core.plan.plan import Plan

@@ -28,8 +28,8 @@ from vramplan.core.time.flops import (
     token_flops,
     weight_read_passes,
 )
-from vramplan.core.time.result import CATEGORIES
 from vramplan.core.time.step import step_time
+from vramplan.core.time.step_record import CATEGORIES
 
 LLAMA_7B = build_arch("llama", 32000, 4096, 11008, 32, 32, 32, False)
 # matmul weights: 32 layers x (4 x 4096² attention + 3 x 4096 x 11008 MLP) + 32000 x 4096 lm_head

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from vramplan.core.plan.errors import PlanError
 from vramplan.core.plan.plan import Plan, plan_from_dict
 from vramplan.core.plan.training import OPTIMIZERS, PRECISIONS
-from vramplan.core.time.result import CATEGORIES
 from vramplan.core.time.step import step_time
+from vramplan.core.time.step_record import CATEGORIES
 
 MODELS = ["tinyllama-1.1b", "llama-7b", "bloom-7b1", "mistral-7b", "qwen2.5-7b", "llama-2-13b", "llama-2-70b"]
 GPUS = ["a100-80gb", "h100-80gb", "rtx-4090", "t4", "mi300x", "v100-32gb"]

@@ -18,8 +18,8 @@ from vramplan.core.plan.errors import PlanError
 from vramplan.core.plan.plan import Plan, default_plan
 from vramplan.core.plan.tomlio import loads
 from vramplan.core.plan.units import GiB, fmt_seconds
-from vramplan.core.time.result import StepTime
 from vramplan.core.time.step import step_time
+from vramplan.core.time.step_record import StepTime
 from vramplan.tui.app import VramplanApp
 from vramplan.tui.effects import alternatives
 from vramplan.tui.time_text import rate

@@ -25,8 +25,8 @@ from vramplan.core.memory.result import Estimate
 from vramplan.core.plan.errors import PlanError
 from vramplan.core.plan.gpu_match import DetectedGpus
 from vramplan.core.plan.plan import Plan
-from vramplan.core.time.result import StepTime
 from vramplan.core.time.step import step_time
+from vramplan.core.time.step_record import StepTime
 from vramplan.tui.choices import error_text, next_valid
 from vramplan.tui.command_table import bindings
 from vramplan.tui.detection import detected_notice

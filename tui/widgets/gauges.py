@@ -17,7 +17,7 @@ from vramplan.core.memory.result import ALL_KINDS, FRAGMENTATION_RISK, KINDS, Es
 from vramplan.core.plan.describe import gpu_name, method_label, model_name
 from vramplan.core.plan.units import fmt_count
 from vramplan.core.plan.units import gib_text as gib
-from vramplan.core.time.result import StepTime
+from vramplan.core.time.step_record import StepTime
 from vramplan.tui.names import short_gpu, short_model
 from vramplan.tui.pinned import Pinned, pinned_line
 from vramplan.tui.time_text import time_summary, time_table

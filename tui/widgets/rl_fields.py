@@ -15,7 +15,7 @@ from vramplan.core.memory.result import Estimate
 from vramplan.core.plan.field_values import parse_count
 from vramplan.core.plan.rl import APPLIES, VLLM_KEYS
 from vramplan.core.plan.units import fmt_seconds, gib_text
-from vramplan.core.time.result import StepTime
+from vramplan.core.time.step_record import StepTime
 from vramplan.tui.choices import Choice
 from vramplan.tui.widgets.fields import ChoiceField, FieldRow, NumberField, field_id, plan_input
 from vramplan.tui.widgets.text import show_text

@@ -10,8 +10,8 @@ from textual.widgets import Label, Static
 
 from vramplan.core.memory.result import Estimate
 from vramplan.core.plan.units import fmt_count, fmt_seconds, fmt_steps
-from vramplan.core.time.result import StepTime
 from vramplan.core.time.step import step_time
+from vramplan.core.time.step_record import StepTime
 from vramplan.tui.widgets.fields import ChoiceField, IntField, ListField, NumberField, PlanPane
 from vramplan.tui.widgets.rl_fields import rl_rows, show_rl
 from vramplan.tui.widgets.text import show_text

@@ -18,7 +18,7 @@ from vramplan.core.plan.arch import Arch
 from vramplan.core.plan.plan import Plan
 from vramplan.core.plan.preset_specs import GpuSpec
 from vramplan.core.plan.units import GiB
-from vramplan.core.time.result import StepTime
+from vramplan.core.time.step_record import StepTime
 
 STATUSES = ("ok", "warn", "fail", "manual")
 

@@ -12,7 +12,7 @@ from vramplan.core.time.offload import CPU_ADAM_PARAMS_PER_CORE_S, CPU_ADAM_SRC,
 
 if TYPE_CHECKING:
     from vramplan.core.plan.plan import Plan
-    from vramplan.core.time.result import TimeTerm, Work
+    from vramplan.core.time.step_record import TimeTerm, Work
 
 OVERLAP_SRC = (
     "overlapped with the backward of the same micro-batch: DDP/DeepSpeed bucketed reduction (Li et al. 2020, "
