@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from vramplan.core.memory.result import OverheadTerm
+from vramplan.core.plan.stack_defaults import fsdp_sharded
 from vramplan.core.plan.units import MiB
 
 if TYPE_CHECKING:
@@ -37,6 +38,19 @@ def zero_bucket_buffers(plan: Plan) -> int:
 
 def _zero_buffers(plan: Plan) -> int:
     return 2 if plan.strategy.zero_stage == 3 else 1  # overlap_comm: DeepSpeed's default is on for ZeRO-3 only
+
+
+FSDP_ONLY = ("torchtitan", "torchtune")  # stacks whose ZeRO is always torch's FSDP, never DeepSpeed
+
+
+def deepspeed_buckets(plan: Plan) -> bool:
+    """Whether ZeRO's gradients go through DeepSpeed's reduce buckets (stage_1_and_2.py / stage3.py ipg
+    buffers): not when a stack that shards only with torch's FSDP (torchtitan parallelize apply_fsdp, torchtune
+    training/_distributed.py shard_model: fully_shard) runs it (`core.plan.stack_defaults.fsdp_sharded`): FSDP
+    reduce-scatters each unit's gradients from a per-unit buffer (FSDP2 _fsdp_collectives.py foreach_reduce's
+    reduce_scatter_input, FSDP1 the unit's flat gradient), which the backward moments count as the block
+    behind's pending gradients. Other stacks' plans may be exported to DeepSpeed (`core.files.deepspeed_export`)."""
+    return not (fsdp_sharded(plan) and plan.stack.framework in FSDP_ONLY)
 
 
 def overhead_bytes(
@@ -73,7 +87,7 @@ def overhead_bytes(
     groups = _groups(plan)
     if groups:
         out["nccl"] = groups * o.nccl_mib_per_group * MiB
-    if s.zero_stage >= 1 and dp > 1:
+    if s.zero_stage >= 1 and dp > 1 and deepspeed_buckets(plan):
         out["zero_buckets"] = _zero_buffers(plan) * min(_bucket(plan), st.trainable_local) * st.grad_bytes
     # torch DDP (HF Trainer, accelerate); with TP/PP, Megatron's DDP reduces from its contiguous grad buffer
     if (

@@ -22,7 +22,7 @@ def _plan(**changes: Any) -> Plan:
     }
     for key, value in changes.items():
         table, name = key.split(".")
-        data[table][name] = value
+        data.setdefault(table, {})[name] = value
     return plan_from_dict(data)
 
 
@@ -79,3 +79,12 @@ def test_fsdp2_without_mixed_precision_has_the_pool_too() -> None:
     assert mixed.overhead_bytes["all_gather_pool"] - pure.overhead_bytes["all_gather_pool"] == root // 8
     term = {t.name: t for t in pure.overhead_terms}["all_gather_pool"]
     assert "foreach_all_gather" in term.source and term.bytes == pure.overhead_bytes["all_gather_pool"]
+
+
+def test_fsdp_only_stacks_have_no_deepspeed_reduce_buckets() -> None:
+    titan = estimate(_plan(**{"stack.framework": "torchtitan"}))
+    tune = estimate(_plan(**{"stack.framework": "torchtune", "training.precision": "bf16-pure"}))
+    custom = estimate(_plan())  # may be exported to DeepSpeed: its buckets stay
+    assert "zero_buckets" not in titan.overhead_bytes and "zero_buckets" not in tune.overhead_bytes
+    assert custom.overhead_bytes["zero_buckets"] > 0
+    assert custom.allocated - titan.allocated == custom.overhead_bytes["zero_buckets"]
