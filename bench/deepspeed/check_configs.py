@@ -21,7 +21,7 @@ import deepspeed
 import deepspeed.comm as ds_comm
 from deepspeed.runtime import config as ds_config
 
-from vramplan.core.files.deepspeed import deepspeed_config
+from vramplan.core.files.deepspeed_export import deepspeed_config
 from vramplan.core.plan.errors import PlanError
 from vramplan.core.plan.plan import plan_from_dict
 from vramplan.core.plan.training import OPTIMIZERS, PRECISIONS

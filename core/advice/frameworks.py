@@ -2,7 +2,7 @@
 (``vramplan fit --framework``): HF Trainer + DeepSpeed, PyTorch FSDP (HF Trainer / Accelerate), Megatron-LM.
 
 Sources: DeepSpeed's config keys and AutoTP training (ZeRO 0-2 only; no pipeline stages or Megatron sequence
-parallelism in a JSON config: `core.files.deepspeed`); PyTorch FSDP's sharding strategies (NO_SHARD / DDP,
+parallelism in a JSON config: `core.files.deepspeed_export`); PyTorch FSDP's sharding strategies (NO_SHARD / DDP,
 SHARD_GRAD_OP = ZeRO-2, FULL_SHARD = ZeRO-3; CPUOffload of parameters, no NVMe, no ZeRO-1); Megatron-LM's
 arguments (--tensor/--pipeline-model-parallel-size, --sequence-parallel, --recompute-granularity
 selective/full, --use-distributed-optimizer = ZeRO-1; no parameter sharding, no offload, no PEFT adapters).

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vramplan.core.files.accelerate import accelerate_config
-from vramplan.core.files.deepspeed import deepspeed_config
+from vramplan.core.files.accelerate_export import accelerate_config
+from vramplan.core.files.deepspeed_export import deepspeed_config
 from vramplan.core.files.planfile import plan_toml
 from vramplan.core.files.review import ReviewExtras, markdown_report, review_extras
 from vramplan.core.files.safewrite import write_atomic

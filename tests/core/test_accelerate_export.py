@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from vramplan.core.files.accelerate import accelerate_config
+from vramplan.core.files.accelerate_export import accelerate_config
 from vramplan.core.files.export import format_for_path, render
 from vramplan.core.files.importers.apply import import_config
 from vramplan.core.plan.plan import Plan, default_plan, plan_from_dict

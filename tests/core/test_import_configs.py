@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vramplan.core.files.deepspeed import deepspeed_config
+from vramplan.core.files.deepspeed_export import deepspeed_config
 from vramplan.core.files.importers.apply import Imported, import_config
 from vramplan.core.memory.peak import estimate
 from vramplan.core.plan.errors import PlanError

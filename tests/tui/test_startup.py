@@ -172,7 +172,7 @@ async def test_an_app_that_ends_before_its_first_frame_turns_collection_back_on(
 
 def test_the_export_and_open_dialogs_import_pyyaml_only_to_write_or_read_a_yaml_file() -> None:
     """PyYAML writes the accelerate export and reads YAML training configs, nothing else: importing it took 12-17 ms
-    of the export and open dialogs' first opening (`core.files.accelerate`, `core.files.importers.reading`)."""
+    of the export and open dialogs' first opening (`core.files.accelerate_export`, `core.files.importers.reading`)."""
     run(
         STARTED + "        for key, screen in (('ctrl+s', 'ExportScreen'), ('ctrl+o', 'OpenScreen')):\n"
         "            await pilot.press(key)\n"

@@ -1,5 +1,5 @@
 """DeepSpeed JSON -> plan keys (the keys of deepspeed/runtime/config.py, zero/config.py, precision_config.py and
-activation_checkpointing/config.py, as `core.files.deepspeed` writes them; v0.19.6).
+activation_checkpointing/config.py, as `core.files.deepspeed_export` writes them; v0.19.6).
 
 - ``train_batch_size = train_micro_batch_size_per_gpu x gradient_accumulation_steps x data-parallel size``
   (`_batch_assertion`): the sizes given resolve against the plan's data-parallel GPU count (`core.files.importers.

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from vramplan.core.files.deepspeed import deepspeed_config
+from vramplan.core.files.deepspeed_export import deepspeed_config
 from vramplan.core.memory.overhead import zero_bucket_elements
 from vramplan.core.memory.peak import estimate
 from vramplan.core.plan.errors import PlanError
