@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from collections.abc import Sequence
@@ -28,7 +29,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         from vramplan.cli.parser import run
 
-        return run(args)
+        paused = pause_collector(args[0])
+        try:
+            return run(args)
+        finally:
+            if paused:
+                gc.enable()
     return run_app(args)
 
 
@@ -39,6 +45,24 @@ def skip_plugin_discovery() -> None:
     environment; the plugins (validation observers) have nothing to observe in a planner. Not done on import:
     a program that imports vramplan as a library keeps its plugins."""
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+
+
+# the commands run with the collector on: `vramplan measure` runs a training step, whose tensors held in reference
+# cycles must be freed as a training run frees them, or the measured peak would count them
+COLLECTED = frozenset({"measure"})
+
+
+def pause_collector(command: str) -> bool:
+    """No garbage collection while a headless command runs (except `COLLECTED`); True when this paused it (the
+    caller turns it back on). Nearly everything a command makes lives to its end (modules, the plan's model classes,
+    the plan): the collector only walks it again and again, some 60 young and 6 older collections in a cold
+    ``vramplan estimate``, 10-15 ms of its 250; left uncollected at its end, some 800 objects (cycles its imports
+    leave). The longest commands, ``vramplan fit`` and ``gpus``, peak at the same memory either way (40 MB, within
+    0.5 MB)."""
+    if command in COLLECTED or not gc.isenabled():
+        return False
+    gc.disable()
+    return True
 
 
 def _closed_streams() -> list[str]:
