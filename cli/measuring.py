@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from vramplan.core.memory.result import Estimate
     from vramplan.core.plan.plan import Plan
     from vramplan.core.time.step_record import StepTime
-    from vramplan.measure.compare import ComparisonRow
+    from vramplan.measure.comparison import ComparisonRow
     from vramplan.measure.records import Device, MeasureReport, Progress
 
 EXTRA_LINE = "measure needs torch, transformers and peft: pip install 'vramplan[measure]'"
@@ -81,7 +81,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
     plan = resolve(args)
     _need_extra()
     from vramplan.measure import cuda
-    from vramplan.measure.limits import limitations
+    from vramplan.measure.limitations import limitations
     from vramplan.measure.records import MeasureOptions
     from vramplan.measure.run import measure_plan
 
@@ -111,7 +111,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
         except (ValueError, KeyError, TypeError, NotImplementedError, AttributeError) as exc:
             first = (str(exc).splitlines() or [type(exc).__name__])[0]
             raise PlanError(f"cannot build or run this plan here: {first[:300]}") from None
-    from vramplan.measure.compare import comparison_rows
+    from vramplan.measure.comparison import comparison_rows
 
     distributed.close_worker()
     if distributed.is_worker() and not report.ranks:  # not rank 0: rank 0 reports every rank

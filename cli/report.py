@@ -312,7 +312,7 @@ def checklist_text(cl: Checklist, title: str, alternatives: int = 2) -> str:
 def advice_text(a: Advice, title: str) -> str:
     """``vramplan fit``: the verdict, the ranked suggestions with their ``--set`` arguments, the largest micro-batch
     and the fewest GPUs; 80 columns."""
-    from vramplan.core.advice.limits import layout_text, seq_len_text
+    from vramplan.core.advice.fit_limits import layout_text, seq_len_text
     from vramplan.core.advice.moves import TIER_TEXT
 
     est = a.est

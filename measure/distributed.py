@@ -56,7 +56,7 @@ def launch_for(plan: Plan, device: str, local_devices: int) -> Launch:
 
     One node at most: its ``gpus_per_node`` ranks (or as many as are here) form the data-parallel group, so a
     sharded state is 1/ranks here, not 1/dp of the plan. Tensor and pipeline parallel are not run: one process
-    measures the unsplit model (`vramplan.measure.limits` marks the rows)."""
+    measures the unsplit model (`vramplan.measure.limitations` marks the rows)."""
     s, hw = plan.strategy, plan.hardware
     if hw.total_gpus == 1:
         return Launch(1, "none", None, ())

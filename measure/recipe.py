@@ -1,6 +1,6 @@
 """What the plan asks of the training step, in the terms of the stack that runs it here (HF transformers + PEFT +
 torch.optim): the `Recipe` that `vramplan.measure.build` builds and `vramplan.measure.run` runs. Pure Python: the
-list of what this machine cannot reproduce (`vramplan.measure.limits`) and the tests read it without torch."""
+list of what this machine cannot reproduce (`vramplan.measure.limitations`) and the tests read it without torch."""
 
 from __future__ import annotations
 

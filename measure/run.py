@@ -23,7 +23,7 @@ from typing import Any
 
 from vramplan.core.plan.describe import plan_title
 from vramplan.core.plan.plan import Plan
-from vramplan.measure.limits import cannot_reproduce
+from vramplan.measure.limitations import cannot_reproduce
 from vramplan.measure.recipe import Recipe, recipe
 from vramplan.measure.records import MeasureOptions, MeasureReport, Progress, RankFigures
 

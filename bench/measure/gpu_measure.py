@@ -10,7 +10,7 @@ without and with activation checkpointing, Llama-3.2-3B full in pure bf16 with c
 (rank 16, all linear layers) without and with checkpointing, Llama-3.2-3B QLoRA (when bitsandbytes imports),
 Qwen2.5-0.5B full. ``--gpu`` is the plan's GPU preset (the estimate's capacity and time; the memory figures do not
 depend on it). A case that would start past the budget is skipped and listed as such. Each case's entry holds the
-plan, the report (`MeasureReport.to_json`), and the comparison rows (`vramplan.measure.compare`).
+plan, the report (`MeasureReport.to_json`), and the comparison rows (`vramplan.measure.comparison`).
 
 Written for issue 29 (2026-12-03) with torch 2.13, transformers 5.24, peft 0.21; the CPU mode is what the suite runs
 (tests/bench/test_gpu_measure.py); no GPU was at hand when it was written, so no GPU figures are committed yet.
@@ -103,9 +103,9 @@ def measure_case(name: str, data: dict[str, Any], device: str, steps: int, warmu
     from vramplan.core.memory.peak import estimate
     from vramplan.core.plan.plan import plan_from_dict
     from vramplan.core.time.step import step_time
-    from vramplan.measure.compare import comparison_rows
+    from vramplan.measure.comparison import comparison_rows
     from vramplan.measure.cuda import local_gpus
-    from vramplan.measure.limits import limitations
+    from vramplan.measure.limitations import limitations
     from vramplan.measure.records import MeasureOptions
     from vramplan.measure.run import measure_plan
 

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from itertools import combinations
 from typing import Any
 
+from vramplan.core.advice.fit_limits import gpu_layout, max_micro_batch_size, max_seq_len, min_gpus
 from vramplan.core.advice.frameworks import unsupported
-from vramplan.core.advice.limits import gpu_layout, max_micro_batch_size, max_seq_len, min_gpus
 from vramplan.core.advice.margin import Margin, fixed_margin, safety_margin
 from vramplan.core.advice.moves import TIER_TEXT, Move, memory_moves
 from vramplan.core.advice.speedup import combined, speed_up, title

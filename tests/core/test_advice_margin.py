@@ -9,7 +9,7 @@ import pytest
 
 from vramplan.cli.parser import run
 from vramplan.core.advice.advisor import advise
-from vramplan.core.advice.limits import gpu_layout, layout_text, trained_context
+from vramplan.core.advice.fit_limits import gpu_layout, layout_text, trained_context
 from vramplan.core.advice.margin import safety_margin
 from vramplan.core.files.planio import load_plan
 from vramplan.core.memory.peak import estimate

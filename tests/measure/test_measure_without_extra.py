@@ -46,8 +46,8 @@ def test_estimate_and_the_parser_never_import_torch() -> None:
 
 def test_importing_the_measure_package_imports_nothing_heavy() -> None:
     code = (
-        "import sys\nimport vramplan.measure, vramplan.measure.records, vramplan.measure.limits\n"
-        "import vramplan.measure.compare, vramplan.measure.recipe\n"
+        "import sys\nimport vramplan.measure, vramplan.measure.records, vramplan.measure.limitations\n"
+        "import vramplan.measure.comparison, vramplan.measure.recipe\n"
         "heavy = [m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers', 'peft')]\n"
         "assert not heavy, heavy\n"
     )

@@ -17,7 +17,7 @@ from vramplan.core.memory.peak import estimate
 from vramplan.core.plan.plan import Plan
 from vramplan.core.plan.units import GiB, MiB
 from vramplan.core.time.step import step_time
-from vramplan.measure.compare import comparison_rows
+from vramplan.measure.comparison import comparison_rows
 from vramplan.measure.records import MeasureReport, Progress, RankFigures
 from vramplan.tui import command_table
 from vramplan.tui.app import VramplanApp

@@ -25,7 +25,7 @@ from vramplan.core.plan.units import fmt_bytes, fmt_seconds
 from vramplan.tui.screens.css import tcss
 
 if TYPE_CHECKING:
-    from vramplan.measure.compare import ComparisonRow
+    from vramplan.measure.comparison import ComparisonRow
     from vramplan.measure.records import MeasureReport, Progress
 
 
@@ -44,8 +44,8 @@ def run_measurement(plan: Plan, progress: Callable[[Progress], None], stop: thre
     from vramplan.core.memory.peak import estimate
     from vramplan.core.time.step import step_time
     from vramplan.measure import cuda
-    from vramplan.measure.compare import comparison_rows
-    from vramplan.measure.limits import limitations
+    from vramplan.measure.comparison import comparison_rows
+    from vramplan.measure.limitations import limitations
     from vramplan.measure.records import MeasureOptions
     from vramplan.measure.run import measure_plan
 

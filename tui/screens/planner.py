@@ -372,7 +372,7 @@ class PlannerScreen(Screen[None]):
         if self.pinned is None:
             self.notice = "! pin a plan first (P), then edit: d compares the edited plan with it"
             return
-        from vramplan.tui.screens.compare import CompareScreen
+        from vramplan.tui.screens.plan_compare import CompareScreen
 
         self.app.push_screen(CompareScreen(self.pinned.plan, self.plan))
 

@@ -12,7 +12,7 @@ from textual.content import Content
 from vramplan.core.advice.advisor import Advice
 from vramplan.core.advice.checklist import GROUPS, Checklist
 from vramplan.core.advice.checks.base import Item
-from vramplan.core.advice.limits import layout_text, seq_len_text
+from vramplan.core.advice.fit_limits import layout_text, seq_len_text
 from vramplan.core.advice.moves import TIER_TEXT
 from vramplan.core.memory.result import Estimate
 from vramplan.core.plan.units import gib_text as gib

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from vramplan.core.plan.plan import plan_from_dict
-from vramplan.measure.limits import ALL_ROWS, cannot_reproduce, limitations
+from vramplan.measure.limitations import ALL_ROWS, cannot_reproduce, limitations
 from vramplan.measure.recipe import recipe
 
 TINY = {

@@ -1,6 +1,6 @@
 """The measurement beside the estimate: one `ComparisonRow` per figure of `vramplan measure`'s report, with the
 estimate's prediction, the measured value, the error and whether this machine reproduced the plan for that row
-(`vramplan.measure.limits`). Pure Python: the estimate is core's, the report a record."""
+(`vramplan.measure.limitations`). Pure Python: the estimate is core's, the report a record."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 from vramplan.core.memory.result import Estimate
 from vramplan.core.time.step_record import StepTime
-from vramplan.measure.limits import Limitation
+from vramplan.measure.limitations import Limitation
 from vramplan.measure.records import MeasureReport, RankFigures
 
 # row name, unit, the estimate's figure (per_gpu key or a time attribute), the measured RankFigures field
