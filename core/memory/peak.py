@@ -116,7 +116,8 @@ def _phases(ctx: ActCtx, stage: Stage, st: States, a: StageActs, lay: Layout) ->
         # ZeRO-2/3: the block behind's gradients wait unsharded while their reduce-scatter overlaps this block's
         # backward (FSDP2 frees its input at the next reduce-scatter), the lm_head's before the last block.
         pending = layer_g + st.reduce_extra if z >= 2 else 0
-        head_fresh = head_g if z >= 2 else 0
+        # FSDP2's root unit (`States.head_held`): the lm_head's unsharded gradient waits for the end of backward
+        head_fresh = (st.head_held or head_g) if z >= 2 else 0
         copies_layers = a.copies - a.head_copies
         per_layer_copies = copies_layers // n if n else 0
         top_acts = others + a.saved - a.head
@@ -147,7 +148,7 @@ def _phases(ctx: ActCtx, stage: Stage, st: States, a: StageActs, lay: Layout) ->
                     "checkpoint_buffers": CB,
                     "gradients": new_grads(head_g + (n - 1) * layer_g),
                     "activations": bottom_acts + per_layer_copies,
-                    "temporaries": a.dy + a.layer_work + (pending if n > 1 else head_fresh) + buffered,
+                    "temporaries": a.dy + a.layer_work + (pending + st.head_held if n > 1 else head_fresh) + buffered,
                 },
             )
         )
@@ -160,6 +161,7 @@ def _phases(ctx: ActCtx, stage: Stage, st: States, a: StageActs, lay: Layout) ->
         tail = tied + (tied if ctx.reg.compute != "autocast" else 0) + buffered
     elif stage.first and (accum or z >= 2):
         tail = vocab_g
+    tail = max(tail, st.root_reduce)  # FSDP2's root unit reduces its gradients only now (`fsdp2_root_reduce`)
     phases.append(
         Phase(
             "backward",

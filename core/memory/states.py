@@ -69,6 +69,8 @@ class States(NamedTuple):
     grad_shards_pool: int = 0  # FSDP2: fp32 gradient shards, allocated in the reduce-scatter stream's pool
     grads_whole: int = 0  # this rank's gradient bytes before ZeRO-2/3 sharding (what FSDP's no_sync holds)
     gather_pool: int = 0  # FSDP2: all-gather buffers, allocated in the all-gather copy-in stream's pool
+    head_held: int = 0  # FSDP2 root unit: the lm_head's unsharded gradient, held until the end of backward
+    root_reduce: int = 0  # FSDP2 root unit at the end of backward: its unsharded gradients + reduce-scatter input
 
 
 @memoised(1024)
@@ -212,7 +214,7 @@ def model_states(
         cpu += cpu_add
         nvme += nvme_add
         param_gpu = 0
-    gathered = gather_pool = 0
+    gathered = gather_pool = head_held = root_reduce = 0
     if zero == 3 and dp > 1:
         # the module in use (the largest: a block or the vocabulary) + the next block prefetched, as stored for
         # compute: 16 bit under FSDP MixedPrecision / DeepSpeed, the quantized bytes of a QLoRA base
@@ -230,6 +232,9 @@ def model_states(
             # weights stay gathered from the embedding's forward to the end of backward, beside a block and the
             # next one prefetched
             gathered = 2 * layer_b + root
+            if method == "full":
+                head_held = vocab * elem if stage.last else 0
+                root_reduce = fsdp2_root_reduce(root // elem + norms_root(arch, stage), elem, 4)
         if method == "full" and (fsdp2 or reg.name == "bf16-fsdp"):  # (a frozen base's all-gather dtype: no)
             mp = reg.name == "bf16-fsdp"  # MixedPrecisionPolicy(param_dtype): a cast copy of the shards
             gather_pool = fsdp2_all_gather_pool(layer_b, root + norms_root(arch, stage) * elem, dp, cast=mp)
@@ -252,7 +257,21 @@ def model_states(
         grad_shards_pool=pool,
         grads_whole=unsharded_grads(grads, ex_train, ep) if grad_gpu else 0,
         gather_pool=gather_pool,
+        head_held=head_held,
+        root_reduce=root_reduce,
     )
+
+
+def fsdp2_root_reduce(root_elems: int, grad_bytes: int, reduce_bytes: int) -> int:
+    """Bytes of the FSDP2 root unit's gradient reduction at the end of backward: its unsharded gradients (the
+    unsharded parameters' dtype) and the reduce-scatter input they are copied into (``reduce_dtype``).
+
+    The root's forward input (token ids) needs no gradient, so _fsdp_state.py ``_register_post_backward_hook``
+    registers nothing for it and its ``post_backward`` runs in ``_root_post_backward_final_callback``, after the
+    whole backward: the lm_head's gradient is held from the loss's backward on, the embedding's joins it.
+    _fsdp_collectives.py ``foreach_reduce``: ``reduce_scatter_input`` (the unit's elements in ``reduce_dtype``) is
+    filled by ``foreach_reduce_scatter_copy_in`` before ``unsharded_grads.clear()`` frees the gradients."""
+    return root_elems * (grad_bytes + reduce_bytes)
 
 
 def norms_root(arch: Arch, stage: Stage) -> int:

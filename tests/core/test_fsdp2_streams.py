@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from vramplan.core.memory.peak import estimate
-from vramplan.core.memory.states import fsdp2_all_gather_pool
+from vramplan.core.memory.states import fsdp2_all_gather_pool, fsdp2_root_reduce
 from vramplan.core.plan.plan import Plan, plan_from_dict
 
 
@@ -88,3 +88,20 @@ def test_fsdp_only_stacks_have_no_deepspeed_reduce_buckets() -> None:
     assert "zero_buckets" not in titan.overhead_bytes and "zero_buckets" not in tune.overhead_bytes
     assert custom.overhead_bytes["zero_buckets"] > 0
     assert custom.allocated - titan.allocated == custom.overhead_bytes["zero_buckets"]
+
+
+def test_the_root_reduces_at_the_end_of_backward() -> None:
+    assert fsdp2_root_reduce(10, 2, 4) == 60  # bf16 gradients + their fp32 reduce-scatter input
+    est = estimate(_plan())
+    a = est.plan.model.arch()
+    root = 2 * a.V * a.h + a.h  # embedding + lm_head + final norm
+    st_end = est.phases[4]  # end of backward
+    assert st_end.moment.startswith("end of backward")
+    assert st_end.live["temporaries"] >= root * (2 + 4)
+    first_block = est.phases[3]
+    assert first_block.moment.startswith("backward of the first block")
+    # the lm_head's bf16 gradient is still unsharded while the first block runs backward
+    assert first_block.live["temporaries"] >= 2 * a.V * a.h
+    # DeepSpeed's ZeRO-3 (master regime): the embedding's gradient alone
+    ds = estimate(_plan(**{"training.precision": "bf16-master"}))
+    assert ds.phases[4].live["temporaries"] < st_end.live["temporaries"]
