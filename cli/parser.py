@@ -115,7 +115,8 @@ SUMMARIES = {
 
 def build_parser(only: str | None = None) -> OneLineParser:
     """The parser of every command; with ``only`` (the command about to run), the others are their summary line
-    (`SUMMARIES`) without their options: ``vramplan estimate`` neither builds nor imports the other commands'."""
+    (`SUMMARIES`) in the top-level help and no parser: ``vramplan estimate`` neither builds nor imports the other
+    commands' (only ``only`` parses; the others are not run)."""
     parser = OneLineParser(
         prog="vramplan",
         description="Plan the GPU memory of LLM training before you launch it. "
@@ -125,8 +126,8 @@ def build_parser(only: str | None = None) -> OneLineParser:
     for name, add in _PARSERS.items():
         if only is None or name == only:
             add(sub)
-        else:
-            sub.add_parser(name, help=SUMMARIES[name])
+        else:  # only the line of --help that add_parser(name, help=...) makes: no parser (2 ms for the nine)
+            sub._choices_actions.append(sub._ChoicesPseudoAction(name, (), SUMMARIES[name]))
     return parser
 
 
