@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from vramplan.core.advice.checks import moe, nan, oom, rl, slow, stack
+from vramplan.core.advice.checks import moe_checks, nan, oom, rl_checks, slow, stack_checks
 from vramplan.core.advice.checks.base import STATUSES, Context, Item
 from vramplan.core.advice.whatif import Effect
 from vramplan.core.memory.result import FRAGMENTATION_RISK, Estimate
@@ -36,9 +36,12 @@ __all__ = [
 ]
 
 GROUPS: dict[str, str] = {"oom": "Out of memory", "nan": "NaN loss", "slow": "Slow training"}
-RULES = (*oom.RULES, *stack.OOM_RULES, *nan.RULES, *slow.RULES, *stack.SLOW_RULES)
-MOE_RULES = {"oom": moe.OOM_RULES, "nan": moe.NAN_RULES, "slow": moe.SLOW_RULES}
-RL_RULES: dict[str, tuple[Callable[[Context], Item | None], ...]] = {"oom": rl.OOM_RULES, "slow": rl.SLOW_RULES}
+RULES = (*oom.RULES, *stack_checks.OOM_RULES, *nan.RULES, *slow.RULES, *stack_checks.SLOW_RULES)
+MOE_RULES = {"oom": moe_checks.OOM_RULES, "nan": moe_checks.NAN_RULES, "slow": moe_checks.SLOW_RULES}
+RL_RULES: dict[str, tuple[Callable[[Context], Item | None], ...]] = {
+    "oom": rl_checks.OOM_RULES,
+    "slow": rl_checks.SLOW_RULES,
+}
 
 
 @dataclass(frozen=True)
@@ -92,7 +95,7 @@ def checklist(plan: Plan, est: Estimate | None = None, st: StepTime | None = Non
     groups: list[dict[str, tuple[Callable[[Context], Item | None], ...]]] = []
     if ctx.arch.moe is not None:  # mixture-of-experts items, after their group's others
         groups.append(MOE_RULES)
-    if plan.training.objective != "sft":  # DPO/GRPO/PPO items (`core.advice.checks.rl`)
+    if plan.training.objective != "sft":  # DPO/GRPO/PPO items (`core.advice.checks.rl_checks`)
         groups.append(RL_RULES)
     for extra_rules in groups:
         extra = {g: [i for r in rules if (i := r(ctx)) is not None] for g, rules in extra_rules.items()}

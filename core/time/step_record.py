@@ -12,7 +12,7 @@ from vramplan.core.time.flops import TokenFlops
 
 if TYPE_CHECKING:
     from vramplan.core.plan.plan import Plan
-    from vramplan.core.time.rl import RLTime
+    from vramplan.core.time.rl_time import RLTime
 
 CATEGORIES = ("compute", "memory", "communication", "offload", "pipeline bubble")
 
@@ -98,7 +98,7 @@ class StepTime:
     price_per_gpu_hour: float | None
     mfu_default: DefaultMfu | None  # how the default MFU was chosen (None: the plan sets training.mfu)
     explainer: Explainer = field(repr=False, compare=False)
-    rl: RLTime | None = field(default=None, compare=False)  # DPO/GRPO/PPO: the phases (`core.time.rl`)
+    rl: RLTime | None = field(default=None, compare=False)  # DPO/GRPO/PPO: the phases (`core.time.rl_time`)
     _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property

@@ -13,7 +13,7 @@ from vramplan.core.plan.plan import default_plan
 from vramplan.core.plan.units import GiB
 from vramplan.tui.app import VramplanApp
 from vramplan.tui.command_table import palette_entries
-from vramplan.tui.screens.gpus import GpuGuideScreen
+from vramplan.tui.screens.gpu_guide import GpuGuideScreen
 from vramplan.tui.screens.plan_compare import CompareScreen
 from vramplan.tui.widgets.bars import StackedBar
 

@@ -115,7 +115,7 @@ async def test_no_color_bar_letters_are_the_legend_s(monkeypatch) -> None:
 def test_the_planners_costs_name_their_currency() -> None:
     """Issue 32.6: the cost the planner shows (training pane, GPU guide) says it is USD, as the CLI does."""
     from vramplan.core.time.step import step_time
-    from vramplan.tui.screens.gpus import HEADER
+    from vramplan.tui.screens.gpu_guide import HEADER
     from vramplan.tui.time_text import train_line
 
     plan = default_plan().with_changes({"training.tokens": "2T", "hardware.price_per_gpu_hour": 2})

@@ -345,7 +345,7 @@ class PlannerScreen(Screen[None]):
 
     # -- GPU guide, pinned plan (issue 17) -------------------------------------------------------------------
     def action_gpu_guide(self) -> None:
-        from vramplan.tui.screens.gpus import GpuGuideScreen
+        from vramplan.tui.screens.gpu_guide import GpuGuideScreen
 
         self.app.push_screen(GpuGuideScreen(self.plan), self._gpu_chosen)
 
@@ -383,7 +383,7 @@ class PlannerScreen(Screen[None]):
         self.app.push_screen(MeasureScreen(self.plan))
 
     def action_load_calibration(self) -> None:
-        from vramplan.tui.screens.calibration import CalibrationScreen
+        from vramplan.tui.screens.calibration_dialog import CalibrationScreen
 
         self.app.push_screen(CalibrationScreen(), self.apply_calibration)
 

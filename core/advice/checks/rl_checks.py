@@ -1,4 +1,4 @@
-"""The checklist items of DPO/GRPO/PPO plans (`core.memory.rl`, `core.time.rl`); none for an SFT plan.
+"""The checklist items of DPO/GRPO/PPO plans (`core.memory.rl`, `core.time.rl_time`); none for an SFT plan.
 
 - ``oom.rl_phase``: which phase is the peak and why; under memory pressure, the RL knobs that lower it, measured
   (`core.advice.rlmoves`): a smaller vLLM share, sleep mode, the server mode, precomputed or adapter reference
