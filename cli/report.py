@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from vramplan.core.memory.result import KIND_LABELS, Estimate
+from vramplan.core.memory.estimate_record import KIND_LABELS, Estimate
 from vramplan.core.plan import presets
 from vramplan.core.plan.describe import gpu_name, method_label, model_name, parallel_summary
 from vramplan.core.plan.errors import PlanError

@@ -18,7 +18,7 @@ from vramplan.core.plan.plan import Plan
 from vramplan.core.plan.units import MiB
 
 if TYPE_CHECKING:
-    from vramplan.core.memory.result import Estimate
+    from vramplan.core.memory.estimate_record import Estimate
     from vramplan.measure.records import MeasureReport
 
 

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from vramplan.core.advice.whatif import Effect, WhatIf
-from vramplan.core.memory.result import Estimate
+from vramplan.core.memory.estimate_record import Estimate
 from vramplan.core.plan.plan import Plan
 from vramplan.core.plan.stack_defaults import STACK_KEYS
 from vramplan.core.plan.units import GiB

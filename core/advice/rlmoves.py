@@ -18,7 +18,7 @@ from vramplan.core.memory.rl.estimate import settings
 from vramplan.core.plan import presets
 from vramplan.core.plan.plan import Plan
 
-RL_TARGET = "rl"  # what these moves free: the kinds of `core.memory.result.RL_KINDS`
+RL_TARGET = "rl"  # what these moves free: the kinds of `core.memory.estimate_record.RL_KINDS`
 RL_KINDS_FREED = ("frozen_models", "vllm_engine", "kv_cache", "rollout")
 UTILIZATION_STEP = 0.05
 

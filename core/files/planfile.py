@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from vramplan import __version__
-from vramplan.core.memory.result import Estimate
+from vramplan.core.memory.estimate_record import Estimate
 from vramplan.core.plan.errors import PlanError, shown
 from vramplan.core.plan.plan import Plan
 from vramplan.core.plan.training import TrainingConfig

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from vramplan.core.memory.result import OverheadTerm
+from vramplan.core.memory.estimate_record import OverheadTerm
 from vramplan.core.plan.stack_defaults import fsdp_sharded
 from vramplan.core.plan.units import MiB
 
@@ -63,7 +63,7 @@ def overhead_bytes(
     allocator_rules: int = 0,
 ) -> dict[str, int]:
     """The memory outside the step's tensors, by term. Which of them `torch.cuda.max_memory_allocated` and
-    `max_memory_reserved` see is `core.memory.result.ALLOCATED_TERMS` / `RESERVE_TERMS`.
+    `max_memory_reserved` see is `core.memory.estimate_record.ALLOCATED_TERMS` / `RESERVE_TERMS`.
 
     ``grads_at_peak``: gradient bytes live at the peak moment (FSDP2's gradient shards that are not are still
     reserved in the reduce-scatter stream's pool); ``freed_logits``: the 16-bit logits freed before a loss

@@ -10,8 +10,8 @@ import pytest
 
 from vramplan.core.advice.checklist import GROUPS, Checklist, apply_fix, checklist, toggle_ticked
 from vramplan.core.advice.checks.nan import reference_lr
+from vramplan.core.memory.estimate_record import FRAGMENTATION_RISK
 from vramplan.core.memory.peak import estimate
-from vramplan.core.memory.result import FRAGMENTATION_RISK
 from vramplan.core.plan.keys import parse_set
 from vramplan.core.plan.plan import MANUAL_CHECKS, Plan, default_plan
 from vramplan.core.plan.units import MiB

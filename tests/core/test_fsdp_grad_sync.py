@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from vramplan.core.memory.estimate_record import Estimate
 from vramplan.core.memory.peak import estimate
-from vramplan.core.memory.result import Estimate
 from vramplan.core.plan.plan import Plan, plan_from_dict
 from vramplan.core.plan.stack_defaults import shown_choices
 

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
+from vramplan.core.memory.estimate_record import Estimate
 from vramplan.core.memory.flat_params import flat_param_numel
 from vramplan.core.memory.peak import estimate
-from vramplan.core.memory.result import Estimate
 from vramplan.core.plan.errors import PlanError
 from vramplan.core.plan.plan import Plan, default_plan, plan_from_dict
 from vramplan.core.plan.stack_defaults import shown_choices

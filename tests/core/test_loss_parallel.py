@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from vramplan.core.memory.activations.stage import loss_parallel, loss_parallel_on
+from vramplan.core.memory.activations.context import plan_ctx
+from vramplan.core.memory.activations.stage import gathered_head_input, loss_parallel, loss_parallel_on
+from vramplan.core.memory.estimate_record import Estimate
 from vramplan.core.memory.peak import estimate
-from vramplan.core.memory.result import Estimate
 from vramplan.core.plan.plan import Plan, plan_from_dict
 
 T, TP = 2 * 2048, 4
@@ -62,3 +63,18 @@ def test_no_tensor_parallelism_no_loss_parallel() -> None:
     one = {"strategy.tensor_parallel": 1, "strategy.sequence_parallel": False}
     titan, plain = estimate(_plan("torchtitan", **one)), estimate(_plan("custom", **one))
     assert _logits(titan, 1) == _logits(plain, 1)
+
+
+def test_the_lm_head_saves_its_all_gathered_input() -> None:
+    titan, plain = estimate(_plan("torchtitan")), estimate(_plan("custom"))
+    h = titan.plan.model.arch().h
+    full = 2 * T * h  # the final norm's bf16 [T, h] output, gathered over the sequence by ColwiseParallel
+    assert gathered_head_input(plan_ctx(titan.plan), TP) == full - full // TP
+    saved = titan.phases[1].live["activations"] - plain.phases[1].live["activations"]
+    assert saved == full - full // TP
+    # no sequence sharding, nothing gathered: the input was whole already
+    nosp = {"strategy.sequence_parallel": False}
+    assert (
+        estimate(_plan("torchtitan", **nosp)).phases[1].live["activations"]
+        == (estimate(_plan("custom", **nosp)).phases[1].live["activations"])
+    )

@@ -21,8 +21,8 @@ import pytest
 
 from vramplan.core.memory.activations.context import plan_ctx
 from vramplan.core.memory.activations.stage import Layout, loss_bytes
+from vramplan.core.memory.estimate_record import Estimate
 from vramplan.core.memory.peak import estimate
-from vramplan.core.memory.result import Estimate
 from vramplan.core.plan.errors import PlanError
 from vramplan.core.plan.plan import Plan, plan_from_dict
 from vramplan.core.time.step import step_time

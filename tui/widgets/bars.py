@@ -16,7 +16,7 @@ from textual.strip import Strip
 from textual.style import Style
 from textual.widget import Widget
 
-from vramplan.core.memory.result import ALL_KINDS, KIND_LABELS, KINDS
+from vramplan.core.memory.estimate_record import ALL_KINDS, KIND_LABELS, KINDS
 from vramplan.core.plan.units import gib_text as gib
 from vramplan.tui.widgets.text import content_size, line_strip
 

@@ -13,7 +13,7 @@ from textual.content import Content
 from textual.reactive import Reactive, var
 from textual.widgets import Static
 
-from vramplan.core.memory.result import ALL_KINDS, FRAGMENTATION_RISK, KINDS, Estimate
+from vramplan.core.memory.estimate_record import ALL_KINDS, FRAGMENTATION_RISK, KINDS, Estimate
 from vramplan.core.plan.describe import gpu_name, method_label, model_name
 from vramplan.core.plan.units import fmt_count
 from vramplan.core.plan.units import gib_text as gib

@@ -14,7 +14,7 @@ from textual.binding import Binding, BindingType
 from textual.content import Content
 from textual.widgets import Input, Label, OptionList, Static
 
-from vramplan.core.memory.result import Estimate
+from vramplan.core.memory.estimate_record import Estimate
 from vramplan.core.plan import presets
 from vramplan.core.plan.describe import model_name, modified_keys
 from vramplan.core.plan.families import FAMILIES

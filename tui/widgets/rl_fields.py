@@ -11,7 +11,7 @@ from textual import on
 from textual.widget import Widget
 from textual.widgets import Input, Label, Static
 
-from vramplan.core.memory.result import Estimate
+from vramplan.core.memory.estimate_record import Estimate
 from vramplan.core.plan.field_values import parse_count
 from vramplan.core.plan.rl import APPLIES, VLLM_KEYS
 from vramplan.core.plan.units import fmt_seconds, gib_text

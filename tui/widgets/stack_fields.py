@@ -12,7 +12,7 @@ from textual.content import Content
 from textual.widget import Widget
 from textual.widgets import Input, Label, Static
 
-from vramplan.core.memory.result import Estimate
+from vramplan.core.memory.estimate_record import Estimate
 from vramplan.core.plan.node import Limit
 from vramplan.core.plan.stack import PACKAGES
 from vramplan.core.plan.stack_defaults import choices_text

@@ -12,7 +12,7 @@ from vramplan.core.advice.frameworks import unsupported
 from vramplan.core.advice.moves import BROAD, Move, memory_moves
 from vramplan.core.advice.speedup import speed_up
 from vramplan.core.advice.whatif import Effect, WhatIf
-from vramplan.core.memory.result import FRAGMENTATION_RISK, Estimate
+from vramplan.core.memory.estimate_record import FRAGMENTATION_RISK, Estimate
 from vramplan.core.plan import presets
 from vramplan.core.plan.arch import Arch
 from vramplan.core.plan.plan import Plan

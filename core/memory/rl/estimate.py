@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NamedTuple
 
-from vramplan.core.memory.result import Estimate, OverheadTerm, Phase
+from vramplan.core.memory.estimate_record import Estimate, OverheadTerm, Phase
 from vramplan.core.memory.rl import terms as tm
 from vramplan.core.memory.rl.result import PhaseMemory, RLMemory, RLTerm
 from vramplan.core.plan import presets
