@@ -11,7 +11,7 @@ from vramplan.core.plan.stack_defaults import choices_json
 
 if TYPE_CHECKING:
     from vramplan.core.memory.accuracy import ExpectedError
-    from vramplan.core.memory.rl.result import RLMemory
+    from vramplan.core.memory.rl.rl_memory import RLMemory
     from vramplan.core.plan.plan import Plan
 
 # Kinds of GPU memory, in the order gauges and tables show them.

@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 from vramplan.core.memory.estimate_record import Estimate, OverheadTerm, Phase
 from vramplan.core.memory.rl import terms as tm
-from vramplan.core.memory.rl.result import PhaseMemory, RLMemory, RLTerm
+from vramplan.core.memory.rl.rl_memory import PhaseMemory, RLMemory, RLTerm
 from vramplan.core.plan import presets
 from vramplan.core.plan.arch import Arch
 from vramplan.core.plan.plan import Plan
