@@ -301,6 +301,7 @@ def sft_estimate(plan: Plan, *, cpu: bool = False) -> Estimate:
         opt_in_bwd=s.optimizer_in_backward,
         unsynced=t.grad_accum_steps > 1 and s.fsdp_grad_sync == "last" and fsdp_sharded(plan),
         loss_parallel=loss_parallel_on(tp, plan.stack.framework),
+        dtensor_tp=tp > 1 and plan.stack.framework == "torchtitan",  # parallelize apply_tp: DTensor TP
     )
     best: BusiestStage | None = None
     for stage in stages(arch.L, pp, t.grad_accum_steps):

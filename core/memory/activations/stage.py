@@ -39,6 +39,7 @@ class Layout(NamedTuple):
     opt_in_bwd: bool = False  # the optimizer step runs in backward, per parameter
     unsynced: bool = False  # FSDP no_sync until the last micro-batch: unsharded gradients held (`States.grads_whole`)
     loss_parallel: bool = False  # DTensor loss_parallel over vocab-sharded logits (torchtitan with TP: `loss_parallel`)
+    dtensor_tp: bool = False  # DTensor tensor parallelism (torchtitan): `gathered_head_input`
 
 
 class StageActs(NamedTuple):
@@ -135,6 +136,8 @@ def stage_acts(ctx: ActCtx, stage: Stage, lay: Layout) -> StageActs:
     if stage.last:
         hs = head_saved(ctx)
         head = hs.local(tp, sp)
+        if lay.dtensor_tp and sp and ctx.full:
+            head += gathered_head_input(ctx, tp)
         if lay.zero != 3:
             head_copies = hs.copies // tp
             head_cache = hs.cache // tp
@@ -214,6 +217,18 @@ def loss_bytes(ctx: ActCtx, lay: Layout) -> tuple[int, int, int, int]:
     if ctx.compiled:  # in backward each chunk's gradient appears as its saved chunk is released
         return C * TV // tp, 0, C * TV // N // tp, copies
     return 4 * TV // tp, (C * TV + 4 * TV // N) // tp, 8 * TV // N // tp, copies
+
+
+def gathered_head_input(ctx: ActCtx, tp: int) -> int:
+    """Bytes the lm_head saves beyond its sequence-sharded input under DTensor tensor parallelism: torchtitan's
+    plan (parallelize apply_tp) makes the output ``ColwiseParallel(input_layouts=Shard(1))``, whose input hook
+    (torch/distributed/tensor/parallel/style.py ColwiseParallel._prepare_input_fn: ``redistribute`` to
+    ``Replicate()``) all-gathers the final norm's [T, h] output, and the matmul saves that gathered tensor, where
+    Megatron's sequence parallelism saves the shard and gathers again in backward. The input is in the final
+    norm's output dtype (`block.head_saved`'s "lm_head input"), 1 / tp of it already counted."""
+    elem = 2 if ctx.reg.compute == "autocast" else ctx.reg.resid_bytes
+    full = elem * ctx.T * ctx.arch.h
+    return full - full // tp
 
 
 def loss_parallel_on(tp: int, framework: str) -> bool:
