@@ -65,8 +65,12 @@ class Trace:
 @contextmanager
 def aten_matmuls() -> Iterator[None]:
     """oneDNN off for the block (see the module's docstring)."""
-    with torch.backends.mkldnn.flags(enabled=False):
+    was = torch.backends.mkldnn.enabled
+    torch.backends.mkldnn.enabled = False
+    try:
         yield
+    finally:
+        torch.backends.mkldnn.enabled = was
 
 
 def tensor_record(t: torch.Tensor, param_ptrs: set[int]) -> dict[str, Any]:
