@@ -34,7 +34,7 @@ from vramplan.core.advice.frameworks import unsupported
 from vramplan.core.advice.margin import Margin, fixed_margin, safety_margin
 from vramplan.core.advice.moves import TIER_TEXT, Move, memory_moves
 from vramplan.core.advice.speedup import combined, speed_up, title
-from vramplan.core.advice.whatif import Effect, WhatIf, plain
+from vramplan.core.advice.whatif import Effect, WhatIf
 from vramplan.core.memory.estimate_record import Estimate
 from vramplan.core.plan.plan import Plan
 
@@ -65,17 +65,10 @@ class Suggestion:
         return dict(self.effect.changes)
 
     def to_json(self) -> dict[str, Any]:
-        e = self.effect
+        """The effect as what-if serialises it (`Effect.to_json`: the same keys as ``check --json``'s fixes), and
+        what ranked the suggestion."""
         return {
-            "title": e.title,
-            "changes": {k: plain(v) for k, v in e.changes.items()},
-            "set": list(e.set_args()),
-            "memory_total": e.memory_total,
-            "memory_on_gpu": e.memory_on_gpu,
-            "fits": e.fits,
-            "headroom_fraction": round(e.headroom_fraction, 4),
-            "relative_step_time": e.relative_step_time,
-            "step_seconds": e.step_seconds,
+            **self.effect.to_json(),
             "moves": len(self.moves),
             "speedups": len(self.speedups),
             "tier": self.tier,

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import shlex
 import subprocess
 import sys
@@ -132,6 +133,24 @@ def test_fit_json_contract(tmp_plan, capsys: pytest.CaptureFixture[str]) -> None
     data = json_of(["fit", "--json"], capsys)  # the default plan fits with room: no suggestions
     assert data["fits"] is True and data["suggestions"] == [] and data["min_gpus"] == 2
     assert data["max_micro_batch_size"] > 1
+
+
+def test_a_fit_suggestion_is_serialised_as_what_if_measures_its_change(
+    tmp_plan, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``fit --json``'s suggestion is the what-if effect of its changes, key for key, plus what ranked it."""
+    from vramplan.core.advice.whatif import WhatIf
+    from vramplan.core.files.planio import load_plan_file
+
+    path = tmp_plan(OVER)
+    data = json_of(["fit", str(path), "--json"], capsys)
+    what_if = WhatIf(load_plan_file(path).plan)
+    for s in data["suggestions"][:3]:
+        effect = what_if.measure(s["title"], s["changes"])
+        assert effect is not None
+        ranking = {k: s.pop(k) for k in ("moves", "speedups", "tier", "kind")}
+        assert s == strict_json(json.dumps(effect.to_json())), s["title"]
+        assert ranking["tier"] in (0, 1, 2) and isinstance(ranking["kind"], str)
 
 
 @pytest.mark.parametrize("name", sorted(PLANS))
