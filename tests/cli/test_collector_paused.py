@@ -1,9 +1,11 @@
 """A headless command runs with the garbage collector paused (`vramplan.__main__.pause_collector`), except
-``vramplan measure``; the collector is on again when the command returns or raises."""
+``vramplan measure``; the collector is on again when the command returns or raises. In the command's own process
+(`main` reading ``sys.argv``) what is alive is frozen at its end; a caller's `main(argv)` freezes nothing."""
 
 from __future__ import annotations
 
 import gc
+import sys
 
 import pytest
 
@@ -48,3 +50,17 @@ def test_a_collector_already_off_stays_off(monkeypatch: pytest.MonkeyPatch) -> N
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_the_commands_own_process_freezes_at_its_end(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(parser, "run", lambda args: 0)
+    before = gc.get_freeze_count()
+    assert entry.main(["keys"]) == 0
+    assert gc.get_freeze_count() == before  # called with argv: the caller's process
+    monkeypatch.setattr(sys, "argv", ["vramplan", "keys"])
+    try:
+        assert entry.main() == 0
+        assert gc.get_freeze_count() > before
+        assert gc.isenabled()
+    finally:
+        gc.unfreeze()
