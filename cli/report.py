@@ -225,16 +225,8 @@ def rl_time_lines(st: StepTime) -> list[str]:
     rl = st.rl
     if rl is None:
         return []
-    parts = []
-    for name, s, tokens in (
-        ("generation", rl.generation_s, rl.generated_tokens),
-        ("scoring", rl.scoring_s, rl.scored_tokens),
-        ("update", rl.update_s, rl.update_tokens),
-    ):
-        if s > 0:
-            parts.append(f"{name} {fmt_seconds(s)} ({tokens / s:,.0f} tok/s)")
     prompts = "pairs" if rl.objective == "dpo" else "prompts"
-    return _wrap(f"{', '.join(parts)}; {rl.prompts_per_step:,} {prompts} per step", 2, hang=2)
+    return _wrap(f"{', '.join(rl.phase_texts())}; {rl.prompts_per_step:,} {prompts} per step", 2, hang=2)
 
 
 def model_listing(reg: Registry) -> str:

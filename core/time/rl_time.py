@@ -30,6 +30,7 @@ from vramplan.core.plan import presets
 from vramplan.core.plan.plan import Plan
 from vramplan.core.plan.precision import REGIMES
 from vramplan.core.plan.rl import RLSettings
+from vramplan.core.plan.units import fmt_seconds
 from vramplan.core.time import flops as fl
 from vramplan.core.time.comm import LINK_EFFICIENCY as EFF
 from vramplan.core.time.step_record import StepTime, TimeTerm
@@ -70,17 +71,25 @@ class RLTime:
     def train_steps(self) -> int | None:
         return None if self.prompts is None else -(-self.prompts // self.prompts_per_step)
 
+    def phases(self) -> tuple[tuple[str, float, int], ...]:
+        """``(name, seconds, tokens)`` of the generation, the scoring forwards and the update, in that order."""
+        return (
+            ("generation", self.generation_s, self.generated_tokens),
+            ("scoring", self.scoring_s, self.scored_tokens),
+            ("update", self.update_s, self.update_tokens),
+        )
+
+    def phase_texts(self) -> list[str]:
+        """``generation 1.20 s (3,413 tok/s)`` for each phase the step runs (what the CLI and the TUI show)."""
+        return [f"{name} {fmt_seconds(s)} ({tokens / s:,.0f} tok/s)" for name, s, tokens in self.phases() if s > 0]
+
     def to_json(self) -> dict[str, Any]:
         def rate(tokens: int, s: float) -> float:
             return tokens / s if s > 0 else 0.0
 
         out: dict[str, Any] = {
             "objective": self.objective,
-            "phases": {
-                "generation": {"seconds": self.generation_s, "tokens": self.generated_tokens},
-                "scoring": {"seconds": self.scoring_s, "tokens": self.scored_tokens},
-                "update": {"seconds": self.update_s, "tokens": self.update_tokens},
-            },
+            "phases": {name: {"seconds": s, "tokens": tokens} for name, s, tokens in self.phases()},
             "prompts_per_step": self.prompts_per_step,
             "vllm_server_gpus": self.server_gpus,
         }

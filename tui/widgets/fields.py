@@ -227,25 +227,30 @@ class FieldRow(Widget):
 class IntField(FieldRow):
     """A whole number, typed as the CLI takes it (``4k``, ``32K``, ``1e3``, ``2_048``: `parse_count`); anything
     else is an inline error, never silently cut. A plain `Input` parsed here, not Textual's integer input type
-    (which drops a suffix as it is typed, and whose validating regex can hang on a long run of digits)."""
+    (which drops a suffix as it is typed, and whose validating regex can hang on a long run of digits). With
+    ``optional=True`` empty unsets the key (the placeholder says what unset means); it is shown as typed digits
+    (``2048``, not ``2.048K``)."""
 
     keeps_text = True
 
+    def __init__(self, key: str, label: str, *, optional: bool = False, placeholder: str = "", **kw: Any) -> None:
+        self.optional = optional
+        self.placeholder = placeholder
+        super().__init__(key, label, **kw)
+
     def make_control(self) -> Widget:
-        return plan_input()
+        return plan_input(placeholder=self.placeholder)
 
     def set_control(self, value: Any) -> None:
         field = self.control
         assert isinstance(field, Input)
-        if self._parse(field.value) != value:
-            with self.prevent(Input.Changed):
-                field.value = str(value)
-
-    def _parse(self, text: str) -> int | None:
         try:
-            return parse_count(self.key, text)
+            typed: int | str | None = parse_count(self.key, field.value)
         except ValueError:
-            return None
+            typed = field.value  # never a plan value: the plan's replaces it
+        if typed != value:
+            with self.prevent(Input.Changed):
+                field.value = "" if value is None else str(value)
 
     @on(Input.Changed)
     def _typed(self, event: Input.Changed) -> None:
@@ -260,10 +265,38 @@ class IntField(FieldRow):
         except ValueError as exc:
             self.post_invalid(str(exc))
             return
-        if value is None:
+        if value is None and not self.optional:
             self.post_invalid("enter a whole number")
         else:
             self.post_change(value, coalesce=True)
+
+
+class TextField(FieldRow):
+    """Optional text as ``--set`` takes it (a model preset id, a package version); empty unsets the key. A string
+    the key does not take is the plan's error, shown here."""
+
+    keeps_text = True
+
+    def __init__(self, key: str, label: str, *, placeholder: str = "", **kw: Any) -> None:
+        self.placeholder = placeholder
+        super().__init__(key, label, **kw)
+
+    def make_control(self) -> Widget:
+        return plan_input(placeholder=self.placeholder)
+
+    def set_control(self, value: Any) -> None:
+        field = self.control
+        assert isinstance(field, Input)
+        if (field.value.strip() or None) != value:
+            with self.prevent(Input.Changed):
+                field.value = value or ""
+
+    @on(Input.Changed)
+    def _typed(self, event: Input.Changed) -> None:
+        event.stop()
+        if event.value != event.input.value:
+            return  # stale: the plan has set the field since
+        self.post_change(event.value.strip() or None, coalesce=True)
 
 
 class ListField(FieldRow):

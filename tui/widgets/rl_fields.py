@@ -5,19 +5,16 @@ and the time of each part of the step under them. An SFT plan shows the objectiv
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
-from textual import on
 from textual.widget import Widget
-from textual.widgets import Input, Label, Static
+from textual.widgets import Label, Static
 
 from vramplan.core.memory.estimate_record import Estimate
-from vramplan.core.plan.field_values import parse_count
 from vramplan.core.plan.rl import APPLIES, VLLM_KEYS
-from vramplan.core.plan.units import fmt_seconds, gib_text
+from vramplan.core.plan.units import gib_text
 from vramplan.core.time.step_record import StepTime
 from vramplan.tui.choices import Choice
-from vramplan.tui.widgets.fields import ChoiceField, FieldRow, NumberField, field_id, plan_input
+from vramplan.tui.widgets.fields import ChoiceField, IntField, NumberField, TextField, field_id
 from vramplan.tui.widgets.text import show_text
 
 GENERATION = (
@@ -48,75 +45,9 @@ FROZEN_OFFLOAD = (
 )
 
 
-class TextField(FieldRow):
-    """A model preset id (or empty: unset), as ``--set rl.reward_model=...`` takes it."""
-
-    keeps_text = True
-
-    def __init__(self, key: str, label: str, *, placeholder: str = "", **kw: Any) -> None:
-        self.placeholder = placeholder
-        super().__init__(key, label, **kw)
-
-    def make_control(self) -> Widget:
-        return plan_input(placeholder=self.placeholder)
-
-    def set_control(self, value: Any) -> None:
-        field = self.control
-        assert isinstance(field, Input)
-        if (field.value.strip() or None) != value:
-            with self.prevent(Input.Changed):
-                field.value = value or ""
-
-    @on(Input.Changed)
-    def _typed(self, event: Input.Changed) -> None:
-        event.stop()
-        if event.value != event.input.value:
-            return
-        self.post_change(event.value.strip() or None, coalesce=True)
-
-
-class CountField(FieldRow):
-    """An optional whole number (``4k``, ``1e3``, as `parse_count` reads it; empty: unset, TRL's default),
-    shown as typed digits (``2048``, not ``2.048K``)."""
-
-    keeps_text = True
-
-    def __init__(self, key: str, label: str, *, placeholder: str = "", **kw: Any) -> None:
-        self.placeholder = placeholder
-        super().__init__(key, label, **kw)
-
-    def make_control(self) -> Widget:
-        return plan_input(placeholder=self.placeholder)
-
-    def set_control(self, value: Any) -> None:
-        field = self.control
-        assert isinstance(field, Input)
-        try:
-            typed = parse_count(self.key, field.value)
-        except ValueError:
-            typed = -1  # never a plan value: the plan's replaces it
-        if typed != value:
-            with self.prevent(Input.Changed):
-                field.value = "" if value is None else str(value)
-
-    @on(Input.Changed)
-    def _typed(self, event: Input.Changed) -> None:
-        event.stop()
-        if event.value != event.input.value:
-            return
-        if len(event.value) > 40:
-            self.post_invalid("too long for a whole number")
-            return
-        try:
-            value = parse_count(self.key, event.value)
-        except ValueError as exc:
-            self.post_invalid(str(exc))
-            return
-        self.post_change(value, coalesce=True)
-
-
-def _count(key: str, label: str, placeholder: str, tooltip: str) -> CountField:
-    return CountField(key, label, placeholder=placeholder, tooltip=tooltip)
+def _count(key: str, label: str, placeholder: str, tooltip: str) -> IntField:
+    """An optional whole number (empty: unset, TRL's default)."""
+    return IntField(key, label, optional=True, placeholder=placeholder, tooltip=tooltip)
 
 
 def rl_rows() -> Iterator[Widget]:
@@ -167,15 +98,7 @@ def show_rl(pane: Widget, est: Estimate, st: StepTime) -> None:
     if rl is None or tt is None:
         return
     memory = " · ".join(f"{p.name} {gib_text(p.total, 1)}" for p in rl.phases)
-    times = []
-    for name, s, tokens in (
-        ("generation", tt.generation_s, tt.generated_tokens),
-        ("scoring", tt.scoring_s, tt.scored_tokens),
-        ("update", tt.update_s, tt.update_tokens),
-    ):
-        if s > 0:
-            times.append(f"{name} {fmt_seconds(s)} ({tokens / s:,.0f} tok/s)")
-    text = f"GiB per GPU: {memory}; peak: [b]{rl.peak_phase}[/b]\n{' · '.join(times)}"
+    text = f"GiB per GPU: {memory}; peak: [b]{rl.peak_phase}[/b]\n{' · '.join(tt.phase_texts())}"
     if rl.server_gpus:
         text += f"\nvLLM server: {rl.server_gpus} more GPU(s), {gib_text(rl.server_gpu_bytes, 1)} GiB each"
     if rl.engine_short:

@@ -5,46 +5,20 @@ version. And the node's host memory and NVMe limits (`core.plan.node`) as the Ha
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
-from textual import on
 from textual.content import Content
 from textual.widget import Widget
-from textual.widgets import Input, Label, Static
+from textual.widgets import Label, Static
 
 from vramplan.core.memory.estimate_record import Estimate
 from vramplan.core.plan.node import Limit
 from vramplan.core.plan.stack import PACKAGES
 from vramplan.core.plan.stack_defaults import choices_text
 from vramplan.core.plan.units import gib_text
-from vramplan.tui.widgets.fields import ChoiceField, FieldRow, NumberField, plan_input
+from vramplan.tui.widgets.fields import ChoiceField, FieldRow, NumberField, TextField
 from vramplan.tui.widgets.text import show_text
 
 NODE_KEYS = ("hardware.host_memory_gib", "hardware.nvme_gib")
-
-
-class VersionField(FieldRow):
-    """A package version of the stack (``stack.torch``...): text as ``--set`` takes it; empty unsets it (the newest
-    behaviour the stack table knows). A string that is not a version is the plan's error, shown here."""
-
-    keeps_text = True
-
-    def make_control(self) -> Widget:
-        return plan_input(placeholder="unset (newest)")
-
-    def set_control(self, value: Any) -> None:
-        field = self.control
-        assert isinstance(field, Input)
-        if (field.value.strip() or None) != value:
-            with self.prevent(Input.Changed):
-                field.value = value or ""
-
-    @on(Input.Changed)
-    def _typed(self, event: Input.Changed) -> None:
-        event.stop()
-        if event.value != event.input.value:
-            return  # stale: the plan has set the field since
-        self.post_change(event.value.strip() or None, coalesce=True)
 
 
 def stack_rows() -> Iterator[Widget]:
@@ -57,7 +31,8 @@ def stack_rows() -> Iterator[Widget]:
     )
     yield Static(id="stack-chose", classes="details muted")
     for package in PACKAGES:
-        yield VersionField(f"stack.{package}", package, tooltip=f"the {package} version, e.g. 2.5.1; empty: unset")
+        tooltip = f"the {package} version, e.g. 2.5.1; empty: unset"
+        yield TextField(f"stack.{package}", package, placeholder="unset (newest)", tooltip=tooltip)
 
 
 def show_stack(pane: Widget, est: Estimate) -> None:
