@@ -224,22 +224,36 @@ class FieldRow(Widget):
             self.post_message(PlanPane.Invalid(self.key, message))
 
 
-class IntField(FieldRow):
+class InputField(FieldRow):
+    """A row whose control is a compact text `Input` (`plan_input`) with a placeholder saying what unset means; an
+    error keeps what the user typed."""
+
+    keeps_text = True
+
+    def __init__(self, key: str, label: str, *, placeholder: str = "", **kw: Any) -> None:
+        self.placeholder = placeholder
+        super().__init__(key, label, **kw)
+
+    def make_control(self) -> Widget:
+        return plan_input(placeholder=self.placeholder)
+
+    def set_placeholder(self, text: str) -> None:
+        field = self.control
+        assert isinstance(field, Input)
+        if field.placeholder != text:
+            field.placeholder = text
+
+
+class IntField(InputField):
     """A whole number, typed as the CLI takes it (``4k``, ``32K``, ``1e3``, ``2_048``: `parse_count`); anything
     else is an inline error, never silently cut. A plain `Input` parsed here, not Textual's integer input type
     (which drops a suffix as it is typed, and whose validating regex can hang on a long run of digits). With
     ``optional=True`` empty unsets the key (the placeholder says what unset means); it is shown as typed digits
     (``2048``, not ``2.048K``)."""
 
-    keeps_text = True
-
-    def __init__(self, key: str, label: str, *, optional: bool = False, placeholder: str = "", **kw: Any) -> None:
+    def __init__(self, key: str, label: str, *, optional: bool = False, **kw: Any) -> None:
         self.optional = optional
-        self.placeholder = placeholder
         super().__init__(key, label, **kw)
-
-    def make_control(self) -> Widget:
-        return plan_input(placeholder=self.placeholder)
 
     def set_control(self, value: Any) -> None:
         field = self.control
@@ -271,18 +285,9 @@ class IntField(FieldRow):
             self.post_change(value, coalesce=True)
 
 
-class TextField(FieldRow):
+class TextField(InputField):
     """Optional text as ``--set`` takes it (a model preset id, a package version); empty unsets the key. A string
     the key does not take is the plan's error, shown here."""
-
-    keeps_text = True
-
-    def __init__(self, key: str, label: str, *, placeholder: str = "", **kw: Any) -> None:
-        self.placeholder = placeholder
-        super().__init__(key, label, **kw)
-
-    def make_control(self) -> Widget:
-        return plan_input(placeholder=self.placeholder)
 
     def set_control(self, value: Any) -> None:
         field = self.control
@@ -299,13 +304,8 @@ class TextField(FieldRow):
         self.post_change(event.value.strip() or None, coalesce=True)
 
 
-class ListField(FieldRow):
+class ListField(InputField):
     """A list of words (LoRA targets), separated by spaces or commas."""
-
-    keeps_text = True
-
-    def make_control(self) -> Widget:
-        return plan_input()
 
     def set_control(self, value: Any) -> None:
         field = self.control
@@ -326,25 +326,13 @@ class ListField(FieldRow):
             self.post_change(words, coalesce=True)
 
 
-class NumberField(FieldRow):
+class NumberField(InputField):
     """An optional number (a float, or an integer with ``integer=True``): decimals, exponents, K/M/B/T and %.
     Empty unsets it; the placeholder says what unset means."""
 
-    keeps_text = True
-
-    def __init__(self, key: str, label: str, *, integer: bool = False, placeholder: str = "", **kw: Any) -> None:
+    def __init__(self, key: str, label: str, *, integer: bool = False, **kw: Any) -> None:
         self.integer = integer
-        self.placeholder = placeholder
         super().__init__(key, label, **kw)
-
-    def make_control(self) -> Widget:
-        return plan_input(placeholder=self.placeholder)
-
-    def set_placeholder(self, text: str) -> None:
-        field = self.control
-        assert isinstance(field, Input)
-        if field.placeholder != text:
-            field.placeholder = text
 
     def set_control(self, value: Any) -> None:
         field = self.control
