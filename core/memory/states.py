@@ -235,9 +235,12 @@ def model_states(
             if method == "full":
                 head_held = vocab * elem if stage.last else 0
                 root_reduce = fsdp2_root_reduce(root // elem + norms_root(arch, stage), elem, 4)
-        if method == "full" and (fsdp2 or reg.name == "bf16-fsdp"):  # (a frozen base's all-gather dtype: no)
-            mp = reg.name == "bf16-fsdp"  # MixedPrecisionPolicy(param_dtype): a cast copy of the shards
-            gather_pool = fsdp2_all_gather_pool(layer_b, root + norms_root(arch, stage) * elem, dp, cast=mp)
+        if fsdp2 or reg.name == "bf16-fsdp":
+            # a LoRA/QLoRA base is all-gathered the same way, as it is stored; MixedPrecisionPolicy(param_dtype):
+            # a cast copy of the shards
+            mp = reg.name == "bf16-fsdp"
+            norm_b = norms_root(arch, stage) * (elem if method == "full" else frozen_bytes)
+            gather_pool = fsdp2_all_gather_pool(layer_b, root + norm_b, dp, cast=mp)
     return States(
         params=param_gpu,
         grads=grad_gpu,

@@ -81,6 +81,16 @@ def test_fsdp2_without_mixed_precision_has_the_pool_too() -> None:
     assert "foreach_all_gather" in term.source and term.bytes == pure.overhead_bytes["all_gather_pool"]
 
 
+def test_a_lora_base_is_all_gathered_through_the_same_pool() -> None:
+    """foreach_all_gather runs for every FSDPParam of a unit, frozen or not: a LoRA plan's bf16 base has the pool
+    of the same bf16 outputs as full fine-tuning (no MixedPrecisionPolicy: no cast copy)."""
+    pure = {"training.precision": "bf16-pure"}
+    lora = estimate(_plan(**pure, **{"training.method": "lora"})).overhead_bytes["all_gather_pool"]
+    full = estimate(_plan(**pure)).overhead_bytes["all_gather_pool"]
+    adapters = lora - full  # LoRA's blocks also hold their adapters (tiny beside the root + a block)
+    assert 0 <= adapters < full // 100
+
+
 def test_fsdp_only_stacks_have_no_deepspeed_reduce_buckets() -> None:
     titan = estimate(_plan(**{"stack.framework": "torchtitan"}))
     tune = estimate(_plan(**{"stack.framework": "torchtune", "training.precision": "bf16-pure"}))
