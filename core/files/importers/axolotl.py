@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from vramplan.core.files.importers import trainer
-from vramplan.core.files.importers.config_values import flag, lora_targets
+from vramplan.core.files.importers.config_values import flag
 from vramplan.core.files.importers.models import read_model
 from vramplan.core.files.importers.record import ImportLog, Section
 
@@ -110,11 +110,7 @@ def _adapter(top: Section, log: ImportLog) -> str:
         log.set("lora_target_linear", True, "training.lora_targets", ["all-linear"])
         top.ignore("lora_target_modules", "lora_target_linear decides")
     elif top.get("lora_target_modules"):
-        targets, unknown = lora_targets(top.data["lora_target_modules"])
-        if targets:
-            log.set("lora_target_modules", top.data["lora_target_modules"], "training.lora_targets", list(targets))
-        for name in unknown:
-            log.ignore("lora_target_modules", name, "not a projection the plan adapts")
+        trainer.lora_target_modules(top, log, "lora_target_modules")
     top.ignore("lora_alpha", "a scale, no memory effect")
     top.ignore("lora_model_dir", "where adapters are loaded from")
     return method

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from vramplan.core.files.importers import trainer
-from vramplan.core.files.importers.config_values import count, flag, lora_targets
+from vramplan.core.files.importers.config_values import count, flag
 from vramplan.core.files.importers.models import read_model
 from vramplan.core.files.importers.record import ImportLog, Section
 
@@ -109,11 +109,6 @@ def _method(top: Section, log: ImportLog) -> str:
     elif top.has("quantization_bit") and method_q in ("bnb", "bitsandbytes"):
         log.ignore("quantization_bit", top.get("quantization_bit"), "only 4 and 8 bits (bitsandbytes) are modelled")
     trainer.lora_rank_and_dropout(top, log, "lora_rank")
-    if top.has("lora_target"):
-        targets, unknown = lora_targets(top.get("lora_target"))
-        if targets:
-            log.set("lora_target", top.data["lora_target"], "training.lora_targets", list(targets))
-        for name in unknown:
-            log.ignore("lora_target", name, "not a projection the plan adapts")
+    trainer.lora_target_modules(top, log, "lora_target")
     top.ignore("lora_alpha", "a scale, no memory effect")
     return method

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from vramplan.core.files.importers.config_values import HF_OPTIMIZERS, count, flag, number
+from vramplan.core.files.importers.config_values import HF_OPTIMIZERS, count, flag, lora_targets, number
 from vramplan.core.files.importers.record import ImportLog, Section
 
 
@@ -124,6 +124,19 @@ def trainer_arguments(sec: Section, log: ImportLog, optim_key: str) -> bool:
         log.set("learning_rate", sec.data["learning_rate"], "training.learning_rate", lr)
     grad_clip(sec, "max_grad_norm", log)
     return deepspeed_path(sec, "deepspeed", log)
+
+
+def lora_target_modules(sec: Section, log: ImportLog, key: str) -> None:
+    """PEFT's ``LoraConfig.target_modules`` under the tool's own name ``key`` (axolotl and TRL
+    ``lora_target_modules``, LLaMA-Factory ``lora_target``): the projections the plan adapts; a name it does not
+    adapt is said, never dropped silently."""
+    if not sec.has(key):
+        return
+    targets, unknown = lora_targets(sec.get(key))
+    if targets:
+        log.set(key, sec.data[key], "training.lora_targets", list(targets))
+    for name in unknown:
+        log.ignore(key, name, "not a projection the plan adapts")
 
 
 def lora_rank_and_dropout(sec: Section, log: ImportLog, rank_key: str) -> None:

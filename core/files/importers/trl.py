@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from vramplan.core.files.importers import trainer
-from vramplan.core.files.importers.config_values import count, flag, lora_targets, number
+from vramplan.core.files.importers.config_values import count, flag, number
 from vramplan.core.files.importers.models import read_model
 from vramplan.core.files.importers.record import ImportLog, Section
 
@@ -112,12 +112,7 @@ def _peft(top: Section, log: ImportLog) -> str:
     elif flag(top.get("load_in_8bit")):
         log.set("load_in_8bit", True, "training.quantization", "int8", "bitsandbytes LLM.int8 base")
     trainer.lora_rank_and_dropout(top, log, "lora_r")
-    if top.has("lora_target_modules"):
-        targets, unknown = lora_targets(top.get("lora_target_modules"))
-        if targets:
-            log.set("lora_target_modules", top.data["lora_target_modules"], "training.lora_targets", list(targets))
-        for name in unknown:
-            log.ignore("lora_target_modules", name, "not a projection the plan adapts")
+    trainer.lora_target_modules(top, log, "lora_target_modules")
     return method
 
 
