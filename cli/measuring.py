@@ -111,6 +111,9 @@ def cmd_measure(args: argparse.Namespace) -> int:
         except (ValueError, KeyError, TypeError, NotImplementedError, AttributeError) as exc:
             first = (str(exc).splitlines() or [type(exc).__name__])[0]
             raise PlanError(f"cannot build or run this plan here: {first[:300]}") from None
+        except ImportError as exc:  # a library of the extra that will not load here (peft with an old torchao)
+            first = (str(exc).splitlines() or [type(exc).__name__])[0]
+            raise PlanError(f"a library the measurement needs does not load: {first[:300]}") from None
     from vramplan.measure.comparison import comparison_rows
 
     distributed.close_worker()

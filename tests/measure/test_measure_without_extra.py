@@ -74,3 +74,23 @@ def test_only_the_measure_package_imports_torch_transformers_or_peft() -> None:
                 )
                 wrong += [f"{path.relative_to(root)}: {n}" for n in names if n.split(".")[0] in HEAVY]
     assert not wrong, wrong
+
+
+def test_a_library_of_the_extra_that_fails_to_load_is_one_line_and_exit_2() -> None:
+    """peft raises ImportError at get_peft_model when an installed torchao is too old: one line, exit 2."""
+    pytest.importorskip("torch")
+    code = (
+        "import sys\n"
+        "import vramplan.measure.run as run\n"
+        "def refuse(*a, **k):\n"
+        "    raise ImportError('Found an incompatible version of torchao.\\nsecond line')\n"
+        "run.measure_plan = refuse\n"
+        "from vramplan.__main__ import main\n"
+        "sys.exit(main(['measure', '--gpus', '1', '--device', 'cpu', '--steps', '1']))\n"
+    )
+    env = {**os.environ, "VRAMPLAN_DETECT": "0"}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 2, r.stderr
+    assert "Traceback" not in r.stderr
+    last = r.stderr.strip().splitlines()[-1]
+    assert last == "vramplan: a library the measurement needs does not load: Found an incompatible version of torchao."
