@@ -205,14 +205,16 @@ BLOOM_A100 = ["--model", "bloom-7b1", "--gpu", "a100-40gb", "--gpus", "4", "--se
 
 
 def test_fit_ranks_memory_and_speed_moves_by_one_notion_of_fastest(capsys: pytest.CaptureFixture[str]) -> None:
-    """issue 16.12: BLOOM-7B1 full fine-tune on 4 x A100-40GB fits with 1% free. 8-bit AdamW frees 10 GiB, enough
+    """issue 16.12: BLOOM-7B1 full fine-tune on 4 x A100-40GB is just over (it fitted with 1% free before FSDP2's
+    all-gather pool was counted: its 250,880-token root unit). 8-bit AdamW frees 10 GiB, enough
     to drop activation checkpointing too: that pair is suggested, ahead of tensor parallelism (which is slower and
     which the DeepSpeed export cannot express), and the checklist's memory fix is the advisor's first suggestion."""
     assert run(["fit", *BLOOM_A100]) == 0
     out = capsys.readouterr().out
     lines = [line.strip() for line in out.splitlines()]
     pair = lines.index("2. 8-bit AdamW + no checkpointing (different numerics)")
-    assert lines[pair + 1].startswith("28.2 GiB per GPU (30% free), ")  # the allocator's rules, not 5% slack
+    # the allocator's rules, not 5% slack, and FSDP2's all-gather pool (core.memory.states.fsdp2_all_gather_pool)
+    assert lines[pair + 1].startswith("30.5 GiB per GPU (24% free), ")
     assert "step time x0.76" in lines[pair + 1]  # full recomputation re-ran the blocks' forward: 1 / 1.32
     assert lines[pair + 2 : pair + 4] == [
         "--set training.optimizer=adamw-8bit",
@@ -225,7 +227,7 @@ def test_fit_ranks_memory_and_speed_moves_by_one_notion_of_fastest(capsys: pytes
     assert first["relative_step_time"] < 0.9 and first["changes"]["strategy.gradient_checkpointing"] == "none"
     same_model = [s["relative_step_time"] for s in data["suggestions"] if s["tier"] < 2]
     assert same_model == sorted(same_model) and first["relative_step_time"] == same_model[0]
-    check = json_of(["check", *BLOOM_A100, "--json"], capsys)
+    check = json_of(["check", *BLOOM_A100, "--json"], capsys, code=1)  # over: the capacity item fails
     capacity = next(i for i in check["items"] if i["id"] == "oom.capacity")
     assert capacity["fix"]["set"] == first["set"]  # the checklist and the advisor agree on the fastest
     assert f"Fastest change that solves it: {first['title']}." in " ".join(capacity["detail"].split())
@@ -235,7 +237,7 @@ def test_fit_ranks_memory_and_speed_moves_by_one_notion_of_fastest(capsys: pytes
     # Megatron-LM shards no parameters (this plan is ZeRO-3) and has no 8-bit AdamW: neither the advisor nor the
     # checklist proposes a plan it cannot run
     assert json_of(["fit", *BLOOM_A100, "--json", "--framework", "megatron"], capsys)["suggestions"] == []
-    check = json_of(["check", *BLOOM_A100, "--json", "--framework", "megatron"], capsys)
+    check = json_of(["check", *BLOOM_A100, "--json", "--framework", "megatron"], capsys, code=1)
     capacity = next(i for i in check["items"] if i["id"] == "oom.capacity")
     assert capacity["fix"] is None and capacity["alternatives"] == []
 
@@ -248,7 +250,7 @@ def test_fit_text_says_how_it_ranks_and_the_commands_paste(tmp_plan, capsys: pyt
     assert "fastest first (" in words and "step time relative to now" in words and "same model" in out
     assert "leave 10% free (fragmentation's 10%; --headroom sets it)" in words  # the margin and where it is from
     assert "Largest micro-batch that fits as is (with 10% free):" in out
-    assert "Fewest GPUs that fit with these strategies (with 10% free):" in out
+    assert "Fewest GPUs that fit with these strategies" in out  # fp32 BLOOM's FSDP2 root all-gather: none fit
     set_lines = [line.strip() for line in out.splitlines() if line.strip().startswith("--set ")]
     assert set_lines
     for line in set_lines:  # shell-quoted and never split from their value: each parses back

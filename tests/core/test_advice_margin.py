@@ -3,6 +3,7 @@ length stops at the model's trained context, and the fewest GPUs fill a node fir
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -70,7 +71,10 @@ def test_fit_cli_headroom_flag_and_headline(a6000: None, capsys: pytest.CaptureF
     assert run(args) == 0
     words = " ".join(capsys.readouterr().out.split())
     assert "(0% free)" not in words
-    assert "leave 25% free (the estimate was up to 25% under on 8 similar published runs; --headroom sets it)" in words
+    band = re.search(
+        r"leave (\d+)% free \(the estimate was up to (\d+)% under on (\d+) similar published runs; ", words
+    )
+    assert band and band[1] == band[2] and int(band[3]) >= 3, words  # the margin is the published band
     assert run([*args, "--headroom", "15"]) == 0
     words = " ".join(capsys.readouterr().out.split())
     assert "leave 15% free (advice.headroom_percent = 15; --headroom sets it)" in words
@@ -125,9 +129,10 @@ def test_fewest_gpus_fill_a_node_first(a6000: None) -> None:
     plan = plan_from_dict(plan_70b_lora())
     advice = advise(plan)
     layout = advice.min_gpus_changes
-    assert advice.min_gpus is not None and 1 < advice.min_gpus <= presets.gpu("rtx-a6000").node_gpus
-    assert layout == {"hardware.gpus_per_node": advice.min_gpus, "hardware.nodes": 1}
-    assert layout_text(layout) == f"1 node x {advice.min_gpus} GPUs"
+    node = presets.gpu("rtx-a6000").node_gpus
+    assert advice.min_gpus is not None and advice.min_gpus > 1
+    nodes = -(-advice.min_gpus // node)
+    assert layout == {"hardware.gpus_per_node": min(advice.min_gpus, node), "hardware.nodes": nodes}
     assert gpu_layout(plan, 12) == {"hardware.gpus_per_node": 8, "hardware.nodes": 1} or gpu_layout(plan, 12) is None
     assert gpu_layout(plan, 16) == {"hardware.gpus_per_node": 8, "hardware.nodes": 2}
     assert layout_text({"hardware.gpus_per_node": 8, "hardware.nodes": 2}) == "2 nodes x 8 GPUs"
