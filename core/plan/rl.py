@@ -263,6 +263,12 @@ def rl_settings(objective: str, rl: RLConfig, *, adapters: bool, zero_stage: int
     )
 
 
+def plan_rl_settings(plan: Plan) -> RLSettings:
+    """A plan's ``[rl]`` keys resolved for its objective (`rl_settings`)."""
+    t = plan.training
+    return rl_settings(t.objective, plan.rl, adapters=t.method != "full", zero_stage=plan.strategy.zero_stage)
+
+
 def check_rl(objective: str, rl: RLConfig, *, adapters: bool) -> None:
     """The ``[rl]`` keys that cannot mean anything for ``objective``, or contradict each other: a `PlanError`
     naming the key to change."""

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from vramplan.core.plan.arch import Arch, lora_roles
 from vramplan.core.plan.precision import REGIMES, Regime
-from vramplan.core.plan.rl import rl_settings
+from vramplan.core.plan.rl import plan_rl_settings
 
 if TYPE_CHECKING:
     from vramplan.core.plan.plan import Plan
@@ -191,7 +191,7 @@ def _post_training_head(plan: Plan, cpu: bool) -> tuple[int, bool]:
     t = plan.training
     if t.objective == "sft":
         return 0, False
-    r = rl_settings(t.objective, plan.rl, adapters=t.method != "full", zero_stage=plan.strategy.zero_stage)
+    r = plan_rl_settings(plan)
     b, s = t.micro_batch_size, t.seq_len
     rows = b * (s - 1) if cpu or r.objective == "dpo" else b * r.completion_len
     return rows, not r.padding_free

@@ -25,7 +25,7 @@ from vramplan.core.plan import presets
 from vramplan.core.plan.arch import Arch
 from vramplan.core.plan.plan import Plan
 from vramplan.core.plan.precision import REGIMES
-from vramplan.core.plan.rl import RLSettings, rl_settings
+from vramplan.core.plan.rl import RLSettings, plan_rl_settings
 from vramplan.core.plan.units import fmt_gib
 
 SftEstimate = Callable[..., Estimate]
@@ -34,8 +34,7 @@ TRL_GRPO = "trl/trainer/grpo_trainer.py"
 
 def settings(plan: Plan) -> RLSettings:
     """The plan's ``[rl]`` keys resolved (`core.plan.rl.rl_settings`)."""
-    t = plan.training
-    return rl_settings(t.objective, plan.rl, adapters=t.method != "full", zero_stage=plan.strategy.zero_stage)
+    return plan_rl_settings(plan)
 
 
 def update_plan(plan: Plan, r: RLSettings) -> Plan:
