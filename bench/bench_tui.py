@@ -126,7 +126,8 @@ def cold_start(env: dict[str, str] | None = None, script: str = __file__) -> flo
 
 
 def hanging_nvidia_smi(directory: Path) -> dict[str, str]:
-    """An environment whose ``nvidia-smi`` sleeps 5 s before answering (vramplan.machine.nvidia_smi gives up after 2 s)."""
+    """An environment whose ``nvidia-smi`` sleeps 5 s before answering (vramplan.machine.nvidia_smi gives up
+    after 2 s)."""
     script = directory / "nvidia-smi"
     script.write_text("#!/bin/sh\nsleep 5\necho 'NVIDIA H100 80GB HBM3, 81559'\n")
     script.chmod(0o755)

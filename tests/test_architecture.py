@@ -29,7 +29,14 @@ CORE_LAYERS = (
     "vramplan.core.files",
 )
 FRONT_ENDS = ("vramplan.cli", "vramplan.tui")
-SUB_PACKAGES = ("vramplan.core", "vramplan.cli", "vramplan.tui", "vramplan.presets", "vramplan.machine", "vramplan.measure")
+SUB_PACKAGES = (
+    "vramplan.core",
+    "vramplan.cli",
+    "vramplan.tui",
+    "vramplan.presets",
+    "vramplan.machine",
+    "vramplan.measure",
+)
 
 
 def _modules() -> dict[str, Path]:

@@ -31,7 +31,6 @@ re-creates it (docs/data.md gives the rerun's result).
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -39,7 +38,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from bench.data.stack_probe import Trace, aten_matmuls, environment, hooks_bytes, saved_tensors, write_json
+from bench.data.stack_probe import Trace, aten_matmuls, hooks_bytes, out_path, publish, saved_tensors
 
 OUT = Path("tests/data/stacks/chunked_ce.json")
 CONFIG: dict[str, Any] = {"b": 2, "s": 256, "h": 256, "V": 4096, "chunks": 8}
@@ -115,10 +114,7 @@ def run(variant: str) -> dict[str, Any]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("-o", "--out", type=Path, default=OUT)
-    a = ap.parse_args()
-    torch.set_num_threads(2)
+    out = out_path(__doc__, OUT)
     c = CONFIG
     t = c["b"] * c["s"]
     config = {**c, "T": t, "torch": torch.__version__}
@@ -131,8 +127,7 @@ def main() -> None:
     }
     with aten_matmuls():
         runs = [run(v) for v in VARIANTS]
-    write_json(a.out, {"config": config, "units": units, "runs": runs})
-    print(f"wrote {a.out} ({environment()})")
+    publish(out, {"config": config, "units": units, "runs": runs})
 
 
 if __name__ == "__main__":

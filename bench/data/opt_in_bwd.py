@@ -24,13 +24,12 @@ re-creates it (docs/data.md gives the rerun's result).
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from bench.data.stack_probe import Trace, aten_matmuls, environment, write_json
+from bench.data.stack_probe import Trace, aten_matmuls, out_path, publish
 from bench.data.torchtitan_llama import ModelArgs, Transformer
 from vramplan.measure.tensors import storage_bytes
 
@@ -117,10 +116,7 @@ class _null:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("-o", "--out", type=Path, default=OUT)
-    a = ap.parse_args()
-    torch.set_num_threads(2)
+    out = out_path(__doc__, OUT)
     c = CONFIG
     config = {
         **c,
@@ -130,8 +126,7 @@ def main() -> None:
     config["torch"] = torch.__version__
     with aten_matmuls():
         runs = [run(oib, tied) for tied in (False, True) for oib in (False, True)]
-    write_json(a.out, {"config": config, "runs": runs})
-    print(f"wrote {a.out} ({environment()})")
+    publish(out, {"config": config, "runs": runs})
 
 
 if __name__ == "__main__":

@@ -35,7 +35,6 @@ re-creates it (docs/data.md gives the rerun's result).
 
 from __future__ import annotations
 
-import argparse
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -44,7 +43,7 @@ import torch
 from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
 from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
 
-from bench.data.stack_probe import Trace, aten_matmuls, environment, hooks_bytes, saved_tensors, write_json
+from bench.data.stack_probe import Trace, aten_matmuls, hooks_bytes, out_path, publish, saved_tensors
 from bench.data.torchtitan_llama import ModelArgs, TransformerBlock, precompute_freqs_cis
 
 OUT = Path("tests/data/stacks/sac_block.json")
@@ -173,10 +172,7 @@ def formulas(size: int) -> dict[str, int]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("-o", "--out", type=Path, default=OUT)
-    a = ap.parse_args()
-    torch.set_num_threads(2)
+    out = out_path(__doc__, OUT)
     c = CONFIG
     config = {**c, "T": c["b"] * c["s"], "torch": torch.__version__}
     with aten_matmuls():
@@ -187,8 +183,7 @@ def main() -> None:
             for layers in ((2, 4) if mode == "every2" else (1, 2, 4))
         ]
     data = {"config": config, "formulas": {"bfloat16": formulas(2), "float32": formulas(4)}, "runs": runs}
-    write_json(a.out, data)
-    print(f"wrote {a.out} ({environment()})")
+    publish(out, data)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ forward peak come out higher by it; every other figure is the same either way.""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import platform
@@ -122,3 +123,19 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(json.dumps(data, indent=1))
     tmp.replace(path)
+
+
+def out_path(doc: str, default: Path) -> Path:
+    """A script's ``-o/--out`` (``default``: its tests/data file), with PyTorch pinned to the 2 threads every
+    committed file was measured with."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("-o", "--out", type=Path, default=default)
+    path: Path = ap.parse_args().out
+    torch.set_num_threads(2)
+    return path
+
+
+def publish(path: Path, data: dict[str, Any]) -> None:
+    """Write a script's figures (`write_json`) and say where, with the environment they were measured in."""
+    write_json(path, data)
+    print(f"wrote {path} ({environment()})")
