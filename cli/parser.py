@@ -21,6 +21,10 @@ from vramplan.cli.importing import add_from_arg
 from vramplan.cli.stackfrom import add_stack_arg
 from vramplan.core.plan.errors import PlanError, PlanNotice, shown
 
+# `fit --framework` and `check --framework`: core.advice.frameworks.FRAMEWORKS' keys, named here so that building
+# the parser does not import the plan model (tests/cli/test_lazy_parser.py checks they agree)
+FRAMEWORK_CHOICES = ("all", "hf-deepspeed", "fsdp", "megatron")
+
 Handler = Callable[[argparse.Namespace], int]
 
 
@@ -187,7 +191,7 @@ def _check_parser(sub: Sub) -> None:
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
     p.add_argument(
         "--framework",
-        choices=("all", "hf-deepspeed", "fsdp", "megatron"),
+        choices=FRAMEWORK_CHOICES,
         default="all",
         help="a memory fix this framework runs, as `fit --framework` (default: all)",
     )
@@ -209,7 +213,7 @@ def _fit_parser(sub: Sub) -> None:
     p.add_argument("--limit", type=_positive, default=10, metavar="N", help="at most N suggestions (default 10)")
     p.add_argument(
         "--framework",
-        choices=("all", "hf-deepspeed", "fsdp", "megatron"),
+        choices=FRAMEWORK_CHOICES,
         default="all",
         help="suggest only plans this framework runs (default: all)",
     )

@@ -43,3 +43,10 @@ def test_a_cold_estimate_imports_no_other_commands_module() -> None:
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout.strip() == "[]", r.stdout + r.stderr
+
+
+def test_the_parser_framework_choices_are_the_advisor_frameworks() -> None:
+    from vramplan.cli.parser import FRAMEWORK_CHOICES
+    from vramplan.core.advice.frameworks import FRAMEWORKS
+
+    assert tuple(FRAMEWORKS) == FRAMEWORK_CHOICES
