@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
+from vramplan.core.memory.rl.terms import head_positions
 from vramplan.core.plan.arch import Arch, lora_roles
 from vramplan.core.plan.precision import REGIMES, Regime
 from vramplan.core.plan.rl import plan_rl_settings
@@ -183,9 +184,8 @@ def plan_ctx(plan: Plan, cpu: bool = False) -> ActCtx:
 
 def _post_training_head(plan: Plan, cpu: bool) -> tuple[int, bool]:
     """A DPO/GRPO/PPO update's (`core.memory.rl.estimate.update_plan`): the rows TRL's fused log-prob head
-    projects and whether the batch is padded. trl/trainer/utils.py ``add_fused_lm_head``: with Triton (CUDA) only
-    the scored positions (``hidden_states[mask]``: GRPO/PPO's completions; DPO's every position but the last),
-    elsewhere every position but each sequence's last (``reshape(-1, H)``). Padded unless ``rl.padding_free``:
+    projects (`core.memory.rl.terms.head_positions`: GRPO/PPO's completions, DPO's every position but the last)
+    and whether the batch is padded. Padded unless ``rl.padding_free``:
     DPO pads chosen and rejected to one length (DPOConfig ``padding_free = False``), GRPO/PPO pad completions that
     stop at EOS."""
     t = plan.training
@@ -193,8 +193,8 @@ def _post_training_head(plan: Plan, cpu: bool) -> tuple[int, bool]:
         return 0, False
     r = plan_rl_settings(plan)
     b, s = t.micro_batch_size, t.seq_len
-    rows = b * (s - 1) if cpu or r.objective == "dpo" else b * r.completion_len
-    return rows, not r.padding_free
+    scored = b * (s - 1) if r.objective == "dpo" else b * r.completion_len  # as core.memory.rl.estimate._phases
+    return head_positions(b, s, scored, cpu=cpu), not r.padding_free
 
 
 def int8_bytes(elems: int) -> int:
