@@ -33,8 +33,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             return run(args)
         finally:
-            if argv is None:  # this process is the command's (`vramplan ...`, `python -m vramplan ...`)
-                gc.freeze()  # nothing to free at exit: see `pause_collector`
+            # this process is the command's (`vramplan ...`, `python -m vramplan ...`): nothing to free at exit
+            # (see `pause_collector`); `measure` leaves torch's objects (process groups and their threads) to be
+            # finalised at exit, as a training run does
+            if argv is None and args[0] not in COLLECTED:
+                gc.freeze()
             if paused:
                 gc.enable()
     return run_app(args)
