@@ -15,8 +15,7 @@ from vramplan.core.plan.errors import PlanError, PlanNotice
 
 
 def cmd_estimate(args: argparse.Namespace) -> int:
-    from vramplan import __version__
-    from vramplan.cli.report import brief_line, estimate_table, time_table
+    from vramplan.cli.report import brief_line, estimate_document, estimate_table, time_table
     from vramplan.core.memory.peak import estimate
     from vramplan.core.time.step import step_time
 
@@ -26,9 +25,7 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     est = estimate(plan)
     st = step_time(plan)
     if args.json:  # always exit 0 on a valid plan: scripts read memory.fits (and treat non-zero as no estimate)
-        data = est.to_json(__version__)
-        data["time"] = st.to_json()
-        sys.stdout.write(json.dumps(with_import(args, data)) + "\n")
+        sys.stdout.write(json.dumps(with_import(args, estimate_document(plan))) + "\n")
         return 0
     if args.brief:
         sys.stdout.write(brief_line(est, st) + "\n")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from vramplan.core.memory.estimate_record import KIND_LABELS, Estimate
 from vramplan.core.plan import presets
@@ -17,6 +17,18 @@ if TYPE_CHECKING:
     from vramplan.core.advice.advisor import Advice
     from vramplan.core.advice.checklist import Checklist
     from vramplan.core.plan.plan import Plan
+
+
+def estimate_document(plan: Plan) -> dict[str, Any]:
+    """What ``vramplan estimate --json`` writes for a plan (before an import's ``--from`` note): the memory estimate
+    and, under ``time``, the step time."""
+    from vramplan import __version__
+    from vramplan.core.memory.peak import estimate
+    from vramplan.core.time.step import step_time
+
+    data = estimate(plan).to_json(__version__)
+    data["time"] = step_time(plan).to_json()
+    return data
 
 
 def _g(n: int) -> str:
