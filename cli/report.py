@@ -8,6 +8,7 @@ from vramplan.core.memory.estimate_record import KIND_LABELS, Estimate
 from vramplan.core.plan import presets
 from vramplan.core.plan.describe import gpu_name, method_label, model_name, parallel_summary
 from vramplan.core.plan.errors import PlanError
+from vramplan.core.plan.objectives import objective
 from vramplan.core.plan.presets import Registry
 from vramplan.core.plan.stack_defaults import choices_text
 from vramplan.core.plan.units import GiB, fmt_count, fmt_seconds, fmt_steps, gib_text
@@ -39,7 +40,7 @@ def _batch_lines(p: Plan) -> list[str]:
     """The training line: an SFT plan's micro-batch, a DPO/GRPO/PPO plan's objective (wrapped at 80 columns)."""
     t = p.training
     head = f"{method_label(t)}, {t.regime}, {t.optimizer}; "
-    if t.objective == "sft":
+    if not t.objective_spec.post_training:
         return [f"{head}micro-batch {t.micro_batch_size} x {t.seq_len} tokens, accumulation {t.grad_accum_steps}"]
     from vramplan.core.memory.rl.estimate import settings  # DPO/GRPO/PPO only: an SFT plan never loads it
 
@@ -237,7 +238,7 @@ def rl_time_lines(st: StepTime) -> list[str]:
     rl = st.rl
     if rl is None:
         return []
-    prompts = "pairs" if rl.objective == "dpo" else "prompts"
+    prompts = objective(rl.objective).prompt
     return _wrap(f"{', '.join(rl.phase_texts())}; {rl.prompts_per_step:,} {prompts} per step", 2, hang=2)
 
 

@@ -57,7 +57,7 @@ def limitations(plan: Plan, device: str, local_gpus: int) -> tuple[Limitation, .
         add(f"expert parallel {s.expert_parallel}: not run (every expert on one device)", STATE_ROWS)
     if s.offload_optimizer != "none" or s.offload_parameters != "none":
         add(f"DeepSpeed offload (optimizer {s.offload_optimizer}, parameters {s.offload_parameters}): not run")
-    if t.objective != "sft":
+    if t.objective_spec.post_training:
         add(f"objective {t.objective}: only a supervised step of the policy is run (no generation, reference)")
     out += _precision_and_method(plan, device)
     if t.optimizer not in OPTIMIZERS:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from vramplan.core.plan.errors import PlanError
+from vramplan.core.plan.objectives import OBJECTIVES
 from vramplan.core.plan.plan import Plan
 from vramplan.core.plan.stack import FRAMEWORKS
 from vramplan.core.plan.training import OPTIMIZERS, PRECISIONS
@@ -35,11 +36,8 @@ CHOICES: dict[str, tuple[Choice, ...]] = {
         Choice("bf16", "bf16", "training: LoRA adapters 16-bit (torchtune, litgpt)"),
     ),
     "training.optimizer": _simple("training", "optimizer", OPTIMIZERS),
-    "training.objective": (
-        Choice("sft", "SFT", "training: objective SFT (next-token loss)"),
-        Choice("dpo", "DPO", "training: objective DPO (preference pairs, TRL DPOTrainer)"),
-        Choice("grpo", "GRPO", "training: objective GRPO (generated groups, TRL GRPOTrainer)"),
-        Choice("ppo", "PPO", "training: objective PPO (reward and value models)"),
+    "training.objective": tuple(
+        Choice(o.name, o.label, f"training: objective {o.label} {o.about}") for o in OBJECTIVES.values()
     ),
     "training.method": (
         Choice("full", "full", "training: full fine-tuning"),

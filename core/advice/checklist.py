@@ -95,7 +95,7 @@ def checklist(plan: Plan, est: Estimate | None = None, st: StepTime | None = Non
     groups: list[dict[str, tuple[Callable[[Context], Item | None], ...]]] = []
     if ctx.arch.moe is not None:  # mixture-of-experts items, after their group's others
         groups.append(MOE_RULES)
-    if plan.training.objective != "sft":  # DPO/GRPO/PPO items (`core.advice.checks.rl_checks`)
+    if plan.training.objective_spec.post_training:  # DPO/GRPO/PPO items (`core.advice.checks.rl_checks`)
         groups.append(RL_RULES)
     for extra_rules in groups:
         extra = {g: [i for r in rules if (i := r(ctx)) is not None] for g, rules in extra_rules.items()}

@@ -55,7 +55,8 @@ def needed_utilization(plan: Plan) -> float:
 def rl_moves(plan: Plan) -> list[MoveSpec]:
     """Every RL move that could lower the plan's peak memory (empty for an SFT plan)."""
     t = plan.training
-    if t.objective == "sft":
+    spec = t.objective_spec
+    if not spec.post_training:
         return []
     r = settings(plan)
     out: list[MoveSpec] = []
@@ -76,18 +77,18 @@ def rl_moves(plan: Plan) -> list[MoveSpec]:
             server["rl.vllm_enable_sleep_mode"] = False
         out.append(_move("vLLM server on separate GPUs", server, "generation", rl))
     if r.reference == "copy":
-        if t.objective == "dpo":
+        if spec.precomputable_reference:
             out.append(_move("precomputed reference log-probs", {"rl.reference": "precomputed"}, "reference", rl))
         if t.method != "full":
             out.append(_move("LoRA reference (adapters disabled)", {"rl.reference": "adapter"}, "reference", rl))
-    if (r.reference == "copy" or t.objective == "ppo") and not r.frozen_offload:
+    if (r.reference == "copy" or spec.reward_model) and not r.frozen_offload:
         out.append(_move("reference/reward weights on the host", {"rl.frozen_offload": "cpu"}, "frozen_offload", rl))
     if r.generates and r.completion_len >= 128:
         half = r.completion_len // 2
         title = f"max_completion_length {r.completion_len} -> {half}"
         out.append(_move(title, {"rl.max_completion_length": half}, "completion", ("activations", RL_TARGET), 2))
     g, b = r.num_generations, t.micro_batch_size
-    if t.objective == "grpo" and g >= 4 and g % 2 == 0 and b % 2 == 0:
+    if spec.groups and g >= 4 and g % 2 == 0 and b % 2 == 0:
         title = f"num_generations {g} -> {g // 2} per prompt, micro-batch {b} -> {b // 2} (same prompts)"
         changes = {"rl.num_generations": g // 2, "training.micro_batch_size": b // 2}
         out.append(_move(title, changes, "generations", ("activations", RL_TARGET), 2))

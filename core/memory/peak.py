@@ -266,7 +266,7 @@ def estimate(plan: Plan, *, cpu: bool = False) -> Estimate:
     """Per-GPU memory of the busiest rank at the peak of a steady-state step: `sft_estimate` for supervised
     fine-tuning, `core.memory.rl.estimate.rl_estimate` (phase by phase, its update phase `sft_estimate`'s) for
     ``training.objective`` dpo, grpo and ppo."""
-    if plan.training.objective != "sft":
+    if plan.training.objective_spec.post_training:
         from vramplan.core.memory.rl.estimate import rl_estimate  # an SFT plan's estimate never loads it
 
         return rl_estimate(plan, sft_estimate, cpu=cpu)

@@ -230,7 +230,7 @@ class Plan(BaseModel):
         for key in self._stack_chosen:
             table, _, field = key.partition(".")
             exclude.setdefault(table, set()).add(field)
-        if self.training.objective == "sft":  # an SFT plan's file, export and JSON are as before [rl] existed
+        if not self.training.objective_spec.post_training:  # an SFT plan's file, export and JSON: no [rl] table
             exclude.setdefault("training", set()).add("objective")
             exclude["rl"] = True
         return self.model_dump(mode="json", exclude_none=True, exclude=exclude or None)

@@ -33,15 +33,14 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 from vramplan.core.plan import presets
 from vramplan.core.plan.errors import PlanError
 from vramplan.core.plan.field_values import FROZEN_TABLE, caseless_choices, count_value, strict_scalars
+from vramplan.core.plan.objectives import OBJECTIVES, POST_TRAINING, Objective
 
 if TYPE_CHECKING:
     from vramplan.core.plan.plan import Plan
 
-Objective = Literal["sft", "dpo", "grpo", "ppo"]
 Reference = Literal["copy", "adapter", "precomputed", "none"]
 Generation = Literal["hf", "vllm-colocate", "vllm-server"]
-OBJECTIVES: tuple[str, ...] = Objective.__args__  # type: ignore[attr-defined]
-RL_OBJECTIVES = ("dpo", "grpo", "ppo")
+RL_OBJECTIVES = POST_TRAINING
 
 MAX_TOKENS = 10_000_000
 
@@ -198,24 +197,37 @@ class RLSettings:
         return self.generation.startswith("vllm")
 
     @property
+    def spec(self) -> Objective:
+        """The objective's record (`core.plan.objectives`)."""
+        return OBJECTIVES[self.objective]
+
+    @property
     def generates(self) -> bool:
-        return self.objective in ("grpo", "ppo")
+        return self.spec.generates
+
+    @property
+    def scores_old_policy(self) -> bool:
+        """Old-policy log-probs are scored before the update: always (PPO), or when generation is off-policy
+        (GRPO: vLLM's importance sampling, or ``num_iterations`` > 1; grpo_trainer.py training_step)."""
+        when = self.spec.old_logprobs
+        return when == "always" or (when == "off-policy" and (self.uses_vllm or self.num_iterations > 1))
 
     def summary(self, micro_batch: int) -> str:
         """``GRPO: 8 completions/GPU of 512 + 512 tokens, 8 per prompt, beta 0, reference none, vllm-colocate
         (0.3 of the GPU)``: the objective's line of a report."""
-        o = self.objective.upper()
+        spec = self.spec
+        o = spec.label
         ref = f"beta {self.beta:g}, reference {self.reference}"
-        if self.objective == "dpo":
-            return f"{o}: {micro_batch} pairs/GPU of {self.seq_len} tokens (chosen + rejected), {ref}"
+        if not spec.generates:
+            return f"{o}: {micro_batch} {spec.example}/GPU of {self.seq_len} tokens (chosen + rejected), {ref}"
         engine = self.generation
         if self.generation == "vllm-colocate":
             engine += f" ({self.vllm_utilization:g} of the GPU{', sleep mode' if self.sleep_mode else ''})"
         elif self.generation == "vllm-server":
             engine += f" ({self.vllm_tp} GPU{'s' if self.vllm_tp > 1 else ''})"
-        group = f", {self.num_generations} per prompt" if self.objective == "grpo" else ""
+        group = f", {self.num_generations} per prompt" if spec.groups else ""
         return (
-            f"{o}: {micro_batch} completions/GPU of {self.prompt_len} + {self.completion_len} tokens{group}, "
+            f"{o}: {micro_batch} {spec.example}/GPU of {self.prompt_len} + {self.completion_len} tokens{group}, "
             f"{ref}, {engine}"
         )
 
@@ -223,19 +235,19 @@ class RLSettings:
 def rl_settings(objective: str, rl: RLConfig, *, adapters: bool, zero_stage: int) -> RLSettings:
     """``rl`` resolved for ``objective`` (see the module docstring for each default's source). ``adapters``:
     LoRA/QLoRA (the adapter-disabled base can be the reference); ``zero_stage`` 3 shards frozen models."""
-    o = objective
-    beta = rl.beta if rl.beta is not None else {"dpo": 0.1, "grpo": 0.0, "ppo": 0.05}.get(o, 0.0)
+    o, spec = objective, OBJECTIVES[objective]
+    beta = rl.beta if rl.beta is not None else spec.default_beta
     if rl.reference is not None:
         reference = rl.reference
-    elif o == "grpo" and beta == 0:
+    elif spec.reference_needs_beta and beta == 0:
         reference = "none"
     else:
         reference = "adapter" if adapters else "copy"
-    generation = rl.generation or ("hf" if o in ("grpo", "ppo") else "none")
-    generates = o in ("grpo", "ppo")
+    generates = spec.generates
+    generation = rl.generation or ("hf" if generates else "none")
     prompt = (rl.max_prompt_length or 512) if generates else 0
-    completion = (rl.max_completion_length or (512 if o == "grpo" else 53)) if generates else 0
-    seq = (rl.max_length or 1024) if o == "dpo" else prompt + completion
+    completion = (rl.max_completion_length or spec.default_completion_len) if generates else 0
+    seq = (rl.max_length or spec.default_max_length) if spec.default_max_length else prompt + completion
     util = rl.vllm_gpu_memory_utilization
     if util is None:
         util = 0.9 if generation == "vllm-server" else 0.3
@@ -249,7 +261,7 @@ def rl_settings(objective: str, rl: RLConfig, *, adapters: bool, zero_stage: int
         seq_len=seq,
         reference=reference,
         beta=beta,
-        num_generations=(rl.num_generations or 8) if o == "grpo" else 1,
+        num_generations=(rl.num_generations or 8) if spec.groups else 1,
         num_iterations=rl.num_iterations or 1,
         generation=generation,
         vllm_utilization=util,
@@ -273,7 +285,8 @@ def check_rl(objective: str, rl: RLConfig, *, adapters: bool) -> None:
     """The ``[rl]`` keys that cannot mean anything for ``objective``, or contradict each other: a `PlanError`
     naming the key to change."""
     stated = rl.stated()
-    if objective == "sft":
+    spec = OBJECTIVES[objective]
+    if not spec.post_training:
         if stated:
             key = next(iter(stated))
             raise PlanError(
@@ -298,14 +311,16 @@ def check_rl(objective: str, rl: RLConfig, *, adapters: bool) -> None:
         raise PlanError(
             'needs LoRA/QLoRA (training.method): "adapter" is the base with the adapters disabled', "rl.reference"
         )
-    if s.reference == "precomputed" and objective != "dpo":
+    if s.reference == "precomputed" and not spec.precomputable_reference:
         raise PlanError(
             "precomputed log-probs need a fixed dataset (DPO precompute_ref_log_probs); "
             f"{objective} scores fresh completions each step",
             "rl.reference",
         )
-    if objective == "grpo" and s.beta == 0 and s.reference != "none":
-        raise PlanError("GRPO with beta = 0 loads no reference model (GRPOTrainer): set rl.beta > 0", "rl.reference")
+    if spec.reference_needs_beta and s.beta == 0 and s.reference != "none":
+        raise PlanError(
+            f"{spec.label} with beta = 0 loads no reference model (GRPOTrainer): set rl.beta > 0", "rl.reference"
+        )
     if s.reference == "none" and s.beta > 0:
         raise PlanError(
             f"beta = {s.beta:g} needs reference log-probs: choose a reference or set rl.beta = 0", "rl.reference"
@@ -320,10 +335,11 @@ def check_rl_plan(p: Plan) -> None:
     t, s = p.training, p.strategy
     adapters = t.method != "full"
     check_rl(t.objective, p.rl, adapters=adapters)
-    if t.objective == "sft":
+    spec = OBJECTIVES[t.objective]
+    if not spec.post_training:
         return
     r = rl_settings(t.objective, p.rl, adapters=adapters, zero_stage=s.zero_stage)
-    if t.objective == "grpo":
+    if spec.groups:
         completions = t.micro_batch_size * p.data_parallel * t.grad_accum_steps
         if completions % r.num_generations:
             raise PlanError(
@@ -333,7 +349,7 @@ def check_rl_plan(p: Plan) -> None:
             )
     positions = p.model.arch().positions
     if positions and r.seq_len > positions:
-        where = "rl.max_length" if t.objective == "dpo" else "rl.max_completion_length"
+        where = "rl.max_completion_length" if spec.generates else "rl.max_length"
         raise PlanError(f"{r.seq_len} tokens do not fit {positions} learned positions", where)
     if r.generation == "vllm-colocate" and p.hardware.total_gpus % r.vllm_tp:
         raise PlanError(

@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 from vramplan.core.plan.arch import ALL_ROLES
 from vramplan.core.plan.errors import shown
 from vramplan.core.plan.field_values import FROZEN_TABLE, caseless_choices, count_value, strict_scalars
-from vramplan.core.plan.rl import Objective
+from vramplan.core.plan.objectives import OBJECTIVES, Objective, ObjectiveName
 from vramplan.core.plan.units import parse_number
 
 Precision = Literal["fp32", "bf16-autocast", "fp16-autocast", "bf16-master", "fp16-master", "bf16-pure", "bf16-fsdp"]
@@ -31,7 +31,7 @@ class TrainingConfig(BaseModel):
     model_config = FROZEN_TABLE
     TABLE: ClassVar[str] = "training"
 
-    objective: Objective = Field(
+    objective: ObjectiveName = Field(
         default="sft",
         description="sft (next-token loss), dpo (preference pairs), grpo, ppo (RL with generation); [rl] holds "
         "the keys of dpo/grpo/ppo",
@@ -132,6 +132,11 @@ class TrainingConfig(BaseModel):
         if self.precision is not None:
             return self.precision
         return "bf16-autocast" if self.method == "full" else "bf16-pure"
+
+    @property
+    def objective_spec(self) -> Objective:
+        """The objective's record: what it trains on, generates and holds (`core.plan.objectives`)."""
+        return OBJECTIVES[self.objective]
 
     @property
     def base_quantization(self) -> str:

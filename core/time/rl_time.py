@@ -79,9 +79,8 @@ def scoring_forwards(r: RLSettings) -> int:
     """Forwards over the generated (DPO: the preference) batch per step: old-policy log-probs (GRPO under vLLM's
     importance sampling or ``num_iterations > 1``: grpo_trainer.py ``training_step``; PPO always), the reference
     (copy or adapter), PPO's value and reward models (trl PPOTrainer rollout)."""
-    old = r.objective == "ppo" or (r.objective == "grpo" and (r.uses_vllm or r.num_iterations > 1))
     ref = r.reference in ("copy", "adapter")
-    return int(old) + int(ref) + (2 if r.objective == "ppo" else 0)
+    return int(r.scores_old_policy) + int(ref) + int(r.spec.value_model) + int(r.spec.reward_model)
 
 
 def rl_step_time(plan: Plan, sft: SftStepTime) -> StepTime:
@@ -90,14 +89,14 @@ def rl_step_time(plan: Plan, sft: SftStepTime) -> StepTime:
     r = settings(plan)
     up = sft(update_plan(plan, r))
     update = up.step_seconds
-    if r.objective == "ppo":
+    if r.spec.value_model:
         vp = update_plan(plan, r)
         update += sft(vp.with_changes({"model.preset": r.value_model}) if r.value_model else vp).step_seconds
     arch = plan.model.arch()
     peak, mfu = up.peak_flops, up.mfu_setting
     gen = generation_time(plan, r, peak, mfu) if r.generates else None
     mu = r.num_iterations
-    seqs = t.micro_batch_size * t.grad_accum_steps * (2 if r.objective == "dpo" else 1)
+    seqs = t.micro_batch_size * t.grad_accum_steps * r.spec.sequences_per_example
     forwards = scoring_forwards(r)
     scored = forwards * seqs * r.seq_len  # per GPU
     split = plan.strategy.tensor_parallel * plan.strategy.pipeline_parallel
@@ -161,7 +160,7 @@ def _formulas(plan: Plan, r: RLSettings, tt: RLTime, forwards: int, seqs: int) -
         "trl/trainer/grpo_trainer.py training_step (old and reference log-probs), dpo_trainer.py (reference), "
         "PPOTrainer (values, rewards)",
     )
-    if r.objective == "ppo":
+    if r.spec.value_model:
         out["value_update"] = (
             "the value model's forward and backward on the update's sequences (the SFT step model)",
             "trl PPOTrainer: PolicyAndValueWrapper trains the value model with the policy",

@@ -123,7 +123,7 @@ def float8_factor(plan: Plan, arch: Arch, tok: fl.TokenFlops) -> float:
 def step_time(plan: Plan) -> StepTime:
     """The step time of a plan: `sft_step_time`, or for ``training.objective`` dpo/grpo/ppo
     `core.time.rl_time.rl_step_time` (generation, scoring and the update, the update's `sft_step_time`)."""
-    if plan.training.objective != "sft":
+    if plan.training.objective_spec.post_training:
         from vramplan.core.time.rl_time import rl_step_time  # an SFT plan's step time never loads it
 
         return rl_step_time(plan, sft_step_time)

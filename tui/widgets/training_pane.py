@@ -75,7 +75,7 @@ class TrainingPane(PlanPane):
         # DPO/GRPO/PPO: TRL's batch (pairs, completions) of the [rl] lengths; training.seq_len is not used
         what, tokens = "sequences", seqs * t.seq_len
         if est.rl is not None:
-            what = "pairs" if t.objective == "dpo" else "completions"
+            what = t.objective_spec.example
             tokens = seqs * est.rl.update_sequences // t.micro_batch_size * est.rl.update_seq_len
         self.query_one("#f-training-seq_len").display = est.rl is None
         show_text(

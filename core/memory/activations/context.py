@@ -189,11 +189,11 @@ def _post_training_head(plan: Plan, cpu: bool) -> tuple[int, bool]:
     DPO pads chosen and rejected to one length (DPOConfig ``padding_free = False``), GRPO/PPO pad completions that
     stop at EOS."""
     t = plan.training
-    if t.objective == "sft":
+    if not t.objective_spec.post_training:
         return 0, False
     r = plan_rl_settings(plan)
     b, s = t.micro_batch_size, t.seq_len
-    scored = b * (s - 1) if r.objective == "dpo" else b * r.completion_len  # as core.memory.rl.estimate._phases
+    scored = b * r.completion_len if r.spec.scores_completion else b * (s - 1)  # as core.memory.rl.estimate
     return head_positions(b, s, scored, cpu=cpu), not r.padding_free
 
 

@@ -45,7 +45,7 @@ def update_plan(plan: Plan, r: RLSettings) -> Plan:
     (`core.memory.activations.context.plan_ctx`)."""
     t = plan.training
     changes: dict[str, object] = {
-        "training.micro_batch_size": t.micro_batch_size * (2 if r.objective == "dpo" else 1),
+        "training.micro_batch_size": t.micro_batch_size * r.spec.sequences_per_example,
         "training.seq_len": r.seq_len,
     }
     if plan.strategy.loss_chunks == 1:
@@ -96,7 +96,7 @@ def _models(plan: Plan, r: RLSettings, est_u: Estimate, value: Estimate | None) 
         out.append(RLTerm("reference_weights", ref, f"{arch.total_params:,} x {reg.weight_bytes} B{shard}", frozen_src))
     elif r.reference == "adapter":
         out.append(RLTerm("reference_weights", 0, "0: the policy with its adapters disabled", "peft disable_adapter()"))
-    if r.objective == "ppo":
+    if r.spec.reward_model:
         r_arch = presets.model_config({"preset": r.reward_model}).arch() if r.reward_model else arch
         n = _frozen_params(r_arch, head=False)
         rew = tm.frozen_weight_bytes(n, reg.weight_bytes, tp=tp, dp=dp, sharded=sharded)
@@ -150,18 +150,16 @@ class Batch(NamedTuple):
 
 def _batch(plan: Plan, r: RLSettings) -> Batch:
     t = plan.training
-    b = t.micro_batch_size * (2 if r.objective == "dpo" else 1)
+    b = t.micro_batch_size * r.spec.sequences_per_example
     gen = t.micro_batch_size * t.grad_accum_steps if r.generates else 0  # TRL steps_per_generation = grad accum
-    old = r.uses_vllm or r.num_iterations > 1 or r.objective == "ppo"  # grpo_trainer.py training_step
-    logp = int(old) + int(r.reference != "none")
+    logp = int(r.scores_old_policy) + int(r.reference != "none")  # log-prob tensors kept for the update
     return Batch(b, gen, r.prompt_len, r.completion_len, r.seq_len, logp)
 
 
 def _scores(plan: Plan, r: RLSettings) -> bool:
     """Whether a scoring forward runs: old-policy log-probs (vLLM's importance sampling, ``num_iterations > 1``),
     reference log-probs, PPO's values and rewards."""
-    old = r.objective == "grpo" and (r.uses_vllm or r.num_iterations > 1)
-    return r.objective == "ppo" or r.reference in ("copy", "adapter") or old
+    return r.scores_old_policy or r.reference in ("copy", "adapter")
 
 
 def _phases(plan: Plan, r: RLSettings, est_u: Estimate, mo: Models, bt: Batch, cpu: bool) -> tuple[Phase, ...]:
@@ -169,7 +167,7 @@ def _phases(plan: Plan, r: RLSettings, est_u: Estimate, mo: Models, bt: Batch, c
     t, s = plan.training, plan.strategy
     arch, reg = plan.model.arch(), REGIMES[t.regime]
     tp, act = s.tensor_parallel, reg.act_bytes
-    scored = bt.b * (bt.seq - 1) if r.objective == "dpo" else bt.b * bt.completion  # DPO: prompt not split out
+    scored = bt.b * bt.completion if r.spec.scores_completion else bt.b * (bt.seq - 1)  # DPO: prompt not split out
     n_head = tm.head_positions(bt.b, bt.seq, scored, cpu=cpu)
     P, OS = est_u.largest["parameters"], est_u.largest["optimizer_states"]
     vs = mo.value_states
@@ -220,7 +218,7 @@ def _phases(plan: Plan, r: RLSettings, est_u: Estimate, mo: Models, bt: Batch, c
 
 def _value_estimate(plan: Plan, up: Plan, r: RLSettings, sft: SftEstimate, cpu: bool) -> Estimate | None:
     """PPO's value model trained beside the policy: the SFT estimate of its architecture on the update's batch."""
-    if r.objective != "ppo":
+    if not r.spec.value_model:
         return None
     vp = up.with_changes({"training.objective": "sft"} | ({"model.preset": r.value_model} if r.value_model else {}))
     return sft(vp, cpu=cpu)
@@ -289,8 +287,8 @@ def _batch_terms(plan: Plan, r: RLSettings, bt: Batch) -> tuple[RLTerm, ...]:
             "update_batch",
             0,
             f"{bt.b} sequences of {bt.seq} tokens per micro-batch"
-            + (" (chosen + rejected concatenated)" if r.objective == "dpo" else " (prompt + completion)"),
-            "trl/trainer/dpo_trainer.py (concatenated forward)" if r.objective == "dpo" else TRL_GRPO,
+            + (" (chosen + rejected concatenated)" if r.spec.sequences_per_example == 2 else " (prompt + completion)"),
+            "trl/trainer/dpo_trainer.py (concatenated forward)" if r.spec.sequences_per_example == 2 else TRL_GRPO,
         )
     ]
     if r.generation == "hf":
