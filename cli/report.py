@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from vramplan.core.memory.estimate_record import KIND_LABELS, Estimate
+from vramplan.core.memory.estimate_record import Estimate
+from vramplan.core.memory.kinds import KIND_LABELS
 from vramplan.core.plan import presets
 from vramplan.core.plan.describe import gpu_name, method_label, model_name, parallel_summary
 from vramplan.core.plan.errors import PlanError

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from vramplan.core.advice.whatif import plain
-from vramplan.core.memory.estimate_record import KIND_LABELS, KINDS, RL_KINDS, Estimate
+from vramplan.core.memory.estimate_record import Estimate
+from vramplan.core.memory.kinds import KIND_LABELS, KINDS, RL_KINDS
 from vramplan.core.memory.peak import estimate
 from vramplan.core.plan.describe import model_name
 from vramplan.core.plan.errors import PlanError

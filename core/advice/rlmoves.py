@@ -18,8 +18,7 @@ from vramplan.core.memory.rl.estimate import settings
 from vramplan.core.plan import presets
 from vramplan.core.plan.plan import Plan
 
-RL_TARGET = "rl"  # what these moves free: the kinds of `core.memory.estimate_record.RL_KINDS`
-RL_KINDS_FREED = ("frozen_models", "vllm_engine", "kv_cache", "rollout")
+RL_TARGET = "rl"  # what these moves free: the kinds whose `KindSpec.advice` is "rl" (`kinds_freed_by`)
 UTILIZATION_STEP = 0.05
 
 

@@ -9,7 +9,8 @@ from typing import Any
 
 from vramplan.core.advice.checklist import checklist
 from vramplan.core.files.planfile import utc_now, vramplan_version
-from vramplan.core.memory.estimate_record import KIND_LABELS, Estimate
+from vramplan.core.memory.estimate_record import Estimate
+from vramplan.core.memory.kinds import KIND_LABELS
 from vramplan.core.plan.describe import gpu_name, method_label, model_name, plan_title
 from vramplan.core.plan.plan import Plan
 from vramplan.core.plan.units import fmt_count, gib_text

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from vramplan.core.memory.kinds import ALL_KINDS, KIND, KIND_LABELS, KINDS, RL_KINDS
 from vramplan.core.plan.node import NodeLimits
 from vramplan.core.plan.stack_defaults import choices_json
 
@@ -13,40 +14,6 @@ if TYPE_CHECKING:
     from vramplan.core.memory.accuracy import ExpectedError
     from vramplan.core.memory.rl.rl_memory import RLMemory
     from vramplan.core.plan.plan import Plan
-
-# Kinds of GPU memory, in the order gauges and tables show them.
-KINDS: tuple[str, ...] = (
-    "parameters",
-    "gradients",
-    "optimizer_states",
-    "activations",
-    "logits",
-    "gathered_parameters",
-    "autocast_cache",
-    "temporaries",
-    "checkpoint_buffers",
-    "overhead",
-)
-# What preference/RL post-training adds (`core.memory.rl`); zero, and so never shown, for an SFT plan.
-RL_KINDS: tuple[str, ...] = ("frozen_models", "vllm_engine", "kv_cache", "rollout")
-# Every kind a plan's memory can have, in the order gauges show them (overhead last).
-ALL_KINDS: tuple[str, ...] = (*KINDS[:-1], *RL_KINDS, KINDS[-1])
-KIND_LABELS: dict[str, str] = {
-    "frozen_models": "Reference / reward",
-    "vllm_engine": "vLLM engine",
-    "kv_cache": "KV cache (generate)",
-    "rollout": "Rollout batch",
-    "parameters": "Parameters",
-    "gradients": "Gradients",
-    "optimizer_states": "Optimizer states",
-    "activations": "Activations",
-    "logits": "Logits / loss",
-    "gathered_parameters": "ZeRO-3 gathered",
-    "autocast_cache": "Autocast cache",
-    "temporaries": "Temporaries",
-    "checkpoint_buffers": "Checkpoint buffers",
-    "overhead": "Overhead",
-}
 
 
 class Component(NamedTuple):
@@ -81,7 +48,7 @@ class OverheadTerm(NamedTuple):
     source: str
 
 
-ALWAYS_SHOWN = ("parameters", "gradients", "optimizer_states", "activations", "logits")
+ALWAYS_SHOWN = tuple(k for k in ALL_KINDS if KIND[k].always_shown)
 # Overhead terms by what sees them: PyTorch's allocator hands them out (in torch.cuda.max_memory_allocated), it
 # keeps them cached (in max_memory_reserved only), or they live outside it (the whole process, nvidia-smi).
 ALLOCATED_TERMS = ("zero_buckets", "ddp_buckets")

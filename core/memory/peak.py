@@ -22,8 +22,9 @@ from typing import NamedTuple
 from vramplan.core.memory.activations.context import ActCtx, plan_ctx
 from vramplan.core.memory.activations.stage import Layout, StageActs, loss_parallel_on, stage_acts
 from vramplan.core.memory.allocator import moment_requests, pack, step_shapes
-from vramplan.core.memory.estimate_record import KINDS, Estimate, OverheadTerm, Phase
+from vramplan.core.memory.estimate_record import Estimate, OverheadTerm, Phase
 from vramplan.core.memory.flat_params import flat_units, fsdp1_states
+from vramplan.core.memory.kinds import KINDS
 from vramplan.core.memory.memory_formulas import component_formulas
 from vramplan.core.memory.overhead import overhead_bytes, overhead_terms
 from vramplan.core.memory.states import Stage, States, model_states, stages

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from vramplan.core.memory.estimate_record import Estimate, OverheadTerm, Phase
+from vramplan.core.memory.kinds import RL_KINDS
 from vramplan.core.memory.rl import terms as tm
 from vramplan.core.memory.rl.rl_memory import PhaseMemory, RLMemory, RLTerm
 from vramplan.core.plan import presets
@@ -302,9 +303,6 @@ def _batch_terms(plan: Plan, r: RLSettings, bt: Batch) -> tuple[RLTerm, ...]:
     return tuple(out)
 
 
-RL_FORMULA_KINDS = ("frozen_models", "vllm_engine", "kv_cache", "rollout")
-
-
 def _kind_formulas(memory: RLMemory, largest: dict[str, int]) -> dict[str, tuple[str, str]]:
     """The formula and source of each RL kind, from its terms."""
     terms = {t.name: t for t in memory.terms}
@@ -315,7 +313,7 @@ def _kind_formulas(memory: RLMemory, largest: dict[str, int]) -> dict[str, tuple
         "rollout": ("rollout",),
     }
     out: dict[str, tuple[str, str]] = {}
-    for kind in RL_FORMULA_KINDS:
+    for kind in RL_KINDS:
         parts = [terms[n] for n in pick[kind] if n in terms]
         formula = "; ".join(f"{t.name}: {t.formula}" for t in parts) or "0"
         source = "; ".join(dict.fromkeys(t.source for t in parts)) or "-"
