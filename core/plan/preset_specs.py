@@ -4,13 +4,14 @@ looking them up by id is `core.plan.presets`."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from vramplan.core.plan.field_values import strict_scalars
 from vramplan.core.plan.units import MiB
 
+Generation = Literal["volta", "turing", "ampere", "ada", "hopper", "blackwell", "cdna2", "cdna3", "cdna4"]
 SPEC = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 MAX_TFLOPS = 1e6  # 1 EFLOP/s on one chip
 MIN_TFLOPS = 0.01
@@ -31,6 +32,11 @@ class GpuSpec(BaseModel):
 
     id: str
     name: str
+    generation: Generation | None = Field(
+        default=None,
+        description="the chip's architecture (NVIDIA/AMD whitepapers); the step-time model reads what the "
+        "generation can do from it, never from the name; unset: unknown (a detected GPU without a preset)",
+    )
     vendor: str = "nvidia"
     memory_mib: int = Field(ge=1, le=2**24, description="usable device memory, as nvidia-smi reports memory.total")
     bf16: bool = Field(description="native BF16 tensor math")

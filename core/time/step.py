@@ -104,7 +104,7 @@ def plan_default_mfu(plan: Plan, tok: fl.TokenFlops) -> DefaultMfu:
     gpu = presets.gpu(plan.hardware.gpu)
     mm = fl.forward_matmul_flops(arch)
     att = fl.attention_forward_flops(arch, plan.training.seq_len)
-    return default_mfu(gpu_generation(plan.hardware.gpu, gpu.name), att / (mm + att), tok.model / tok.hardware)
+    return default_mfu(gpu_generation(gpu), att / (mm + att), tok.model / tok.hardware)
 
 
 def float8_factor(plan: Plan, arch: Arch, tok: fl.TokenFlops) -> float:

@@ -157,9 +157,10 @@ def test_mfu_setting_is_model_flops_utilisation() -> None:
 def test_default_mfu_table() -> None:
     """The default's rows (core.time.assumptions.MATH_MFU): the GPU's generation picks the row, longer sequences
     lower it, recomputation multiplies it by model / hardware FLOPs; GPUs without published rows use Hopper's."""
-    assert gpu_generation("a100-40gb", "NVIDIA A100 40GB") == "ampere"
-    assert gpu_generation("h200", "NVIDIA H200") == "hopper"
-    assert gpu_generation("l40s", "NVIDIA L40S") == "other"
+    assert gpu_generation(gpu("a100-40gb")) == "ampere"
+    assert gpu_generation(gpu("rtx-3090")) == "ampere"  # the preset's generation, not the name's
+    assert gpu_generation(gpu("h20")) == "hopper"
+    assert gpu_generation(gpu("l40s")) == "other"  # Ada: no published row, Hopper's
     assert default_mfu("ampere", 0.0, 1.0).value == pytest.approx(0.59)
     assert default_mfu("ampere", 0.0, 0.75).value == pytest.approx(0.59 * 0.75)  # full recomputation: 6N / 8N
     assert default_mfu("hopper", 0.25, 1.0).value == pytest.approx(0.45 / (1 + 0.58 * 0.25))
