@@ -11,7 +11,7 @@ from vramplan.core.plan.describe import gpu_name, method_label, model_name, para
 from vramplan.core.plan.errors import PlanError
 from vramplan.core.plan.objectives import objective
 from vramplan.core.plan.presets import Registry
-from vramplan.core.plan.stack_defaults import choices_text
+from vramplan.core.plan.resolved import choices_text
 from vramplan.core.plan.units import GiB, fmt_count, fmt_seconds, fmt_steps, gib_text
 from vramplan.core.time.step_record import LABELS, StepTime
 

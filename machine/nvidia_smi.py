@@ -15,7 +15,8 @@ import shutil
 import time
 from typing import TYPE_CHECKING
 
-from vramplan.core.plan.gpu_match import QUERY, DetectedGpus, detected_from, plan_on
+from vramplan.core.plan.detected import plan_on
+from vramplan.core.plan.gpu_match import QUERY, DetectedGpus, detected_from
 from vramplan.core.plan.memo import memoised
 from vramplan.core.plan.plan import Plan
 from vramplan.machine.host import detection_on

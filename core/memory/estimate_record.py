@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from vramplan.core.memory.kinds import ALL_KINDS, KIND, KIND_LABELS, KINDS, RL_KINDS
 from vramplan.core.plan.node import NodeLimits
-from vramplan.core.plan.stack_defaults import choices_json
+from vramplan.core.plan.resolved import choices_json
 
 if TYPE_CHECKING:
     from vramplan.core.memory.accuracy import ExpectedError

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from vramplan.core.memory.estimate_record import OverheadTerm
-from vramplan.core.plan.stack_defaults import fsdp_sharded
+from vramplan.core.plan.resolved import fsdp_sharded
 from vramplan.core.plan.units import MiB
 
 if TYPE_CHECKING:

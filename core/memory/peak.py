@@ -34,7 +34,7 @@ from vramplan.core.plan.memo import memoised
 from vramplan.core.plan.node import node_limits
 from vramplan.core.plan.plan import Plan
 from vramplan.core.plan.precision import REGIMES
-from vramplan.core.plan.stack_defaults import fsdp_sharded
+from vramplan.core.plan.resolved import fsdp_sharded
 
 
 @memoised(1024)

@@ -4,18 +4,38 @@ broken rule one `PlanError` naming the key to change (what a framework would ref
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from vramplan.core.plan import presets
 from vramplan.core.plan.errors import PlanError
 from vramplan.core.plan.families import FAMILIES
-from vramplan.core.plan.rl import check_rl_plan
+from vramplan.core.plan.hardware import HardwareConfig
+from vramplan.core.plan.model import ModelConfig
+from vramplan.core.plan.objectives import OBJECTIVES
+from vramplan.core.plan.rl import RLConfig, check_rl, rl_settings
+from vramplan.core.plan.strategy import StrategyConfig
+from vramplan.core.plan.training import TrainingConfig
 
-if TYPE_CHECKING:
-    from vramplan.core.plan.plan import Plan
+
+class PlanTables(Protocol):
+    """What the rules read of a plan: its tables and its data-parallel size. A `core.plan.plan.Plan` is one; the
+    rules run while it validates, so this module does not import it."""
+
+    @property
+    def model(self) -> ModelConfig: ...
+    @property
+    def hardware(self) -> HardwareConfig: ...
+    @property
+    def training(self) -> TrainingConfig: ...
+    @property
+    def strategy(self) -> StrategyConfig: ...
+    @property
+    def rl(self) -> RLConfig: ...
+    @property
+    def data_parallel(self) -> int: ...
 
 
-def check_combinations(p: Plan) -> None:
+def check_combinations(p: PlanTables) -> None:
     """Every rule a valid plan obeys beyond its fields' own ranges; the first broken one is a `PlanError` naming
     the key to change."""
     t, s, m = p.training, p.strategy, p.model
@@ -117,7 +137,7 @@ def check_combinations(p: Plan) -> None:
     _check_stack(p)
 
 
-def _check_stack(p: Plan) -> None:
+def _check_stack(p: PlanTables) -> None:
     """The techniques of today's training stacks (torchtune, torchtitan, torchao, bitsandbytes): what each needs."""
     t, s = p.training, p.strategy
     if t.regime == "bf16-fsdp" and s.zero_stage != 3:
@@ -178,3 +198,41 @@ def _check_stack(p: Plan) -> None:
             "training.kbit_prepare",
         )
     check_rl_plan(p)
+
+
+def check_rl_plan(p: PlanTables) -> None:
+    """The rules of a DPO/GRPO/PPO plan that involve other tables: the keys' objective (`check_rl`), GRPO's
+    groups (GRPOConfig: the generation batch, ``per_device_train_batch_size x processes x steps_per_generation``,
+    must be divisible by ``num_generations``), the models' learned positions, vLLM's tensor parallelism and the
+    PPO models' presets."""
+    t, s = p.training, p.strategy
+    adapters = t.method != "full"
+    check_rl(t.objective, p.rl, adapters=adapters)
+    spec = OBJECTIVES[t.objective]
+    if not spec.post_training:
+        return
+    r = rl_settings(t.objective, p.rl, adapters=adapters, zero_stage=s.zero_stage)
+    if spec.groups:
+        completions = t.micro_batch_size * p.data_parallel * t.grad_accum_steps
+        if completions % r.num_generations:
+            raise PlanError(
+                f"GRPO's batch of {completions} completions (micro_batch_size x data-parallel GPUs x grad_accum_steps) "
+                f"is not a whole number of groups of num_generations = {r.num_generations}",
+                "training.micro_batch_size",
+            )
+    positions = p.model.arch().positions
+    if positions and r.seq_len > positions:
+        where = "rl.max_completion_length" if spec.generates else "rl.max_length"
+        raise PlanError(f"{r.seq_len} tokens do not fit {positions} learned positions", where)
+    if r.generation == "vllm-colocate" and p.hardware.total_gpus % r.vllm_tp:
+        raise PlanError(
+            f"colocated vLLM engines of {r.vllm_tp} GPUs must divide the {p.hardware.total_gpus} training GPUs",
+            "rl.vllm_tensor_parallel_size",
+        )
+    for key in ("reward_model", "value_model"):
+        name = getattr(p.rl, key)
+        if name is not None:
+            try:
+                presets.model_config({"preset": name})
+            except PlanError as exc:  # a misspelt preset: its close matches, at this key
+                raise PlanError(exc.message, f"rl.{key}") from None

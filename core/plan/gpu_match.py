@@ -17,8 +17,7 @@ from collections import Counter
 from typing import NamedTuple
 
 from vramplan.core.plan import presets
-from vramplan.core.plan.errors import PlanError, clip, printable
-from vramplan.core.plan.plan import Plan, default_plan
+from vramplan.core.plan.errors import clip, printable
 from vramplan.core.plan.preset_specs import GpuSpec
 
 QUERY = ("--query-gpu=name,memory.total", "--format=csv,noheader,nounits")  # nvidia-smi's: what `parse` reads
@@ -137,14 +136,3 @@ def detected_from(output: str) -> DetectedGpus | None:
     spec = custom_spec(name, memory)
     presets.register_gpu(spec, origin="detected")
     return DetectedGpus(name, memory, count, spec.id, False, others)
-
-
-def plan_on(det: DetectedGpus | None) -> Plan:
-    """The default plan on detected GPUs (None: on the documented default hardware)."""
-    plan = default_plan()
-    if det is None:
-        return plan
-    try:
-        return plan.with_changes({"hardware.gpu": det.gpu_id, "hardware.gpus_per_node": det.gpus})
-    except PlanError:  # pragma: no cover - a count no strategy of the default plan accepts
-        return plan

@@ -12,23 +12,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import (
-    BaseModel,
-    Field,
-    PrivateAttr,
-    ValidationError,
-    ValidatorFunctionWrapHandler,
-    field_validator,
-    model_validator,
-)
+from pydantic import BaseModel, PrivateAttr, ValidationError, ValidatorFunctionWrapHandler, model_validator
 
 from vramplan.core.plan import presets
 from vramplan.core.plan.advice import AdviceConfig
+from vramplan.core.plan.checklist import ChecklistConfig
 from vramplan.core.plan.combinations import check_combinations
-from vramplan.core.plan.errors import PlanError, pydantic_error, shown, suggest
-from vramplan.core.plan.field_values import FROZEN_TABLE, count_value, strict_scalars
+from vramplan.core.plan.errors import PlanError, pydantic_error
+from vramplan.core.plan.field_values import FROZEN_TABLE
+from vramplan.core.plan.hardware import HardwareConfig
 from vramplan.core.plan.model import ModelConfig
-from vramplan.core.plan.preset_specs import MAX_GBS, MAX_NODE_GIB
+from vramplan.core.plan.overhead import OverheadConfig
 from vramplan.core.plan.rl import APPLIES, RLConfig
 from vramplan.core.plan.stack import StackConfig, StackDefault
 from vramplan.core.plan.stack_defaults import stack_choices
@@ -36,139 +30,6 @@ from vramplan.core.plan.strategy import StrategyConfig
 from vramplan.core.plan.training import TrainingConfig
 
 TABLES = ("model", "hardware", "training", "strategy", "stack", "overhead", "checklist", "advice", "rl")
-# The checklist items vramplan cannot judge (core/checklist.py): the user ticks them when checked.
-MANUAL_CHECKS: tuple[str, ...] = ("oom.other_processes", "nan.learning_rate", "nan.data", "slow.data_loading")
-
-MAX_PRICE_PER_GPU_HOUR = 1e6
-
-
-class HardwareConfig(BaseModel):
-    model_config = FROZEN_TABLE
-
-    gpu: str = "a100-80gb"
-    gpus_per_node: int = Field(default=8, ge=1, le=1024)
-    nodes: int = Field(default=1, ge=1, le=100_000)
-    price_per_gpu_hour: float | None = Field(
-        default=None,
-        ge=0,
-        le=MAX_PRICE_PER_GPU_HOUR,
-        description="USD per GPU-hour (the costs vramplan shows are USD); overrides the preset's price",
-    )
-    host_memory_gib: float | None = Field(
-        default=None,
-        gt=0,
-        le=MAX_NODE_GIB,
-        description="host memory per node, the limit of offload; unset: this machine's (on its GPU), else the "
-        "GPU preset's typical node",
-    )
-    nvme_gib: float | None = Field(
-        default=None,
-        gt=0,
-        le=MAX_NODE_GIB,
-        description="NVMe space per node for NVMe offload; unset: the GPU preset's typical node",
-    )
-    pcie_gbs: float | None = Field(
-        default=None,
-        ge=0.1,
-        le=MAX_GBS,
-        description="measured GPU-host bandwidth per GPU and direction, GB/s, used as is; unset: 80% of the GPU "
-        "preset's host link",
-    )
-    nvme_gbs: float | None = Field(
-        default=None,
-        ge=0.1,
-        le=MAX_GBS,
-        description="measured NVMe read bandwidth per node, GB/s, used as is; unset: 80% of the preset node's "
-        "drives, else of one drive of the host link's PCIe generation",
-    )
-    cpu_cores: int | None = Field(
-        default=None,
-        ge=1,
-        le=1 << 20,
-        description="CPU cores per node for CPU Adam; unset: the preset node's, else 8 per GPU",
-    )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _strict(cls, data: Any) -> Any:
-        return strict_scalars(cls, data, "hardware")
-
-    @field_validator("gpus_per_node", "nodes", "cpu_cores", mode="before")
-    @classmethod
-    def _counts(cls, v: Any, info: Any) -> Any:
-        return count_value(v, f"hardware.{info.field_name}")
-
-    @field_validator("gpu")
-    @classmethod
-    def _known_gpu(cls, v: str) -> str:
-        presets.gpu(v)  # raises PlanError (a ValueError) with close matches
-        return v
-
-    @property
-    def total_gpus(self) -> int:
-        return self.gpus_per_node * self.nodes
-
-
-class OverheadConfig(BaseModel):
-    """GPU-only memory outside the tensors of a training step; each term is named and adjustable."""
-
-    model_config = FROZEN_TABLE
-
-    @model_validator(mode="before")
-    @classmethod
-    def _strict(cls, data: Any) -> Any:
-        return strict_scalars(cls, data, "overhead")
-
-    cuda_context_mib: int = Field(
-        default=512, ge=0, le=1024 * 1024, description="CUDA context, kernels, cuBLAS handles"
-    )
-    allocator_reserve_percent: float | None = Field(
-        default=None,
-        ge=0,
-        le=100,
-        description="caching-allocator reserve as % of the tensor peak; unset: the allocator's rules",
-    )
-    nccl_mib_per_group: int = Field(
-        default=768, ge=0, le=1024 * 1024, description="NCCL buffers per process group in use"
-    )
-    zero_bucket_elements: int | None = Field(
-        default=None,
-        ge=0,
-        le=10**13,
-        description="DeepSpeed reduce_bucket_size; unset: hidden_size^2 (HF Trainer's 'auto')",
-    )
-    ddp_gradient_as_bucket_view: bool = Field(default=False, description="DDP's default keeps a bucket copy")
-    expandable_segments: bool = Field(
-        default=False, description="PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (one growing segment per stream)"
-    )
-    calibrated_from: str | None = Field(
-        default=None,
-        max_length=300,
-        description="where this table's terms were measured (set by --calibration FILE: the file, GPU, machine, "
-        "date); provenance only, the estimate says it is calibrated",
-    )
-
-
-class ChecklistConfig(BaseModel):
-    """The by-hand items of the troubleshooting checklist that have been checked (``vramplan check``)."""
-
-    model_config = FROZEN_TABLE
-
-    ticked: tuple[str, ...] = Field(default=(), description="ids of checked by-hand items, e.g. slow.data_loading")
-
-    @field_validator("ticked", mode="before")
-    @classmethod
-    def _ticked_tuple(cls, v: Any) -> Any:
-        return (v,) if isinstance(v, str) else v
-
-    @field_validator("ticked")
-    @classmethod
-    def _known_items(cls, v: tuple[str, ...]) -> tuple[str, ...]:
-        for item in v:
-            if item not in MANUAL_CHECKS:
-                hint = suggest(item, MANUAL_CHECKS) or f" (one of {', '.join(MANUAL_CHECKS)})"
-                raise ValueError(f"not a by-hand checklist item: {shown(item)}{hint}")
-        return tuple(sorted(set(v)))  # a set: ticking in another order gives the same plan
 
 
 class Plan(BaseModel):

@@ -26,17 +26,13 @@ naming the key, never silently ignored.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from vramplan.core.plan import presets
 from vramplan.core.plan.errors import PlanError
 from vramplan.core.plan.field_values import FROZEN_TABLE, caseless_choices, count_value, strict_scalars
 from vramplan.core.plan.objectives import OBJECTIVES, POST_TRAINING, Objective
-
-if TYPE_CHECKING:
-    from vramplan.core.plan.plan import Plan
 
 Reference = Literal["copy", "adapter", "precomputed", "none"]
 Generation = Literal["hf", "vllm-colocate", "vllm-server"]
@@ -275,12 +271,6 @@ def rl_settings(objective: str, rl: RLConfig, *, adapters: bool, zero_stage: int
     )
 
 
-def plan_rl_settings(plan: Plan) -> RLSettings:
-    """A plan's ``[rl]`` keys resolved for its objective (`rl_settings`)."""
-    t = plan.training
-    return rl_settings(t.objective, plan.rl, adapters=t.method != "full", zero_stage=plan.strategy.zero_stage)
-
-
 def check_rl(objective: str, rl: RLConfig, *, adapters: bool) -> None:
     """The ``[rl]`` keys that cannot mean anything for ``objective``, or contradict each other: a `PlanError`
     naming the key to change."""
@@ -325,41 +315,3 @@ def check_rl(objective: str, rl: RLConfig, *, adapters: bool) -> None:
         raise PlanError(
             f"beta = {s.beta:g} needs reference log-probs: choose a reference or set rl.beta = 0", "rl.reference"
         )
-
-
-def check_rl_plan(p: Plan) -> None:
-    """The rules of a DPO/GRPO/PPO plan that involve other tables: the keys' objective (`check_rl`), GRPO's
-    groups (GRPOConfig: the generation batch, ``per_device_train_batch_size x processes x steps_per_generation``,
-    must be divisible by ``num_generations``), the models' learned positions, vLLM's tensor parallelism and the
-    PPO models' presets."""
-    t, s = p.training, p.strategy
-    adapters = t.method != "full"
-    check_rl(t.objective, p.rl, adapters=adapters)
-    spec = OBJECTIVES[t.objective]
-    if not spec.post_training:
-        return
-    r = rl_settings(t.objective, p.rl, adapters=adapters, zero_stage=s.zero_stage)
-    if spec.groups:
-        completions = t.micro_batch_size * p.data_parallel * t.grad_accum_steps
-        if completions % r.num_generations:
-            raise PlanError(
-                f"GRPO's batch of {completions} completions (micro_batch_size x data-parallel GPUs x grad_accum_steps) "
-                f"is not a whole number of groups of num_generations = {r.num_generations}",
-                "training.micro_batch_size",
-            )
-    positions = p.model.arch().positions
-    if positions and r.seq_len > positions:
-        where = "rl.max_completion_length" if spec.generates else "rl.max_length"
-        raise PlanError(f"{r.seq_len} tokens do not fit {positions} learned positions", where)
-    if r.generation == "vllm-colocate" and p.hardware.total_gpus % r.vllm_tp:
-        raise PlanError(
-            f"colocated vLLM engines of {r.vllm_tp} GPUs must divide the {p.hardware.total_gpus} training GPUs",
-            "rl.vllm_tensor_parallel_size",
-        )
-    for key in ("reward_model", "value_model"):
-        name = getattr(p.rl, key)
-        if name is not None:
-            try:
-                presets.model_config({"preset": name})
-            except PlanError as exc:  # a misspelt preset: its close matches, at this key
-                raise PlanError(exc.message, f"rl.{key}") from None

@@ -1,17 +1,15 @@
 """What each stack does by default (`STACK_DEFAULTS`): one row per default of one (framework, version range), with
-the framework file it was read from, and the choices they make for a plan (`stack_choices`, `shown_choices`). The
+the framework file it was read from, and the choices they make for a plan's data (`stack_choices`; those that
+matter to a plan: `core.plan.resolved.shown_choices`). The
 ``[stack]`` table itself and the row's record are `core.plan.stack`; ``docs/stacks.md`` is rendered from these
 rows (`core.files.docpages`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from vramplan.core.plan.stack import FRAMEWORKS, HF_FAMILY, StackConfig, StackDefault
-
-if TYPE_CHECKING:
-    from vramplan.core.plan.plan import Plan
 
 ALL = FRAMEWORKS
 NATIVE_CKPT = ("torchtune", "torchtitan", "litgpt")
@@ -304,43 +302,3 @@ def stack_choices(
 ) -> dict[str, StackDefault]:
     """The rows that fill each stack key the plan leaves ``unset``."""
     return {key: stack_choice(key, stack, value_of) for key in STACK_KEYS if unset(key)}
-
-
-def fsdp_sharded(plan: Plan) -> bool:
-    """Whether the plan shards with FSDP, where FSDP1 and FSDP2 differ: ZeRO-2/3 over more than one data-parallel
-    rank, outside DeepSpeed's and Megatron's master-weight regimes (their ZeRO is not FSDP)."""
-    master = plan.training.regime in ("bf16-master", "fp16-master")
-    return plan.strategy.zero_stage >= 2 and plan.data_parallel > 1 and not master
-
-
-def shown_choices(plan: Plan) -> dict[str, StackDefault]:
-    """The keys the stack chose that change this plan's estimate: the checkpoint implementation under full
-    checkpointing, the adapters' keys under LoRA/QLoRA, the 4-bit keys on a quantized base."""
-    t, s = plan.training, plan.strategy
-    relevant = {
-        "strategy.checkpoint_impl": s.gradient_checkpointing == "full",
-        "training.lora_dtype": t.method != "full",
-        "training.lora_dropout": t.method != "full",
-        "training.quantized_modules": t.base_quantization != "none",
-        "training.bnb_generation": t.base_quantization in ("nf4", "fp4"),
-        "strategy.fsdp_version": fsdp_sharded(plan),
-        "strategy.fsdp_adapter_wrap": fsdp_sharded(plan) and s.fsdp_version == 1 and t.method != "full",
-        "strategy.fsdp_grad_sync": fsdp_sharded(plan) and t.grad_accum_steps > 1,
-    }
-    return {k: row for k, row in plan.stack_chosen.items() if relevant.get(k, True)}
-
-
-def choices_json(plan: Plan) -> dict[str, Any]:
-    """``{"framework": ..., "chose": {key: {"value", "source"}}}``: what `vramplan estimate --json` reports."""
-    chose = {k: {"value": row.value, "source": row.source} for k, row in shown_choices(plan).items()}
-    return {"framework": plan.stack.framework, "chose": chose}
-
-
-def choices_text(plan: Plan) -> str:
-    """``stack torchtune chose: checkpoint_impl non-reentrant, lora_dtype bf16`` ("" when it chose nothing that
-    matters here)."""
-    chosen = shown_choices(plan)
-    if not chosen:
-        return ""
-    words = ", ".join(f"{k.partition('.')[2]} {row.value}" for k, row in chosen.items())
-    return f"stack {plan.stack.framework} chose: {words}"

@@ -18,7 +18,7 @@ from vramplan.core.memory.flat_params import flat_param_numel
 from vramplan.core.memory.peak import estimate
 from vramplan.core.plan.errors import PlanError
 from vramplan.core.plan.plan import Plan, default_plan, plan_from_dict
-from vramplan.core.plan.stack_defaults import shown_choices
+from vramplan.core.plan.resolved import shown_choices
 
 WORLD = 3
 BLOCK, ADAPTERS, ROOT = 50304, 2048, 64000 + 64 + 64000

@@ -8,7 +8,8 @@ from typing import get_args
 from vramplan.core.memory.peak import estimate
 from vramplan.core.plan.objectives import GENERATING, OBJECTIVES, POST_TRAINING, ObjectiveName
 from vramplan.core.plan.plan import default_plan
-from vramplan.core.plan.rl import APPLIES, plan_rl_settings
+from vramplan.core.plan.resolved import plan_rl_settings
+from vramplan.core.plan.rl import APPLIES
 from vramplan.core.plan.training import TrainingConfig
 
 

@@ -12,8 +12,8 @@ from textual.widgets import Label, Static
 
 from vramplan.core.memory.estimate_record import Estimate
 from vramplan.core.plan.node import Limit
+from vramplan.core.plan.resolved import choices_text
 from vramplan.core.plan.stack import PACKAGES
-from vramplan.core.plan.stack_defaults import choices_text
 from vramplan.core.plan.units import gib_text
 from vramplan.tui.widgets.fields import ChoiceField, FieldRow, NumberField, TextField
 from vramplan.tui.widgets.text import show_text

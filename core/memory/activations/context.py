@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from vramplan.core.memory.rl.terms import head_positions
 from vramplan.core.plan.arch import Arch, lora_roles
 from vramplan.core.plan.precision import REGIMES, Regime
-from vramplan.core.plan.rl import plan_rl_settings
+from vramplan.core.plan.resolved import plan_rl_settings
 
 if TYPE_CHECKING:
     from vramplan.core.plan.plan import Plan

@@ -26,7 +26,8 @@ from vramplan.core.plan import presets
 from vramplan.core.plan.arch import Arch
 from vramplan.core.plan.plan import Plan
 from vramplan.core.plan.precision import REGIMES
-from vramplan.core.plan.rl import RLSettings, plan_rl_settings
+from vramplan.core.plan.resolved import plan_rl_settings
+from vramplan.core.plan.rl import RLSettings
 from vramplan.core.plan.units import fmt_gib
 
 SftEstimate = Callable[..., Estimate]
