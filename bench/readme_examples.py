@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from vramplan.cli.parser import run
-from vramplan.core.plan import presets
+from vramplan.core.plan.catalogue import presets
 
 Lines = list[str]
 

@@ -7,7 +7,7 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
-from vramplan.core.plan.units import fmt_seconds, gib_text
+from vramplan.core.plan.helpers.units import fmt_seconds, gib_text
 
 if TYPE_CHECKING:  # imported when the command runs: `vramplan --help` stays fast
     from vramplan.core.advice.plandiff import PlanDiff

@@ -6,19 +6,19 @@ from typing import TYPE_CHECKING, Any
 
 from vramplan.core.memory.estimate_record import Estimate
 from vramplan.core.memory.kinds import KIND_LABELS
-from vramplan.core.plan import presets
+from vramplan.core.plan.catalogue import presets
+from vramplan.core.plan.catalogue.presets import Registry
 from vramplan.core.plan.describe import gpu_name, method_label, model_name, parallel_summary
-from vramplan.core.plan.errors import PlanError
-from vramplan.core.plan.objectives import objective
-from vramplan.core.plan.presets import Registry
+from vramplan.core.plan.helpers.errors import PlanError
+from vramplan.core.plan.helpers.units import GiB, fmt_count, fmt_seconds, fmt_steps, gib_text
 from vramplan.core.plan.resolved import choices_text
-from vramplan.core.plan.units import GiB, fmt_count, fmt_seconds, fmt_steps, gib_text
+from vramplan.core.plan.schema.objectives import objective
 from vramplan.core.time.step_record import LABELS, StepTime
 
 if TYPE_CHECKING:
     from vramplan.core.advice.advisor import Advice
     from vramplan.core.advice.checklist import Checklist
-    from vramplan.core.plan.plan import Plan
+    from vramplan.core.plan.schema.plan import Plan
 
 
 def estimate_document(plan: Plan) -> dict[str, Any]:
@@ -72,7 +72,7 @@ def _ignored_keys(path: str | None) -> list[str]:
     """The config.json keys the model ignores (neither read nor known to leave the estimate unchanged)."""
     if not path:
         return []
-    from vramplan.core.plan.hfconfig import read_hf_config  # a model from a config.json only
+    from vramplan.core.plan.architecture.hf_config import read_hf_config  # a model from a config.json only
 
     try:
         ignored = read_hf_config(path).ignored

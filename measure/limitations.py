@@ -7,7 +7,7 @@ from __future__ import annotations
 import importlib.util
 from dataclasses import dataclass
 
-from vramplan.core.plan.plan import Plan
+from vramplan.core.plan.schema.plan import Plan
 from vramplan.measure.distributed import launch_for, local_devices
 from vramplan.measure.recipe import OPTIMIZERS, WEIGHTS_AND_AUTOCAST
 

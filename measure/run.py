@@ -22,7 +22,7 @@ from importlib import metadata
 from typing import Any
 
 from vramplan.core.plan.describe import plan_title
-from vramplan.core.plan.plan import Plan
+from vramplan.core.plan.schema.plan import Plan
 from vramplan.measure.limitations import cannot_reproduce
 from vramplan.measure.recipe import Recipe, recipe
 from vramplan.measure.records import MeasureOptions, MeasureReport, Progress, RankFigures

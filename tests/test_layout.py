@@ -36,6 +36,7 @@ def test_the_package_folders_are_read_from_pyproject() -> None:
 
 # A basename used in several folders, and the one thing it means in each of them.
 PARALLEL_NAMES: dict[str, str] = {
+    "config.py": "a package's plan table: [model] (core/plan/architecture), [stack] (core/plan/stack)",
     "checklist.py": "the troubleshooting checklist: the plan's [checklist] table (core/plan), its items (core/advice)",
     "overhead.py": "GPU memory outside the step's tensors: the plan's [overhead] table (core/plan), its terms "
     "(core/memory)",

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from vramplan.core.plan.errors import PlanError
-from vramplan.core.plan.objectives import OBJECTIVES
-from vramplan.core.plan.plan import Plan
-from vramplan.core.plan.stack import FRAMEWORKS
-from vramplan.core.plan.training import OPTIMIZERS, PRECISIONS
+from vramplan.core.plan.helpers.errors import PlanError
+from vramplan.core.plan.schema.objectives import OBJECTIVES
+from vramplan.core.plan.schema.plan import Plan
+from vramplan.core.plan.schema.training import OPTIMIZERS, PRECISIONS
+from vramplan.core.plan.stack.config import FRAMEWORKS
 
 
 class Choice(NamedTuple):

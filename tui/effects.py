@@ -11,9 +11,9 @@ from typing import Any
 
 from vramplan.core.advice.whatif import Effect, WhatIf
 from vramplan.core.memory.estimate_record import Estimate
-from vramplan.core.plan.plan import Plan
-from vramplan.core.plan.stack_defaults import STACK_KEYS
-from vramplan.core.plan.units import GiB
+from vramplan.core.plan.helpers.units import GiB
+from vramplan.core.plan.schema.plan import Plan
+from vramplan.core.plan.stack.defaults import STACK_KEYS
 from vramplan.tui.choices import CHOICES, choice_index, plan_value
 
 # Settings without a list of choices: the alternatives are twice and half the current degree.

@@ -27,9 +27,9 @@ from vramplan.cli.parser import build_parser
 from vramplan.core.files.planio import resolve_plan
 from vramplan.core.memory.estimate_record import Estimate
 from vramplan.core.memory.peak import estimate
-from vramplan.core.plan import presets
-from vramplan.core.plan.errors import PlanError
-from vramplan.core.plan.plan import Plan
+from vramplan.core.plan.catalogue import presets
+from vramplan.core.plan.helpers.errors import PlanError
+from vramplan.core.plan.schema.plan import Plan
 from vramplan.core.time.step import step_time
 from vramplan.core.time.step_record import StepTime
 

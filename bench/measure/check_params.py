@@ -5,9 +5,8 @@ Usage, from the repository root:  python -m bench.measure.check_params  (in an e
 transformers). For every config of bench/data/published_configs.py (the published models) and the measured cases of
 families_cases.json (tiny models, with their variants), build ``AutoModelForCausalLM.from_config`` on the meta
 device (no memory, no weights), sum ``p.numel()`` over ``model.parameters()`` (tied weights once) and compare
-with ``vramplan.core.plan.hfconfig.map_config`` -> ``Plan`` -> ``Arch.total_params``. Prints one line per config;
-exit 1 on any difference. Needs vramplan installed in that environment (``pip install -e .``).
-"""
+with ``vramplan.core.plan.architecture.hf_config.map_config`` -> ``Plan`` -> ``Arch.total_params``. Prints one line per
+config; exit 1 on any difference. Needs vramplan installed in that environment (``pip install -e .``)."""
 
 import json
 import sys
@@ -18,8 +17,8 @@ import torch
 import transformers
 
 from bench.data.published_configs import REAL
-from vramplan.core.plan.hfconfig import map_config
-from vramplan.core.plan.plan import plan_from_dict
+from vramplan.core.plan.architecture.hf_config import map_config
+from vramplan.core.plan.schema.plan import plan_from_dict
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -101,7 +101,7 @@ def cpu_cases(gpu: str) -> list[Case]:
 def measure_case(name: str, data: dict[str, Any], device: str, steps: int, warmup: int) -> dict[str, Any]:
     """One case: the plan, its estimate's comparison with what `measure_plan` measured, and the seconds it took."""
     from vramplan.core.memory.peak import estimate
-    from vramplan.core.plan.plan import plan_from_dict
+    from vramplan.core.plan.schema.plan import plan_from_dict
     from vramplan.core.time.step import step_time
     from vramplan.measure.comparison import comparison_rows
     from vramplan.measure.cuda import local_gpus
@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--force", action="store_true")
     args = p.parse_args(argv)
     from vramplan.core.files.safewrite import write_atomic
-    from vramplan.core.plan.errors import PlanError
+    from vramplan.core.plan.helpers.errors import PlanError
 
     out = Path(args.out)
     if out.exists() and not args.force:

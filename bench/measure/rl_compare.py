@@ -16,7 +16,7 @@ from pathlib import Path
 
 from bench.data.rl_cases import rl_plan_data
 from vramplan.core.memory.peak import estimate
-from vramplan.core.plan.plan import plan_from_dict
+from vramplan.core.plan.schema.plan import plan_from_dict
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -20,7 +20,7 @@ from vramplan.core.advice.checks import moe_checks, nan, oom, rl_checks, slow, s
 from vramplan.core.advice.checks.base import STATUSES, Context, Item
 from vramplan.core.advice.whatif import Effect
 from vramplan.core.memory.estimate_record import FRAGMENTATION_RISK, Estimate
-from vramplan.core.plan.plan import Plan
+from vramplan.core.plan.schema.plan import Plan
 from vramplan.core.time.step_record import StepTime
 
 __all__ = [

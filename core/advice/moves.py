@@ -25,9 +25,9 @@ from typing import Any
 
 from vramplan.core.advice.rlmoves import rl_moves
 from vramplan.core.memory.kinds import kinds_freed_by
-from vramplan.core.plan import presets
-from vramplan.core.plan.plan import Plan
-from vramplan.core.plan.precision import REGIMES
+from vramplan.core.plan.catalogue import presets
+from vramplan.core.plan.schema.plan import Plan
+from vramplan.core.plan.schema.precision import REGIMES
 
 # What a move frees: the estimate's kinds grouped as the checklist talks about them (`KindSpec.advice`), in the
 # checklist's order.

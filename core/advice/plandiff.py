@@ -1,6 +1,6 @@
 """Plan diff: the keys two plans differ in, and what the difference does to memory per GPU and to the step time.
 
-Both plans are complete (a plan file is the default plan plus what it wrote, `core.plan.plan.over_default_plan`),
+Both plans are complete (a plan file is the default plan plus what it wrote, `core.plan.schema.plan.over_default_plan`),
 so a key differs when its value after defaults differs; an unset optional key (``training.precision``) shows as
 ``None``. Memory is compared at each plan's peak moment, by the estimator's kinds
 (`core.memory.estimate_record.KINDS`: the live bytes at the peak plus the overhead terms), so the kinds' deltas
@@ -19,10 +19,10 @@ from vramplan.core.memory.estimate_record import Estimate
 from vramplan.core.memory.kinds import KIND_LABELS, KINDS, RL_KINDS
 from vramplan.core.memory.peak import estimate
 from vramplan.core.plan.describe import model_name
-from vramplan.core.plan.errors import PlanError
+from vramplan.core.plan.helpers.errors import PlanError
+from vramplan.core.plan.helpers.units import GiB
 from vramplan.core.plan.keys import set_value
-from vramplan.core.plan.plan import Plan
-from vramplan.core.plan.units import GiB
+from vramplan.core.plan.schema.plan import Plan
 from vramplan.core.time.step import step_time
 from vramplan.core.time.step_record import StepTime
 

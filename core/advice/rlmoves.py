@@ -15,8 +15,8 @@ from typing import Any, NamedTuple
 
 from vramplan.core.memory.rl import terms as tm
 from vramplan.core.memory.rl.estimate import settings
-from vramplan.core.plan import presets
-from vramplan.core.plan.plan import Plan
+from vramplan.core.plan.catalogue import presets
+from vramplan.core.plan.schema.plan import Plan
 
 RL_TARGET = "rl"  # what these moves free: the kinds whose `KindSpec.advice` is "rl" (`kinds_freed_by`)
 UTILIZATION_STEP = 0.05

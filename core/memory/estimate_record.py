@@ -13,7 +13,7 @@ from vramplan.core.plan.resolved import choices_json
 if TYPE_CHECKING:
     from vramplan.core.memory.accuracy import ExpectedError
     from vramplan.core.memory.rl.rl_memory import RLMemory
-    from vramplan.core.plan.plan import Plan
+    from vramplan.core.plan.schema.plan import Plan
 
 
 class Component(NamedTuple):

@@ -31,9 +31,9 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from vramplan.core.memory.states import Stage, States
-from vramplan.core.plan.arch import Arch
-from vramplan.core.plan.memo import memoised
-from vramplan.core.plan.precision import Regime, quantized_bytes
+from vramplan.core.plan.architecture.arch import Arch
+from vramplan.core.plan.helpers.memo import memoised
+from vramplan.core.plan.schema.precision import Regime, quantized_bytes
 
 ALIGNMENT_BYTES = 16  # torch/distributed/fsdp/_flat_param.py _get_aligned_numel: "comes from TorchInductor"
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from vramplan.core.memory.activations.stage import loss_parallel_on
-from vramplan.core.plan.precision import OPTIMIZERS, Regime, resolve_impl
-from vramplan.core.plan.units import fmt_gib
+from vramplan.core.plan.helpers.units import fmt_gib
+from vramplan.core.plan.schema.precision import OPTIMIZERS, Regime, resolve_impl
 
 if TYPE_CHECKING:
     from vramplan.core.memory.activations.context import ActCtx
     from vramplan.core.memory.states import States
-    from vramplan.core.plan.arch import Arch
-    from vramplan.core.plan.plan import Plan
+    from vramplan.core.plan.architecture.arch import Arch
+    from vramplan.core.plan.schema.plan import Plan
 
 ZERO_SRC = "ZeRO (Rajbhandari et al. 2020) §5: stage 1 shards optimizer states, 2 gradients, 3 parameters"
 

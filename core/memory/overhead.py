@@ -8,12 +8,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from vramplan.core.memory.estimate_record import OverheadTerm
+from vramplan.core.plan.helpers.units import MiB
 from vramplan.core.plan.resolved import fsdp_sharded
-from vramplan.core.plan.units import MiB
 
 if TYPE_CHECKING:
     from vramplan.core.memory.states import States
-    from vramplan.core.plan.plan import Plan
+    from vramplan.core.plan.schema.plan import Plan
 
 
 def _groups(plan: Plan) -> int:
@@ -46,7 +46,7 @@ FSDP_ONLY = ("torchtitan", "torchtune")  # stacks whose ZeRO is always torch's F
 def deepspeed_buckets(plan: Plan) -> bool:
     """Whether ZeRO's gradients go through DeepSpeed's reduce buckets (stage_1_and_2.py / stage3.py ipg
     buffers): not when a stack that shards only with torch's FSDP (torchtitan parallelize apply_fsdp, torchtune
-    training/_distributed.py shard_model: fully_shard) runs it (`core.plan.stack_defaults.fsdp_sharded`): FSDP
+    training/_distributed.py shard_model: fully_shard) runs it (`core.plan.stack.defaults.fsdp_sharded`): FSDP
     reduce-scatters each unit's gradients from a per-unit buffer (FSDP2 _fsdp_collectives.py foreach_reduce's
     reduce_scatter_input, FSDP1 the unit's flat gradient), which the backward moments count as the block
     behind's pending gradients. Other stacks' plans may be exported to DeepSpeed (`core.files.deepspeed_export`)."""

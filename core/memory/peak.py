@@ -28,13 +28,13 @@ from vramplan.core.memory.kinds import KINDS
 from vramplan.core.memory.memory_formulas import component_formulas
 from vramplan.core.memory.overhead import overhead_bytes, overhead_terms
 from vramplan.core.memory.states import Stage, States, model_states, stages
-from vramplan.core.plan import presets
-from vramplan.core.plan.arch import Arch, lora_params_per_layer, lora_roles
-from vramplan.core.plan.memo import memoised
+from vramplan.core.plan.architecture.arch import Arch, lora_params_per_layer, lora_roles
+from vramplan.core.plan.catalogue import presets
+from vramplan.core.plan.helpers.memo import memoised
 from vramplan.core.plan.node import node_limits
-from vramplan.core.plan.plan import Plan
-from vramplan.core.plan.precision import REGIMES
 from vramplan.core.plan.resolved import fsdp_sharded
+from vramplan.core.plan.schema.plan import Plan
+from vramplan.core.plan.schema.precision import REGIMES
 
 
 @memoised(1024)

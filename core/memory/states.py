@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from vramplan.core.plan.arch import Arch, lora_params_per_layer
-from vramplan.core.plan.memo import memoised
-from vramplan.core.plan.precision import (
+from vramplan.core.plan.architecture.arch import Arch, lora_params_per_layer
+from vramplan.core.plan.helpers.memo import memoised
+from vramplan.core.plan.schema.precision import (
     INT8_BLOCK,
     MIN_8BIT_ELEMENTS,
     OPTIMIZERS,

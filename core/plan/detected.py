@@ -1,10 +1,10 @@
-"""The default plan on the GPUs nvidia-smi found (`core.plan.gpu_match` maps them to a preset)."""
+"""The default plan on the GPUs nvidia-smi found (`core.plan.catalogue.gpu_match` maps them to a preset)."""
 
 from __future__ import annotations
 
-from vramplan.core.plan.errors import PlanError
-from vramplan.core.plan.gpu_match import DetectedGpus
-from vramplan.core.plan.plan import Plan, default_plan
+from vramplan.core.plan.catalogue.gpu_match import DetectedGpus
+from vramplan.core.plan.helpers.errors import PlanError
+from vramplan.core.plan.schema.plan import Plan, default_plan
 
 
 def plan_on(det: DetectedGpus | None) -> Plan:

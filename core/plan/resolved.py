@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from vramplan.core.plan.rl import RLSettings, rl_settings
-from vramplan.core.plan.stack import StackDefault
+from vramplan.core.plan.schema.rl import RLSettings, rl_settings
+from vramplan.core.plan.stack.config import StackDefault
 
 if TYPE_CHECKING:
-    from vramplan.core.plan.plan import Plan
+    from vramplan.core.plan.schema.plan import Plan
 
 
 def plan_rl_settings(plan: Plan) -> RLSettings:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from vramplan.core.plan import presets
-from vramplan.core.plan.preset_specs import GpuSpec
+from vramplan.core.plan.catalogue import presets
+from vramplan.core.plan.catalogue.specs import GpuSpec
 
 
 # MFU in PaLM's sense (Chowdhery et al. 2022, App. B): model FLOPs (6N + 12·L·s·h_q per token, recomputation not
@@ -96,7 +96,8 @@ HOST_MEMORY_SRC = (
 
 def assumed_gpu_figures(gpu_id: str) -> str:
     """A line saying the step time rests on placeholder GPU figures, when the GPU is one nvidia-smi reported and
-    no preset knows (its TFLOP/s and bandwidths are unknown: `core.plan.gpu_match.custom_spec`); "" otherwise."""
+    no preset knows (its TFLOP/s and bandwidths are unknown: `core.plan.catalogue.gpu_match.custom_spec`); "" otherwise.
+    """
     reg = presets.registry()
     if reg.origin.get(f"hardware/{gpu_id}") != "detected":
         return ""

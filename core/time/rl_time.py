@@ -25,10 +25,10 @@ from dataclasses import replace
 
 from vramplan.core.memory.rl import terms as tm
 from vramplan.core.memory.rl.estimate import settings, update_plan
-from vramplan.core.plan import presets
-from vramplan.core.plan.plan import Plan
-from vramplan.core.plan.precision import REGIMES
-from vramplan.core.plan.rl import RLSettings
+from vramplan.core.plan.catalogue import presets
+from vramplan.core.plan.schema.plan import Plan
+from vramplan.core.plan.schema.precision import REGIMES
+from vramplan.core.plan.schema.rl import RLSettings
 from vramplan.core.time import flops as fl
 from vramplan.core.time.comm import LINK_EFFICIENCY as EFF
 from vramplan.core.time.step_record import Generation, RLTime, StepTime, TimeTerm

@@ -30,9 +30,9 @@ from typing import TYPE_CHECKING
 
 from vramplan.core.memory.activations.block import layer_saved
 from vramplan.core.memory.activations.context import int8_bytes, plan_ctx
-from vramplan.core.plan import presets
-from vramplan.core.plan.arch import Arch, lora_params_per_layer, lora_roles
-from vramplan.core.plan.precision import OPTIMIZERS, REGIMES, quantized_bytes
+from vramplan.core.plan.architecture.arch import Arch, lora_params_per_layer, lora_roles
+from vramplan.core.plan.catalogue import presets
+from vramplan.core.plan.schema.precision import OPTIMIZERS, REGIMES, quantized_bytes
 from vramplan.core.time import flops as fl
 from vramplan.core.time.assumptions import (
     HOST_MEMORY_GBS_PER_NODE,
@@ -65,7 +65,7 @@ from vramplan.core.time.step_record import StepTime, TimeTerm, Work
 from vramplan.core.time.time_formulas import time_formulas
 
 if TYPE_CHECKING:
-    from vramplan.core.plan.plan import Plan
+    from vramplan.core.plan.schema.plan import Plan
 
 
 def peak_flops(plan: Plan) -> tuple[float, str]:

@@ -7,13 +7,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from vramplan.core.plan.units import fmt_seconds
+from vramplan.core.plan.helpers.units import fmt_seconds
 from vramplan.core.time.assumptions import DefaultMfu, assumed_gpu_figures
 from vramplan.core.time.comm import Link, Links
 from vramplan.core.time.flops import TokenFlops
 
 if TYPE_CHECKING:
-    from vramplan.core.plan.plan import Plan
+    from vramplan.core.plan.schema.plan import Plan
 
 CATEGORIES = ("compute", "memory", "communication", "offload", "pipeline bubble")
 

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from vramplan.core.plan.units import fmt_seconds
+from vramplan.core.plan.helpers.units import fmt_seconds
 from vramplan.core.time import flops as fl
 from vramplan.core.time.assumptions import HOST_MEMORY_SRC, MFU_SOURCE
 from vramplan.core.time.comm import ALL_TO_ALL_SRC, LINK_EFFICIENCY, LINK_EFFICIENCY_SRC, RING_SRC
 from vramplan.core.time.offload import CPU_ADAM_PARAMS_PER_CORE_S, CPU_ADAM_SRC, NVME_SRC, PCIE_SRC
 
 if TYPE_CHECKING:
-    from vramplan.core.plan.plan import Plan
+    from vramplan.core.plan.schema.plan import Plan
     from vramplan.core.time.step_record import TimeTerm, Work
 
 OVERLAP_SRC = (

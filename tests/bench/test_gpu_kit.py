@@ -16,8 +16,8 @@ import pytest
 from bench.data.published_configs import REAL
 from tests.bench.kit import KIT, gpu_estimate, gpu_kit, gpu_plans, gpu_results
 from vramplan.core.memory.peak import estimate
-from vramplan.core.plan import presets
-from vramplan.core.plan.plan import plan_from_dict
+from vramplan.core.plan.catalogue import presets
+from vramplan.core.plan.schema.plan import plan_from_dict
 
 DEFAULT = gpu_plans.resolve_all(gpu_plans.PLAN_SETS["default"]())
 TINY = gpu_plans.resolve_all(gpu_plans.PLAN_SETS["tiny"]())

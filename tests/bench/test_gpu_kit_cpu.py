@@ -24,7 +24,7 @@ pytest.importorskip("peft")
 from tests.bench.kit import gpu_kit, gpu_plans, gpu_results
 from tests.conftest import rel
 from vramplan.core.memory.peak import estimate
-from vramplan.core.plan.plan import plan_from_dict
+from vramplan.core.plan.schema.plan import plan_from_dict
 
 
 @pytest.fixture(scope="module")

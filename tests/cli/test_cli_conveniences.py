@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from tests.hostile import strict_json
-from vramplan.core.plan.plan import Plan
+from vramplan.core.plan.schema.plan import Plan
 
 ROOT = Path(__file__).resolve().parents[2]
 

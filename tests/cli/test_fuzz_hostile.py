@@ -20,11 +20,11 @@ from hypothesis import strategies as st
 
 from tests.hostile import strict_json
 from vramplan.cli.parser import run
-from vramplan.core.plan import presets
-from vramplan.core.plan.errors import MAX_LINES
-from vramplan.core.plan.gpu_match import parse
+from vramplan.core.plan.catalogue import presets
+from vramplan.core.plan.catalogue.gpu_match import parse
+from vramplan.core.plan.helpers.errors import MAX_LINES
 from vramplan.core.plan.keyref import settable_keys
-from vramplan.core.plan.plan import TABLES
+from vramplan.core.plan.schema.plan import TABLES
 from vramplan.machine import nvidia_smi
 from vramplan.machine.nvidia_smi import starting_plan
 

@@ -113,7 +113,7 @@ def test_a_reader_that_stops_early_is_no_error() -> None:
 def test_a_broken_user_gpu_file_shadowing_a_builtin_is_said(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from vramplan.core.plan import presets
+    from vramplan.core.plan.catalogue import presets
 
     (tmp_path / "hardware").mkdir()
     (tmp_path / "hardware" / "a100-80gb.toml").write_text("name = 'mine'\nmemory_mib = 'lots'\n")

@@ -14,7 +14,7 @@ import yaml
 from vramplan.core.files.accelerate_export import accelerate_config
 from vramplan.core.files.export import format_for_path, render
 from vramplan.core.files.importers.apply import import_config
-from vramplan.core.plan.plan import Plan, default_plan, plan_from_dict
+from vramplan.core.plan.schema.plan import Plan, default_plan, plan_from_dict
 
 KEYS = (
     "hardware.gpus_per_node",

@@ -17,9 +17,9 @@ from vramplan.core.advice.checklist import checklist
 from vramplan.core.memory import accuracy
 from vramplan.core.memory.accuracy import COMMAND, MIN_CASES, expected_error, load_rows, stack_family
 from vramplan.core.memory.peak import estimate
-from vramplan.core.plan import presets
-from vramplan.core.plan.plan import Plan, default_plan
-from vramplan.core.plan.units import MiB
+from vramplan.core.plan.catalogue import presets
+from vramplan.core.plan.helpers.units import MiB
+from vramplan.core.plan.schema.plan import Plan, default_plan
 
 
 def test_the_shipped_rows_are_what_the_estimator_gives_today(monkeypatch: pytest.MonkeyPatch) -> None:

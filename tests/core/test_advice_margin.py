@@ -15,10 +15,10 @@ from vramplan.core.advice.margin import safety_margin
 from vramplan.core.files.planio import load_plan
 from vramplan.core.memory.estimate_record import FRAGMENTATION_RISK
 from vramplan.core.memory.peak import estimate
-from vramplan.core.plan import presets
+from vramplan.core.plan.catalogue import presets
 from vramplan.core.plan.describe import parallel_summary
-from vramplan.core.plan.errors import PlanError
-from vramplan.core.plan.plan import plan_from_dict
+from vramplan.core.plan.helpers.errors import PlanError
+from vramplan.core.plan.schema.plan import plan_from_dict
 
 USER_PRESETS = Path(__file__).resolve().parents[1] / "data" / "published" / "user_presets"  # rtx-a6000
 

@@ -15,8 +15,8 @@ from vramplan.core.memory.allocator import (
     segment_size,
 )
 from vramplan.core.memory.peak import allocator_waste, estimate
-from vramplan.core.plan.plan import Plan, default_plan
-from vramplan.core.plan.units import KiB, MiB
+from vramplan.core.plan.helpers.units import KiB, MiB
+from vramplan.core.plan.schema.plan import Plan, default_plan
 
 
 def lora_plan(**changes: object) -> Plan:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from vramplan.core.plan.arch import build_arch, lora_params_per_layer, lora_roles
-from vramplan.core.plan.plan import plan_from_dict
-from vramplan.core.plan.presets import registry
+from vramplan.core.plan.architecture.arch import build_arch, lora_params_per_layer, lora_roles
+from vramplan.core.plan.catalogue.presets import registry
+from vramplan.core.plan.schema.plan import plan_from_dict
 
 # Published totals (issue #2 and the models' cards / papers; also in each preset file's `params`)
 PUBLISHED = {

@@ -20,9 +20,9 @@ from vramplan.core.files.calibration import (
 from vramplan.core.files.planfile import plan_toml
 from vramplan.core.files.planio import load_plan
 from vramplan.core.memory.peak import estimate
-from vramplan.core.plan.errors import PlanError
-from vramplan.core.plan.plan import plan_from_dict
-from vramplan.core.plan.units import MiB
+from vramplan.core.plan.helpers.errors import PlanError
+from vramplan.core.plan.helpers.units import MiB
+from vramplan.core.plan.schema.plan import plan_from_dict
 
 CAL = Calibration(
     cuda_context_bytes=300 * MiB,  # 314,572,800 B

@@ -4,7 +4,7 @@ check --headroom), and word the allocator's reserve as the estimate now models i
 from __future__ import annotations
 
 from vramplan.core.advice.checklist import checklist
-from vramplan.core.plan.plan import default_plan
+from vramplan.core.plan.schema.plan import default_plan
 
 
 def _capacity(plan):  # type: ignore[no-untyped-def]

@@ -12,10 +12,10 @@ from vramplan.core.advice.checklist import GROUPS, Checklist, apply_fix, checkli
 from vramplan.core.advice.checks.nan import reference_lr
 from vramplan.core.memory.estimate_record import FRAGMENTATION_RISK
 from vramplan.core.memory.peak import estimate
-from vramplan.core.plan.checklist import MANUAL_CHECKS
+from vramplan.core.plan.helpers.units import MiB
 from vramplan.core.plan.keys import parse_set
-from vramplan.core.plan.plan import Plan, default_plan
-from vramplan.core.plan.units import MiB
+from vramplan.core.plan.schema.checklist import MANUAL_CHECKS
+from vramplan.core.plan.schema.plan import Plan, default_plan
 from vramplan.core.time.step import step_time
 
 GiB = 2**30

@@ -13,10 +13,10 @@ from vramplan.core.advice.checklist import apply_fix, checklist
 from vramplan.core.advice.whatif import Effect
 from vramplan.core.memory.estimate_record import FRAGMENTATION_RISK
 from vramplan.core.memory.peak import estimate
-from vramplan.core.plan.errors import PlanError
+from vramplan.core.plan.helpers.errors import PlanError
 from vramplan.core.plan.keys import parse_set
-from vramplan.core.plan.plan import Plan, plan_from_dict
-from vramplan.core.plan.training import OPTIMIZERS, PRECISIONS
+from vramplan.core.plan.schema.plan import Plan, plan_from_dict
+from vramplan.core.plan.schema.training import OPTIMIZERS, PRECISIONS
 from vramplan.core.time.step import step_time
 
 MODELS = ["tinyllama-1.1b", "llama-7b", "bloom-7b1", "qwen2.5-7b", "llama-2-13b", "llama-2-70b"]

@@ -16,9 +16,9 @@ import pytest
 from vramplan.core.files.deepspeed_export import deepspeed_config
 from vramplan.core.memory.overhead import zero_bucket_elements
 from vramplan.core.memory.peak import estimate
-from vramplan.core.plan.errors import PlanError
-from vramplan.core.plan.plan import Plan, plan_from_dict
-from vramplan.core.plan.training import OPTIMIZERS, PRECISIONS
+from vramplan.core.plan.helpers.errors import PlanError
+from vramplan.core.plan.schema.plan import Plan, plan_from_dict
+from vramplan.core.plan.schema.training import OPTIMIZERS, PRECISIONS
 
 DS_TYPES: dict[str, type | tuple[type, ...]] = {
     "train_batch_size": int,

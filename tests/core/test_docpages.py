@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from vramplan.core.files.docpages import PAGES, keys_page, stacks_page
-from vramplan.core.plan.stack_defaults import STACK_DEFAULTS
+from vramplan.core.plan.stack.defaults import STACK_DEFAULTS
 
 DOCS = Path(__file__).resolve().parent.parent.parent / "docs"
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from vramplan.core.memory.peak import estimate
-from vramplan.core.plan.errors import PlanError
-from vramplan.core.plan.plan import plan_from_dict
+from vramplan.core.plan.helpers.errors import PlanError
+from vramplan.core.plan.schema.plan import plan_from_dict
 from vramplan.core.time.step import step_time
 
 

@@ -13,7 +13,7 @@ from vramplan.core.files.review import ReviewExtras, review_extras
 from vramplan.core.files.safewrite import OverwriteRefused
 from vramplan.core.memory.peak import estimate
 from vramplan.core.plan.describe import plan_title
-from vramplan.core.plan.plan import default_plan, plan_from_dict
+from vramplan.core.plan.schema.plan import default_plan, plan_from_dict
 
 if sys.version_info >= (3, 11):
     import tomllib

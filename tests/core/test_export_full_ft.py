@@ -7,7 +7,7 @@ import tomllib
 
 from vramplan.core.files.planfile import ADAPTER_KEYS, plan_toml
 from vramplan.core.files.planio import plan_file_from_data
-from vramplan.core.plan.plan import default_plan
+from vramplan.core.plan.schema.plan import default_plan
 
 
 def exported(changes: dict[str, object]) -> tuple[dict[str, object], object, object]:

@@ -19,7 +19,7 @@ import pytest
 from tests.conftest import assert_issue_bounds, case_ctx, case_plan_data, load_truth, rel
 from vramplan.core.memory.activations.block import checkpointed_layer, embed_saved, head_saved, layer_saved, once_bytes
 from vramplan.core.memory.peak import estimate
-from vramplan.core.plan.plan import plan_from_dict
+from vramplan.core.plan.schema.plan import plan_from_dict
 
 TRUTH = load_truth("families_truth.json")
 CASES = sorted(TRUTH)

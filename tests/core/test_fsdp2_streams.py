@@ -10,7 +10,7 @@ import pytest
 
 from vramplan.core.memory.peak import estimate
 from vramplan.core.memory.states import fsdp2_all_gather_pool, fsdp2_root_reduce
-from vramplan.core.plan.plan import Plan, plan_from_dict
+from vramplan.core.plan.schema.plan import Plan, plan_from_dict
 
 
 def _plan(**changes: Any) -> Plan:

@@ -14,8 +14,8 @@ from typing import Any
 
 from vramplan.core.memory.estimate_record import Estimate
 from vramplan.core.memory.peak import estimate
-from vramplan.core.plan.plan import Plan, plan_from_dict
 from vramplan.core.plan.resolved import shown_choices
+from vramplan.core.plan.schema.plan import Plan, plan_from_dict
 
 WORLD = 3
 BLOCK_UNIT = 52353  # (50304 + 2048) padded to a multiple of 3

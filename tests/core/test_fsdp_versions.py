@@ -16,9 +16,9 @@ import pytest
 from vramplan.core.memory.estimate_record import Estimate
 from vramplan.core.memory.flat_params import flat_param_numel
 from vramplan.core.memory.peak import estimate
-from vramplan.core.plan.errors import PlanError
-from vramplan.core.plan.plan import Plan, default_plan, plan_from_dict
+from vramplan.core.plan.helpers.errors import PlanError
 from vramplan.core.plan.resolved import shown_choices
+from vramplan.core.plan.schema.plan import Plan, default_plan, plan_from_dict
 
 WORLD = 3
 BLOCK, ADAPTERS, ROOT = 50304, 2048, 64000 + 64 + 64000

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from vramplan.core.plan import gpu_match, presets
+from vramplan.core.plan.catalogue import gpu_match, presets
 
 # (nvidia-smi / rocm-smi name, memory.total MiB as the driver reports it) -> preset id
 SMI = [

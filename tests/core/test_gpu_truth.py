@@ -23,8 +23,8 @@ import pytest
 from tests.bench.kit import gpu_estimate, gpu_plans, gpu_results
 from tests.conftest import DATA, rel
 from vramplan.core.memory.peak import estimate
-from vramplan.core.plan import presets
-from vramplan.core.plan.plan import plan_from_dict
+from vramplan.core.plan.catalogue import presets
+from vramplan.core.plan.schema.plan import plan_from_dict
 
 PATH = DATA / "gpu_truth.json"
 DOC = gpu_results.load(PATH)

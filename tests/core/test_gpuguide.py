@@ -11,10 +11,10 @@ import pytest
 
 from vramplan.core.advice.gpuguide import COUNTS, MAX_GPUS, gpu_guide, sort_rows
 from vramplan.core.memory.peak import estimate
-from vramplan.core.plan import presets
-from vramplan.core.plan.errors import PlanError
-from vramplan.core.plan.plan import Plan, default_plan
-from vramplan.core.plan.units import GiB
+from vramplan.core.plan.catalogue import presets
+from vramplan.core.plan.helpers.errors import PlanError
+from vramplan.core.plan.helpers.units import GiB
+from vramplan.core.plan.schema.plan import Plan, default_plan
 from vramplan.core.time.step import step_time
 
 

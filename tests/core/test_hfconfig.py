@@ -17,9 +17,9 @@ import pytest
 from bench.data.published_configs import REAL
 from tests.core.test_model_types import HF_CONFIGS
 from vramplan.core.files.planio import load_plan
-from vramplan.core.plan.errors import PlanError
-from vramplan.core.plan.hfconfig import SUPPORTED, map_config, read_hf_config
-from vramplan.core.plan.plan import plan_from_dict
+from vramplan.core.plan.architecture.hf_config import SUPPORTED, map_config, read_hf_config
+from vramplan.core.plan.helpers.errors import PlanError
+from vramplan.core.plan.schema.plan import plan_from_dict
 
 
 def write_config(tmp_path: Path, config: dict[str, Any], name: str = "ckpt") -> Path:

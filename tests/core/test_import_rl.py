@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from vramplan.core.files.importers.apply import Imported, import_config
 from vramplan.core.memory.peak import estimate
-from vramplan.core.plan.errors import PlanError
-from vramplan.core.plan.plan import default_plan
+from vramplan.core.plan.helpers.errors import PlanError
+from vramplan.core.plan.schema.plan import default_plan
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "import"
 

@@ -10,7 +10,7 @@ from vramplan.core.memory.activations.context import plan_ctx
 from vramplan.core.memory.activations.stage import gathered_head_input, loss_parallel, loss_parallel_on
 from vramplan.core.memory.estimate_record import Estimate
 from vramplan.core.memory.peak import estimate
-from vramplan.core.plan.plan import Plan, plan_from_dict
+from vramplan.core.plan.schema.plan import Plan, plan_from_dict
 
 T, TP = 2 * 2048, 4
 

@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import assert_issue_bounds, case_plan_data, load_truth, rel
 from vramplan.core.memory.peak import estimate
-from vramplan.core.plan.plan import plan_from_dict
+from vramplan.core.plan.schema.plan import plan_from_dict
 
 ORACLE = load_truth("oracle_truth.json")
 EXTRA = load_truth("extra_truth.json")

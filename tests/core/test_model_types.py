@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from vramplan.core.plan.errors import PlanError
-from vramplan.core.plan.hfconfig import map_config, read_hf_config
-from vramplan.core.plan.model import ModelConfig
-from vramplan.core.plan.plan import plan_from_dict
+from vramplan.core.plan.architecture.config import ModelConfig
+from vramplan.core.plan.architecture.hf_config import map_config, read_hf_config
+from vramplan.core.plan.helpers.errors import PlanError
+from vramplan.core.plan.schema.plan import plan_from_dict
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 HF_CONFIGS = DATA / "hf_configs"
@@ -129,7 +129,7 @@ ISSUE_PRESETS = [
 def test_presets_of_the_issue_exact_and_listed_after_the_first_three() -> None:
     """Each preset's count is the transformers count of its config.json; LLaMA-7B, BLOOM-7B1 and the 72B stay
     first in the list."""
-    from vramplan.core.plan import presets
+    from vramplan.core.plan.catalogue import presets
 
     reg = presets.registry()
     assert [m.id for m in reg.sorted_models()[:3]] == ["llama-7b", "bloom-7b1", "qwen2.5-72b"]

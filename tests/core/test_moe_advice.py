@@ -7,7 +7,7 @@ from typing import Any
 from vramplan.core.advice.advisor import advise
 from vramplan.core.advice.checklist import checklist
 from vramplan.core.advice.moves import memory_moves
-from vramplan.core.plan.plan import plan_from_dict
+from vramplan.core.plan.schema.plan import plan_from_dict
 
 
 def _plan(model: str, nodes: int = 1, **strategy: Any) -> Any:

@@ -21,7 +21,7 @@ import pytest
 
 from tests.conftest import assert_issue_bounds, case_plan_data, load_truth
 from vramplan.core.memory.peak import estimate
-from vramplan.core.plan.plan import plan_from_dict
+from vramplan.core.plan.schema.plan import plan_from_dict
 
 TRUTH = load_truth("moe_truth.json")
 WITHIN = (

@@ -13,8 +13,8 @@ import pytest
 from vramplan.core.files.export import export_plan
 from vramplan.core.files.planio import load_plan
 from vramplan.core.plan.keyref import settable_keys
-from vramplan.core.plan.plan import default_plan
-from vramplan.core.plan.stack import PACKAGES
+from vramplan.core.plan.schema.plan import default_plan
+from vramplan.core.plan.stack.config import PACKAGES
 
 NEW = {
     "stack.framework": "torchtune",

@@ -14,10 +14,10 @@ from vramplan.core.advice.checklist import checklist
 from vramplan.core.files.export import export_plan
 from vramplan.core.files.planio import load_plan
 from vramplan.core.memory.peak import estimate
-from vramplan.core.plan import presets
+from vramplan.core.plan.catalogue import presets
+from vramplan.core.plan.helpers.units import GiB
 from vramplan.core.plan.node import HOST_PER_GPU_MEMORY, host_limit, nvme_limit
-from vramplan.core.plan.plan import Plan, default_plan
-from vramplan.core.plan.units import GiB
+from vramplan.core.plan.schema.plan import Plan, default_plan
 
 OFFLOAD = {"strategy.zero_stage": 3, "strategy.offload_optimizer": "cpu", "strategy.offload_parameters": "cpu"}
 ARGS_70B = ["--model", "llama-3.1-70b", "--gpu", "a100-80gb", "--gpus", "1"]

@@ -1,4 +1,4 @@
-"""The objective records (`core.plan.objectives`): one per value of training.objective, and what the estimator
+"""The objective records (`core.plan.schema.objectives`): one per value of training.objective, and what the estimator
 and the reports read from them."""
 
 from __future__ import annotations
@@ -6,11 +6,11 @@ from __future__ import annotations
 from typing import get_args
 
 from vramplan.core.memory.peak import estimate
-from vramplan.core.plan.objectives import GENERATING, OBJECTIVES, POST_TRAINING, ObjectiveName
-from vramplan.core.plan.plan import default_plan
 from vramplan.core.plan.resolved import plan_rl_settings
-from vramplan.core.plan.rl import APPLIES
-from vramplan.core.plan.training import TrainingConfig
+from vramplan.core.plan.schema.objectives import GENERATING, OBJECTIVES, POST_TRAINING, ObjectiveName
+from vramplan.core.plan.schema.plan import default_plan
+from vramplan.core.plan.schema.rl import APPLIES
+from vramplan.core.plan.schema.training import TrainingConfig
 
 
 def test_one_record_per_value_of_the_key() -> None:

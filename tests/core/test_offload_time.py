@@ -8,7 +8,7 @@ import json
 import pytest
 
 from vramplan.cli.parser import run
-from vramplan.core.plan.plan import Plan, default_plan
+from vramplan.core.plan.schema.plan import Plan, default_plan
 from vramplan.core.time.comm import LINK_EFFICIENCY
 from vramplan.core.time.offload import CPU_ADAM_PARAMS_PER_CORE_S, exposed_shares
 from vramplan.core.time.step import step_time

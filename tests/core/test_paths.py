@@ -9,9 +9,9 @@ import pytest
 
 from vramplan.core.files.planio import load_plan_file
 from vramplan.core.files.safewrite import WriteError, write_atomic
-from vramplan.core.plan.errors import PlanError
-from vramplan.core.plan.paths import user_path
-from vramplan.core.plan.plan import default_plan
+from vramplan.core.plan.helpers.errors import PlanError
+from vramplan.core.plan.helpers.paths import user_path
+from vramplan.core.plan.schema.plan import default_plan
 
 
 def test_home_is_expanded_and_an_unknown_user_is_kept_as_written() -> None:

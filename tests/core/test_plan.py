@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from vramplan.core.plan.errors import PlanError
+from vramplan.core.plan.catalogue.presets import registry
+from vramplan.core.plan.helpers.errors import PlanError
 from vramplan.core.plan.keys import parse_value
-from vramplan.core.plan.plan import default_plan, plan_from_dict
-from vramplan.core.plan.presets import registry
+from vramplan.core.plan.schema.plan import default_plan, plan_from_dict
 
 
 def test_preset_fills_and_keys_override() -> None:

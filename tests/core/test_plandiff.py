@@ -9,7 +9,7 @@ from vramplan.core.advice.plandiff import changes_between, plan_diff
 from vramplan.core.files.planio import load_plan
 from vramplan.core.memory.kinds import KINDS
 from vramplan.core.memory.peak import estimate
-from vramplan.core.plan.plan import default_plan
+from vramplan.core.plan.schema.plan import default_plan
 from vramplan.core.time.step import step_time
 
 

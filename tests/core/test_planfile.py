@@ -15,11 +15,11 @@ from hypothesis import strategies as st
 from vramplan.core.files.planfile import FORMAT_VERSION, estimate_table, plan_toml, without_adapter_defaults
 from vramplan.core.files.planio import load_plan, load_plan_file, plan_file_from_data
 from vramplan.core.memory.peak import estimate
-from vramplan.core.plan.checklist import MANUAL_CHECKS
-from vramplan.core.plan.errors import PlanError, PlanNotice
-from vramplan.core.plan.plan import Plan, default_plan, plan_from_dict
-from vramplan.core.plan.presets import registry
-from vramplan.core.plan.training import OPTIMIZERS, PRECISIONS
+from vramplan.core.plan.catalogue.presets import registry
+from vramplan.core.plan.helpers.errors import PlanError, PlanNotice
+from vramplan.core.plan.schema.checklist import MANUAL_CHECKS
+from vramplan.core.plan.schema.plan import Plan, default_plan, plan_from_dict
+from vramplan.core.plan.schema.training import OPTIMIZERS, PRECISIONS
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -8,9 +8,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from vramplan.core.memory.peak import estimate
-from vramplan.core.plan.errors import PlanError
-from vramplan.core.plan.plan import plan_from_dict
-from vramplan.core.plan.training import OPTIMIZERS, PRECISIONS
+from vramplan.core.plan.helpers.errors import PlanError
+from vramplan.core.plan.schema.plan import plan_from_dict
+from vramplan.core.plan.schema.training import OPTIMIZERS, PRECISIONS
 
 FAMILY_SHAPES = {
     # model_type: (hidden sizes, head counts, tied)
@@ -28,7 +28,7 @@ NO_GQA = ("bloom", "gpt2", "gpt_neox")
 
 
 def _options(draw: st.DrawFn, family: str, heads: int) -> dict[str, Any]:
-    """The structural keys each family's config may set (core.plan.arch.Family.options), drawn."""
+    """The structural keys each family's config may set (core.plan.architecture.arch.Family.options), drawn."""
     if family == "gpt2":
         return {"max_position_embeddings": 8192, "hidden_act": draw(st.sampled_from(["gelu_new", "gelu"]))}
     if family == "gpt_neox":

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from bench.data.published_rows import CASES, HERE, GiB, Row, build_rows, case_args, memory_rows, run_case
-from vramplan.core.plan import presets
+from vramplan.core.plan.catalogue import presets
 
 
 @pytest.fixture(scope="module")

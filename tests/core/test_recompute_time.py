@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from vramplan.core.plan.arch import build_arch
-from vramplan.core.plan.plan import Plan, default_plan
-from vramplan.core.plan.training import TrainingConfig
+from vramplan.core.plan.architecture.arch import build_arch
+from vramplan.core.plan.schema.plan import Plan, default_plan
+from vramplan.core.plan.schema.training import TrainingConfig
 from vramplan.core.time.assumptions import MATH_MFU
 from vramplan.core.time.flops import (
     attention_forward_flops,

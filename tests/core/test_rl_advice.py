@@ -7,7 +7,7 @@ from typing import Any
 from vramplan.core.advice.checklist import checklist
 from vramplan.core.advice.moves import memory_moves
 from vramplan.core.advice.rlmoves import needed_utilization
-from vramplan.core.plan.plan import Plan, default_plan
+from vramplan.core.plan.schema.plan import Plan, default_plan
 
 GRPO = {"hardware.gpu": "h100-80gb", "training.objective": "grpo", "training.micro_batch_size": 8}
 

@@ -17,7 +17,7 @@ import pytest
 from bench.data.rl_cases import rl_plan_data
 from tests.conftest import load_truth, rel
 from vramplan.core.memory.peak import estimate
-from vramplan.core.plan.plan import plan_from_dict
+from vramplan.core.plan.schema.plan import plan_from_dict
 
 TRUTH = load_truth("rl_truth.json")
 CASES = sorted(TRUTH.items())

@@ -15,8 +15,8 @@ from vramplan.core.memory.activations.context import plan_ctx
 from vramplan.core.memory.estimate_record import Estimate
 from vramplan.core.memory.peak import estimate
 from vramplan.core.memory.rl.estimate import settings, update_plan
-from vramplan.core.plan.errors import PlanError
-from vramplan.core.plan.plan import Plan, default_plan
+from vramplan.core.plan.helpers.errors import PlanError
+from vramplan.core.plan.schema.plan import Plan, default_plan
 
 N = 6_738_415_616
 CAP = 81_559 * 2**20

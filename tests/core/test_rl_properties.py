@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from vramplan.core.files.planfile import plan_toml
 from vramplan.core.files.planio import plan_file_from_data
 from vramplan.core.memory.peak import estimate
-from vramplan.core.plan.errors import PlanError
-from vramplan.core.plan.plan import Plan, default_plan
-from vramplan.core.plan.tomlio import loads
+from vramplan.core.plan.helpers.errors import PlanError
+from vramplan.core.plan.helpers.tomlio import loads
+from vramplan.core.plan.schema.plan import Plan, default_plan
 from vramplan.core.time.step import step_time
 
 

@@ -10,10 +10,10 @@ from tests.hostile import strict_json
 from vramplan.cli.parser import run
 from vramplan.core.files.planfile import plan_toml
 from vramplan.core.files.planio import plan_file_from_data
+from vramplan.core.plan.helpers.tomlio import loads
 from vramplan.core.plan.keyref import settable_keys
-from vramplan.core.plan.plan import Plan, default_plan
-from vramplan.core.plan.rl import RLConfig
-from vramplan.core.plan.tomlio import loads
+from vramplan.core.plan.schema.plan import Plan, default_plan
+from vramplan.core.plan.schema.rl import RLConfig
 from vramplan.core.time.step import step_time
 
 GRPO = {"hardware.gpu": "h100-80gb", "training.objective": "grpo", "training.micro_batch_size": 8}

@@ -1,4 +1,4 @@
-"""The [stack] table: the defaults a stack gives the keys a plan leaves unset (core.plan.stack)."""
+"""The [stack] table: the defaults a stack gives the keys a plan leaves unset (core.plan.stack.config)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import pytest
 
 from vramplan.core.memory.activations.context import plan_ctx
 from vramplan.core.memory.peak import estimate
-from vramplan.core.plan.errors import PlanError
-from vramplan.core.plan.plan import Plan, default_plan, plan_from_dict
-from vramplan.core.plan.stack import FRAMEWORKS, StackConfig, version_tuple
-from vramplan.core.plan.stack_defaults import STACK_DEFAULTS, STACK_KEYS, stack_choice
+from vramplan.core.plan.helpers.errors import PlanError
+from vramplan.core.plan.schema.plan import Plan, default_plan, plan_from_dict
+from vramplan.core.plan.stack.config import FRAMEWORKS, StackConfig, version_tuple
+from vramplan.core.plan.stack.defaults import STACK_DEFAULTS, STACK_KEYS, stack_choice
 
 QLORA = {"training.method": "qlora", "strategy.gradient_checkpointing": "full"}
 

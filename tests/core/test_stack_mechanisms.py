@@ -23,8 +23,8 @@ from vramplan.core.memory.activations.context import plan_ctx
 from vramplan.core.memory.activations.stage import Layout, loss_bytes
 from vramplan.core.memory.estimate_record import Estimate
 from vramplan.core.memory.peak import estimate
-from vramplan.core.plan.errors import PlanError
-from vramplan.core.plan.plan import Plan, plan_from_dict
+from vramplan.core.plan.helpers.errors import PlanError
+from vramplan.core.plan.schema.plan import Plan, plan_from_dict
 from vramplan.core.time.step import step_time
 
 DATA = Path(__file__).parent.parent / "data"

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from vramplan.core.memory.peak import estimate
-from vramplan.core.plan.plan import Plan, default_plan
-from vramplan.core.plan.precision import quantized_bytes
+from vramplan.core.plan.schema.plan import Plan, default_plan
+from vramplan.core.plan.schema.precision import quantized_bytes
 
 P7 = 6_738_415_616  # LLaMA-7B
 V, H, L, F = 32000, 4096, 32, 11008

@@ -6,10 +6,10 @@ import math
 
 import pytest
 
-from vramplan.core.plan.arch import build_arch
-from vramplan.core.plan.plan import default_plan, plan_from_dict
-from vramplan.core.plan.precision import quantized_bytes
-from vramplan.core.plan.presets import gpu
+from vramplan.core.plan.architecture.arch import build_arch
+from vramplan.core.plan.catalogue.presets import gpu
+from vramplan.core.plan.schema.plan import default_plan, plan_from_dict
+from vramplan.core.plan.schema.precision import quantized_bytes
 from vramplan.core.time.assumptions import HOST_MEMORY_GBS_PER_NODE, default_mfu, gpu_generation
 from vramplan.core.time.comm import (
     LINK_EFFICIENCY,

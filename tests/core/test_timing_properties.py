@@ -8,9 +8,9 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from vramplan.core.plan.errors import PlanError
-from vramplan.core.plan.plan import Plan, plan_from_dict
-from vramplan.core.plan.training import OPTIMIZERS, PRECISIONS
+from vramplan.core.plan.helpers.errors import PlanError
+from vramplan.core.plan.schema.plan import Plan, plan_from_dict
+from vramplan.core.plan.schema.training import OPTIMIZERS, PRECISIONS
 from vramplan.core.time.step import step_time
 from vramplan.core.time.step_record import CATEGORIES
 

@@ -10,10 +10,10 @@ import pytest
 from bench.data.published_configs import REAL
 from tests.conftest import user_dir
 from vramplan.core.memory.peak import estimate
-from vramplan.core.plan import presets
-from vramplan.core.plan.errors import PlanError
-from vramplan.core.plan.plan import plan_from_dict
-from vramplan.core.plan.presets import user_config_dir
+from vramplan.core.plan.catalogue import presets
+from vramplan.core.plan.catalogue.presets import user_config_dir
+from vramplan.core.plan.helpers.errors import PlanError
+from vramplan.core.plan.schema.plan import plan_from_dict
 
 MY_MODEL = """
 id = "my-llama"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from vramplan.core.memory.peak import estimate
-from vramplan.core.plan.plan import plan_from_dict
+from vramplan.core.plan.schema.plan import plan_from_dict
 
 # A LLaMA-shaped model of 7.5B parameters: h 4096, f 11008, 36 blocks, vocab 32000, untied:
 # 36 x 202,383,360 + 2 x 131,072,000 + 4,096 = 7,547,949,056

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from textual.widgets import Static
 
-from vramplan.core.plan.units import GiB
+from vramplan.core.plan.helpers.units import GiB
 from vramplan.tui.app import VramplanApp
 
 

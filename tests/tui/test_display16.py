@@ -7,8 +7,8 @@ from __future__ import annotations
 import re
 
 from vramplan.core.memory.peak import estimate
-from vramplan.core.plan.plan import default_plan
-from vramplan.core.plan.units import GiB
+from vramplan.core.plan.helpers.units import GiB
+from vramplan.core.plan.schema.plan import default_plan
 from vramplan.tui.app import VramplanApp
 from vramplan.tui.widgets.bars import KindLegend, StackedBar
 
@@ -146,8 +146,8 @@ async def test_pane_keys_focus_the_panes_first_control() -> None:
 
 async def test_an_unknown_gpus_step_time_is_marked_assumed() -> None:
     """Issue 16.7 in the planner: a detected GPU without a preset has placeholder figures; the step time says so."""
-    from vramplan.core.plan import presets
-    from vramplan.core.plan.gpu_match import custom_spec
+    from vramplan.core.plan.catalogue import presets
+    from vramplan.core.plan.catalogue.gpu_match import custom_spec
 
     spec = custom_spec("NVIDIA L4", 23034)
     presets.register_gpu(spec, origin="detected")

@@ -9,7 +9,7 @@ from textual.content import Content
 from textual.widgets import Input
 
 from vramplan.core.memory.peak import estimate
-from vramplan.core.plan.plan import default_plan
+from vramplan.core.plan.schema.plan import default_plan
 from vramplan.tui.app import VramplanApp
 from vramplan.tui.widgets.bars import KindLegend, StackedBar, kind_style
 from vramplan.tui.widgets.pane_tabs import PaneTabs, tab_spans

@@ -8,12 +8,12 @@ import typing
 import pytest
 
 from vramplan.core.files.planfile import Meta
-from vramplan.core.plan import presets
-from vramplan.core.plan.errors import PlanError
-from vramplan.core.plan.plan import Plan, StrategyConfig, default_plan, plan_from_dict
-from vramplan.core.plan.stack import StackConfig
-from vramplan.core.plan.training import TrainingConfig
-from vramplan.core.plan.units import fmt_count
+from vramplan.core.plan.catalogue import presets
+from vramplan.core.plan.helpers.errors import PlanError
+from vramplan.core.plan.helpers.units import fmt_count
+from vramplan.core.plan.schema.plan import Plan, StrategyConfig, default_plan, plan_from_dict
+from vramplan.core.plan.schema.training import TrainingConfig
+from vramplan.core.plan.stack.config import StackConfig
 from vramplan.tui.choices import CHOICES, blocked, choice_index, error_text, next_valid, plan_value, shown_value
 from vramplan.tui.command_table import COMMANDS, bindings, palette_entries
 from vramplan.tui.history import PlanHistory

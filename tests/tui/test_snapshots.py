@@ -3,7 +3,7 @@ report). Deterministic: no clock, the focus on a list (no blinking cursor), noti
 
 from __future__ import annotations
 
-from vramplan.core.plan.plan import default_plan
+from vramplan.core.plan.schema.plan import default_plan
 from vramplan.tui.app import VramplanApp
 
 OVER_CAPACITY = {"strategy.zero_stage": 0, "strategy.gradient_checkpointing": "none"}

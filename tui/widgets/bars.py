@@ -17,7 +17,7 @@ from textual.style import Style
 from textual.widget import Widget
 
 from vramplan.core.memory.kinds import HOST, KIND_LABELS, KIND_SPECS, KINDS, KindSpec
-from vramplan.core.plan.units import gib_text as gib
+from vramplan.core.plan.helpers.units import gib_text as gib
 from vramplan.tui.widgets.text import content_size, line_strip
 
 SEGMENTS: tuple[KindSpec, ...] = (*KIND_SPECS, HOST)  # the kinds of GPU memory, then the host the plan offloads to

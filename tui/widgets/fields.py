@@ -18,9 +18,9 @@ from textual.widget import Widget
 from textual.widgets import Input, Label, Static
 
 from vramplan.core.memory.estimate_record import Estimate
-from vramplan.core.plan.field_values import parse_count
-from vramplan.core.plan.plan import Plan
-from vramplan.core.plan.units import number_text, parse_number
+from vramplan.core.plan.helpers.field_values import parse_count
+from vramplan.core.plan.helpers.units import number_text, parse_number
+from vramplan.core.plan.schema.plan import Plan
 from vramplan.tui.choices import CHOICES, Choice, blocked, plan_value, shown_value
 from vramplan.tui.widgets.choice_bar import ChoiceBar
 from vramplan.tui.widgets.text import compact, show_text

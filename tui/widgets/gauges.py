@@ -16,8 +16,8 @@ from textual.widgets import Static
 from vramplan.core.memory.estimate_record import FRAGMENTATION_RISK, Estimate
 from vramplan.core.memory.kinds import ALL_KINDS, KINDS
 from vramplan.core.plan.describe import gpu_name, method_label, model_name
-from vramplan.core.plan.units import fmt_count
-from vramplan.core.plan.units import gib_text as gib
+from vramplan.core.plan.helpers.units import fmt_count
+from vramplan.core.plan.helpers.units import gib_text as gib
 from vramplan.core.time.step_record import StepTime
 from vramplan.tui.names import short_gpu, short_model
 from vramplan.tui.pinned import Pinned, pinned_line

@@ -15,12 +15,12 @@ from textual.content import Content
 from textual.widgets import Input, Label, OptionList, Static
 
 from vramplan.core.memory.estimate_record import Estimate
-from vramplan.core.plan import presets
+from vramplan.core.plan.architecture.config import ModelConfig
+from vramplan.core.plan.architecture.families import FAMILIES
+from vramplan.core.plan.catalogue import presets
 from vramplan.core.plan.describe import model_name, modified_keys
-from vramplan.core.plan.families import FAMILIES
-from vramplan.core.plan.memo import memoised
-from vramplan.core.plan.model import ModelConfig
-from vramplan.core.plan.units import fmt_count
+from vramplan.core.plan.helpers.memo import memoised
+from vramplan.core.plan.helpers.units import fmt_count
 from vramplan.tui.choices import Choice
 from vramplan.tui.widgets.fields import ChoiceField, FieldRow, IntField, PlanPane
 from vramplan.tui.widgets.model_fields import (

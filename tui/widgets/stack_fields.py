@@ -1,5 +1,5 @@
 """The plan's ``[stack]`` in the Hardware pane: the framework (a choice: changing it re-chooses the keys the plan
-leaves to the stack, `core.plan.stack`), the line naming what the stack chose, and one text field per package
+leaves to the stack, `core.plan.stack.config`), the line naming what the stack chose, and one text field per package
 version. And the node's host memory and NVMe limits (`core.plan.node`) as the Hardware pane shows them."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from textual.widget import Widget
 from textual.widgets import Label, Static
 
 from vramplan.core.memory.estimate_record import Estimate
+from vramplan.core.plan.helpers.units import gib_text
 from vramplan.core.plan.node import Limit
 from vramplan.core.plan.resolved import choices_text
-from vramplan.core.plan.stack import PACKAGES
-from vramplan.core.plan.units import gib_text
+from vramplan.core.plan.stack.config import PACKAGES
 from vramplan.tui.widgets.fields import ChoiceField, FieldRow, NumberField, TextField
 from vramplan.tui.widgets.text import show_text
 
@@ -36,7 +36,7 @@ def stack_rows() -> Iterator[Widget]:
 
 
 def show_stack(pane: Widget, est: Estimate) -> None:
-    """The line naming the keys the stack chose for this plan (`core.plan.stack.choices_text`)."""
+    """The line naming the keys the stack chose for this plan (`core.plan.resolved.choices_text`)."""
     text = choices_text(est.plan) or f"stack {est.plan.stack.framework}: no key of this plan left to it"
     show_text(pane.query_one("#stack-chose", Static), Content(text))
 

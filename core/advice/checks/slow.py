@@ -11,7 +11,7 @@ from typing import Any
 from vramplan.core.advice.checks.base import Context, Item, Rule, fastest, pct
 from vramplan.core.advice.whatif import Effect
 from vramplan.core.memory.estimate_record import FRAGMENTATION_RISK
-from vramplan.core.plan.units import fmt_seconds
+from vramplan.core.plan.helpers.units import fmt_seconds
 from vramplan.core.time.assumptions import HOST_MEMORY_GBS_PER_NODE
 
 WORTH = 0.95  # a fix must make the time per token at least 5% shorter

@@ -22,7 +22,7 @@ from typing import Any
 from vramplan.core.files.importers.config_values import count, flag, number
 from vramplan.core.files.importers.models import read_model
 from vramplan.core.files.importers.record import ImportLog, Section
-from vramplan.core.plan.objectives import OBJECTIVES
+from vramplan.core.plan.schema.objectives import OBJECTIVES
 
 NOT_PLANNED = "a data, logging, scheduling or sampling setting: no memory or step-time effect planned"
 REF = re.compile(r"^\$\{([A-Za-z0-9_.]+)\}$")

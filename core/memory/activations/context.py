@@ -11,12 +11,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
 from vramplan.core.memory.rl.terms import head_positions
-from vramplan.core.plan.arch import Arch, lora_roles
-from vramplan.core.plan.precision import REGIMES, Regime
+from vramplan.core.plan.architecture.arch import Arch, lora_roles
 from vramplan.core.plan.resolved import plan_rl_settings
+from vramplan.core.plan.schema.precision import REGIMES, Regime
 
 if TYPE_CHECKING:
-    from vramplan.core.plan.plan import Plan
+    from vramplan.core.plan.schema.plan import Plan
 
 INT8_GROUP = 64  # int8 activation compression: one fp32 scale per 64 values
 

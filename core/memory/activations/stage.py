@@ -18,8 +18,8 @@ from vramplan.core.memory.activations.block import (
 )
 from vramplan.core.memory.activations.context import ActCtx, Saved, int8_bytes
 from vramplan.core.memory.states import Stage
-from vramplan.core.plan.arch import Arch
-from vramplan.core.plan.memo import memoised
+from vramplan.core.plan.architecture.arch import Arch
+from vramplan.core.plan.helpers.memo import memoised
 
 
 class Layout(NamedTuple):

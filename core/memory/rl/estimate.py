@@ -22,20 +22,20 @@ from vramplan.core.memory.estimate_record import Estimate, OverheadTerm, Phase
 from vramplan.core.memory.kinds import RL_KINDS
 from vramplan.core.memory.rl import terms as tm
 from vramplan.core.memory.rl.rl_memory import PhaseMemory, RLMemory, RLTerm
-from vramplan.core.plan import presets
-from vramplan.core.plan.arch import Arch
-from vramplan.core.plan.plan import Plan
-from vramplan.core.plan.precision import REGIMES
+from vramplan.core.plan.architecture.arch import Arch
+from vramplan.core.plan.catalogue import presets
+from vramplan.core.plan.helpers.units import fmt_gib
 from vramplan.core.plan.resolved import plan_rl_settings
-from vramplan.core.plan.rl import RLSettings
-from vramplan.core.plan.units import fmt_gib
+from vramplan.core.plan.schema.plan import Plan
+from vramplan.core.plan.schema.precision import REGIMES
+from vramplan.core.plan.schema.rl import RLSettings
 
 SftEstimate = Callable[..., Estimate]
 TRL_GRPO = "trl/trainer/grpo_trainer.py"
 
 
 def settings(plan: Plan) -> RLSettings:
-    """The plan's ``[rl]`` keys resolved (`core.plan.rl.rl_settings`)."""
+    """The plan's ``[rl]`` keys resolved (`core.plan.schema.rl.rl_settings`)."""
     return plan_rl_settings(plan)
 
 

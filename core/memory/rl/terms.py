@@ -7,7 +7,7 @@ trains on.
 
 from __future__ import annotations
 
-from vramplan.core.plan.arch import Arch
+from vramplan.core.plan.architecture.arch import Arch
 
 # TRL's fused lm-head (trl/kernels/chunked_logprob.py TOKEN_CHUNK_SIZE, trl/trainer/utils.py
 # _CHUNKED_LOGPROB_CHUNK_SIZE): the projection runs on [4096 tokens, 32768 vocabulary] tiles, in one buffer

@@ -9,7 +9,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from vramplan.core.plan.field_values import FROZEN_TABLE, caseless_choices, count_value, strict_scalars
+from vramplan.core.plan.helpers.field_values import FROZEN_TABLE, caseless_choices, count_value, strict_scalars
 
 Checkpointing = Literal["none", "selective", "op", "full"]
 Attention = Literal["eager", "flash"]

@@ -6,8 +6,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from vramplan.core.plan.errors import PlanError
-from vramplan.core.plan.readfile import read_regular
+from vramplan.core.plan.helpers.errors import PlanError
+from vramplan.core.plan.helpers.readfile import read_regular
 
 if sys.version_info >= (3, 11):
     import tomllib

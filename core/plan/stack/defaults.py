@@ -1,7 +1,7 @@
 """What each stack does by default (`STACK_DEFAULTS`): one row per default of one (framework, version range), with
 the framework file it was read from, and the choices they make for a plan's data (`stack_choices`; those that
 matter to a plan: `core.plan.resolved.shown_choices`). The
-``[stack]`` table itself and the row's record are `core.plan.stack`; ``docs/stacks.md`` is rendered from these
+``[stack]`` table itself and the row's record are `core.plan.stack.config`; ``docs/stacks.md`` is rendered from these
 rows (`core.files.docpages`)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from vramplan.core.plan.stack import FRAMEWORKS, HF_FAMILY, StackConfig, StackDefault
+from vramplan.core.plan.stack.config import FRAMEWORKS, HF_FAMILY, StackConfig, StackDefault
 
 ALL = FRAMEWORKS
 NATIVE_CKPT = ("torchtune", "torchtitan", "litgpt")

@@ -8,9 +8,9 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict
 
-from vramplan.core.plan.errors import PlanError, shown
-from vramplan.core.plan.memo import memoised
-from vramplan.core.plan.units import parse_number
+from vramplan.core.plan.helpers.errors import PlanError, shown
+from vramplan.core.plan.helpers.memo import memoised
+from vramplan.core.plan.helpers.units import parse_number
 
 # every table of a plan: immutable, no unknown keys, no NaN or infinity
 FROZEN_TABLE = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)

@@ -1,14 +1,14 @@
 """config.json -> plan keys for the 2024-2025 families: Qwen3 (dense and MoE), Qwen2-MoE, Mixtral, Gemma 2/3,
 OLMo 2, Phi-1.5/2, DeepSeek-V3 and gpt-oss (transformers' config classes read at v5.24; defaults in
-`core.plan.hfkeys.DEFAULTS`)."""
+`core.plan.architecture.hf_keys.DEFAULTS`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
-from vramplan.core.plan.errors import PlanError, shown
-from vramplan.core.plan.hfkeys import ConfigKeys
+from vramplan.core.plan.architecture.hf_keys import ConfigKeys
+from vramplan.core.plan.helpers.errors import PlanError, shown
 
 
 def _sizes(k: ConfigKeys, *, kv_default: int | None = None) -> dict[str, Any]:

@@ -7,11 +7,11 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from vramplan.core.plan.arch import ALL_ROLES
-from vramplan.core.plan.errors import shown
-from vramplan.core.plan.field_values import FROZEN_TABLE, caseless_choices, count_value, strict_scalars
-from vramplan.core.plan.objectives import OBJECTIVES, Objective, ObjectiveName
-from vramplan.core.plan.units import parse_number
+from vramplan.core.plan.architecture.arch import ALL_ROLES
+from vramplan.core.plan.helpers.errors import shown
+from vramplan.core.plan.helpers.field_values import FROZEN_TABLE, caseless_choices, count_value, strict_scalars
+from vramplan.core.plan.helpers.units import parse_number
+from vramplan.core.plan.schema.objectives import OBJECTIVES, Objective, ObjectiveName
 
 Precision = Literal["fp32", "bf16-autocast", "fp16-autocast", "bf16-master", "fp16-master", "bf16-pure", "bf16-fsdp"]
 Optimizer = Literal[
@@ -135,7 +135,7 @@ class TrainingConfig(BaseModel):
 
     @property
     def objective_spec(self) -> Objective:
-        """The objective's record: what it trains on, generates and holds (`core.plan.objectives`)."""
+        """The objective's record: what it trains on, generates and holds (`core.plan.schema.objectives`)."""
         return OBJECTIVES[self.objective]
 
     @property

@@ -4,8 +4,8 @@ reaching into the modules that hold them.
 `memoised` is `functools.lru_cache` plus registration in a group: ``"estimate"`` for the estimator's sub-results
 (keyed on frozen inputs: a keystroke that changes one field recomputes only what depends on it), ``"presets"`` for
 what is read from disk or from ``nvidia-smi`` (the preset registry, the detected GPUs). `clear` empties one group
-(benchmarks measure cold estimates with ``clear("estimate")``); `vramplan.core.plan.presets.reload` empties both.
-"""
+(benchmarks measure cold estimates with ``clear("estimate")``); `vramplan.core.plan.catalogue.presets.reload` empties
+both."""
 
 from __future__ import annotations
 

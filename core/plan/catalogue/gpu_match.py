@@ -16,9 +16,9 @@ import re
 from collections import Counter
 from typing import NamedTuple
 
-from vramplan.core.plan import presets
-from vramplan.core.plan.errors import clip, printable
-from vramplan.core.plan.preset_specs import GpuSpec
+from vramplan.core.plan.catalogue import presets
+from vramplan.core.plan.catalogue.specs import GpuSpec
+from vramplan.core.plan.helpers.errors import clip, printable
 
 QUERY = ("--query-gpu=name,memory.total", "--format=csv,noheader,nounits")  # nvidia-smi's: what `parse` reads
 

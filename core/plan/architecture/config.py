@@ -1,10 +1,9 @@
 """The plan's ``[model]`` table: the architecture, with Hugging Face ``config.json`` key names.
 
-``preset`` (a model preset) or ``hf_config`` (a local config.json, `core.plan.hfconfig`) fills every key not given
-(`core.plan.presets.resolve_model` merges them in before validation); the
-structural keys beyond the sizes (biases, parallel residual, activation, partial RoPE, learned positions, Falcon's
-architecture flags) default to the family's and may only be set where the family's config has them.
-"""
+``preset`` (a model preset) or ``hf_config`` (a local config.json, `core.plan.architecture.hf_config`) fills every key
+not given (`core.plan.catalogue.presets.resolve_model` merges them in before validation); the structural keys beyond the
+sizes (biases, parallel residual, activation, partial RoPE, learned positions, Falcon's architecture flags) default to
+the family's and may only be set where the family's config has them."""
 
 from __future__ import annotations
 
@@ -13,10 +12,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from vramplan.core.plan.arch import ACTIVATIONS, OPTION_KEYS, Arch, build_arch
-from vramplan.core.plan.errors import PlanError, shown
-from vramplan.core.plan.families import FAMILIES, Family
-from vramplan.core.plan.field_values import strict_scalars
+from vramplan.core.plan.architecture.arch import ACTIVATIONS, OPTION_KEYS, Arch, build_arch
+from vramplan.core.plan.architecture.families import FAMILIES, Family
+from vramplan.core.plan.helpers.errors import PlanError, shown
+from vramplan.core.plan.helpers.field_values import strict_scalars
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 MOE_PLAN_KEYS: tuple[str, ...] = (
@@ -54,7 +53,7 @@ class ModelConfig(BaseModel):
     num_key_value_heads: int = Field(ge=1, le=2**16)
     tie_word_embeddings: bool
     head_dim: int | None = Field(default=None, ge=1, le=2**16)
-    # structure beyond the sizes (None: the family's default; see core.plan.arch.FAMILIES)
+    # structure beyond the sizes (None: the family's default; see core.plan.architecture.arch.FAMILIES)
     attention_bias: bool | None = None
     mlp_bias: bool | None = None
     use_parallel_residual: bool | None = Field(default=None, description="GPT-NeoX; Falcon's parallel_attn")
@@ -64,8 +63,8 @@ class ModelConfig(BaseModel):
     max_position_embeddings: int | None = Field(default=None, ge=1, le=10**9, description="GPT-2 n_positions")
     alibi: bool | None = None
     new_decoder_architecture: bool | None = None
-    # mixture of experts (core.plan.moe): routed experts per MoE layer, top-k, one expert's width, the shared
-    # experts' summed width, and how many layers are dense (DeepSeek first_k_dense_replace, Qwen mlp_only_layers)
+    # mixture of experts (core.plan.architecture.moe): routed experts per MoE layer, top-k, one expert's width, the
+    # shared experts' summed width, and how many layers are dense (DeepSeek first_k_dense_replace, Qwen mlp_only_layers)
     num_experts: int | None = Field(default=None, ge=1, le=2**16)
     num_experts_per_tok: int | None = Field(default=None, ge=1, le=2**16)
     moe_intermediate_size: int | None = Field(default=None, ge=1, le=2**24)
@@ -87,7 +86,8 @@ class ModelConfig(BaseModel):
     @classmethod
     def _family_defaults(cls, data: Any) -> Any:
         """Keys transformers defaults: multi-head attention, and the family's tying of embedding and lm_head.
-        (A preset's or config.json's keys are merged in before: `vramplan.core.plan.presets.resolve_model`.)"""
+        (A preset's or config.json's keys are merged in before: `vramplan.core.plan.catalogue.presets.resolve_model`.)
+        """
         data = strict_scalars(cls, data, "model")
         if isinstance(data, dict) and "num_key_value_heads" not in data and "num_attention_heads" in data:
             data = {**data, "num_key_value_heads": data["num_attention_heads"]}  # HF default: MHA

@@ -6,19 +6,19 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from vramplan.core.plan import presets
-from vramplan.core.plan.errors import PlanError
-from vramplan.core.plan.families import FAMILIES
-from vramplan.core.plan.hardware import HardwareConfig
-from vramplan.core.plan.model import ModelConfig
-from vramplan.core.plan.objectives import OBJECTIVES
-from vramplan.core.plan.rl import RLConfig, check_rl, rl_settings
-from vramplan.core.plan.strategy import StrategyConfig
-from vramplan.core.plan.training import TrainingConfig
+from vramplan.core.plan.architecture.config import ModelConfig
+from vramplan.core.plan.architecture.families import FAMILIES
+from vramplan.core.plan.catalogue import presets
+from vramplan.core.plan.helpers.errors import PlanError
+from vramplan.core.plan.schema.hardware import HardwareConfig
+from vramplan.core.plan.schema.objectives import OBJECTIVES
+from vramplan.core.plan.schema.rl import RLConfig, check_rl, rl_settings
+from vramplan.core.plan.schema.strategy import StrategyConfig
+from vramplan.core.plan.schema.training import TrainingConfig
 
 
 class PlanTables(Protocol):
-    """What the rules read of a plan: its tables and its data-parallel size. A `core.plan.plan.Plan` is one; the
+    """What the rules read of a plan: its tables and its data-parallel size. A `core.plan.schema.plan.Plan` is one; the
     rules run while it validates, so this module does not import it."""
 
     @property

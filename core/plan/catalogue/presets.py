@@ -16,13 +16,13 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from vramplan.core.plan import memo
-from vramplan.core.plan.errors import PlanError, pydantic_error, shown, suggest
-from vramplan.core.plan.memo import memoised
-from vramplan.core.plan.model import ModelConfig
-from vramplan.core.plan.paths import absolute, user_path
-from vramplan.core.plan.preset_specs import GpuSpec, ModelPreset
-from vramplan.core.plan.tomlio import read_toml
+from vramplan.core.plan.architecture.config import ModelConfig
+from vramplan.core.plan.catalogue.specs import GpuSpec, ModelPreset
+from vramplan.core.plan.helpers import memo
+from vramplan.core.plan.helpers.errors import PlanError, pydantic_error, shown, suggest
+from vramplan.core.plan.helpers.memo import memoised
+from vramplan.core.plan.helpers.paths import absolute, user_path
+from vramplan.core.plan.helpers.tomlio import read_toml
 from vramplan.presets import DATA_DIR
 
 T = TypeVar("T", bound=BaseModel)
@@ -159,8 +159,8 @@ def resolve_model(data: dict[str, Any], reg: Registry | None = None, seen: tuple
     """A ``[model]`` table with the keys its ``preset`` or ``hf_config`` gives merged under the ones it states.
 
     A preset's own ``[config]`` may name a preset it starts from (resolved first, ``MAX_PRESET_CHAIN`` deep, a
-    loop is an error); ``hf_config`` is read as `vramplan.core.plan.hfconfig.read_hf_config` maps it, relative to
-    the working directory. `reg`: the registry to look presets up in (default: `registry()`)."""
+    loop is an error); ``hf_config`` is read as `vramplan.core.plan.architecture.hf_config.read_hf_config` maps it,
+    relative to the working directory. `reg`: the registry to look presets up in (default: `registry()`)."""
     if isinstance(data.get("preset"), str):
         name = data["preset"]
         if name in seen or len(seen) >= MAX_PRESET_CHAIN:
@@ -179,7 +179,8 @@ def resolve_model(data: dict[str, Any], reg: Registry | None = None, seen: tuple
         if not Path(path).exists() and states_every_key(data):
             # a plan exported elsewhere: its model keys decide, hf_config is where they came from (provenance)
             return {**data, "hf_config": path}
-        from vramplan.core.plan.hfconfig import read_hf_config  # a plan's first config.json loads the reader
+        # a plan's first config.json loads the reader
+        from vramplan.core.plan.architecture.hf_config import read_hf_config
 
         try:
             base = read_hf_config(path).model

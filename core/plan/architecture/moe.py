@@ -1,12 +1,12 @@
 """Mixture-of-experts and the structure beyond a plain block: the parameters a block's per-token linears do not show.
 
-A decoder block's `Linear` list (`core.plan.arch`) describes the path one token takes: attention, then for a
-mixture-of-experts layer the ``top_k`` routed experts (and the shared expert) as one gated MLP of width
-``top_k * moe_intermediate_size + shared``. FLOPs and saved activations read that path. The weights a token does
-not pass through (the other ``E - top_k`` experts), the routers, the expert biases, per-head q/k norms, attention
-sinks and the multi-head latent attention's low-rank projections are counted here, exactly, against the modules
-transformers builds (read at v5.24; checked by tests/core/test_model_types.py against
-``AutoModelForCausalLM.from_config`` on the meta device):
+A decoder block's `Linear` list (`core.plan.architecture.arch`) describes the path one token takes: attention, then for
+a mixture-of-experts layer the ``top_k`` routed experts (and the shared expert) as one gated MLP of width ``top_k *
+moe_intermediate_size + shared``. FLOPs and saved activations read that path. The weights a token does not pass through
+(the other ``E - top_k`` experts), the routers, the expert biases, per-head q/k norms, attention sinks and the
+multi-head latent attention's low-rank projections are counted here, exactly, against the modules transformers builds
+(read at v5.24; checked by tests/core/test_model_types.py against ``AutoModelForCausalLM.from_config`` on the meta
+device):
 
 - mixtral ``MixtralSparseMoeBlock``: router ``gate`` Linear(h, E, bias=False), E SwiGLU experts of width
   ``intermediate_size``, no shared expert.

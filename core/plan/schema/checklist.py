@@ -6,8 +6,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
 
-from vramplan.core.plan.errors import shown, suggest
-from vramplan.core.plan.field_values import FROZEN_TABLE
+from vramplan.core.plan.helpers.errors import shown, suggest
+from vramplan.core.plan.helpers.field_values import FROZEN_TABLE
 
 # The checklist items vramplan cannot judge (core/checklist.py): the user ticks them when checked.
 MANUAL_CHECKS: tuple[str, ...] = ("oom.other_processes", "nan.learning_rate", "nan.data", "slow.data_loading")

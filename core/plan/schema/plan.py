@@ -1,12 +1,11 @@
 """The plan: one frozen pydantic model with the tables of a plan file.
 
-``[model]`` (HF config.json key names, optionally from a preset: `core.plan.model`), ``[hardware]``, ``[training]``
-(`core.plan.training`), ``[strategy]`` (`core.plan.strategy`), ``[stack]`` (`core.plan.stack`, with the defaults it
-fills in: `core.plan.stack_defaults`), the optional ``[overhead]`` (the GPU-only terms PyTorch's tensors do not
-see), ``[checklist]`` (which of the troubleshooting checklist's by-hand items the user has ticked) and ``[advice]``
-(the safety margin: `core.plan.advice`). Every change goes through `Plan.with_changes`, which re-validates; a bad
-value is a `PlanError` naming its dotted key.
-"""
+``[model]`` (HF config.json key names, optionally from a preset: `core.plan.architecture.config`), ``[hardware]``,
+``[training]`` (`core.plan.schema.training`), ``[strategy]`` (`core.plan.schema.strategy`), ``[stack]``
+(`core.plan.stack.config`, with the defaults it fills in: `core.plan.stack.defaults`), the optional ``[overhead]`` (the
+GPU-only terms PyTorch's tensors do not see), ``[checklist]`` (which of the troubleshooting checklist's by-hand items
+the user has ticked) and ``[advice]`` (the safety margin: `core.plan.schema.advice`). Every change goes through
+`Plan.with_changes`, which re-validates; a bad value is a `PlanError` naming its dotted key."""
 
 from __future__ import annotations
 
@@ -14,20 +13,20 @@ from typing import Any
 
 from pydantic import BaseModel, PrivateAttr, ValidationError, ValidatorFunctionWrapHandler, model_validator
 
-from vramplan.core.plan import presets
-from vramplan.core.plan.advice import AdviceConfig
-from vramplan.core.plan.checklist import ChecklistConfig
-from vramplan.core.plan.combinations import check_combinations
-from vramplan.core.plan.errors import PlanError, pydantic_error
-from vramplan.core.plan.field_values import FROZEN_TABLE
-from vramplan.core.plan.hardware import HardwareConfig
-from vramplan.core.plan.model import ModelConfig
-from vramplan.core.plan.overhead import OverheadConfig
-from vramplan.core.plan.rl import APPLIES, RLConfig
-from vramplan.core.plan.stack import StackConfig, StackDefault
-from vramplan.core.plan.stack_defaults import stack_choices
-from vramplan.core.plan.strategy import StrategyConfig
-from vramplan.core.plan.training import TrainingConfig
+from vramplan.core.plan.architecture.config import ModelConfig
+from vramplan.core.plan.catalogue import presets
+from vramplan.core.plan.helpers.errors import PlanError, pydantic_error
+from vramplan.core.plan.helpers.field_values import FROZEN_TABLE
+from vramplan.core.plan.schema.advice import AdviceConfig
+from vramplan.core.plan.schema.checklist import ChecklistConfig
+from vramplan.core.plan.schema.hardware import HardwareConfig
+from vramplan.core.plan.schema.overhead import OverheadConfig
+from vramplan.core.plan.schema.rl import APPLIES, RLConfig
+from vramplan.core.plan.schema.rules import check_combinations
+from vramplan.core.plan.schema.strategy import StrategyConfig
+from vramplan.core.plan.schema.training import TrainingConfig
+from vramplan.core.plan.stack.config import StackConfig, StackDefault
+from vramplan.core.plan.stack.defaults import stack_choices
 
 TABLES = ("model", "hardware", "training", "strategy", "stack", "overhead", "checklist", "advice", "rl")
 
@@ -49,7 +48,7 @@ class Plan(BaseModel):
     @model_validator(mode="wrap")
     @classmethod
     def _stack_defaults(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Plan:
-        """The keys of `core.plan.stack_defaults.STACK_KEYS` that the data leaves unset, filled with the stack's
+        """The keys of `core.plan.stack.defaults.STACK_KEYS` that the data leaves unset, filled with the stack's
         defaults; the plan remembers which (`stack_chosen`), and `dump` leaves them out."""
         chosen: dict[str, StackDefault] = {}
         if isinstance(data, dict):
@@ -81,7 +80,7 @@ class Plan(BaseModel):
     @property
     def stack_chosen(self) -> dict[str, StackDefault]:
         """The keys the stack chose (the plan's data left them unset), each with the row of
-        `core.plan.stack_defaults.STACK_DEFAULTS` that gave its value."""
+        `core.plan.stack.defaults.STACK_DEFAULTS` that gave its value."""
         return self._stack_chosen
 
     def dump(self) -> dict[str, Any]:
@@ -100,7 +99,7 @@ class Plan(BaseModel):
         """A new, validated plan with dotted-key changes (``{"strategy.zero_stage": 3}``).
 
         Choosing a new ``model.preset`` or ``model.hf_config`` replaces every model key not also given in ``changes``;
-        a new ``training.objective`` drops the ``[rl]`` keys that do not apply to it (`core.plan.rl.APPLIES`).
+        a new ``training.objective`` drops the ``[rl]`` keys that do not apply to it (`core.plan.schema.rl.APPLIES`).
         """
         raw = self.dump()
         for key in ("model.preset", "model.hf_config"):

@@ -7,9 +7,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from vramplan.core.plan import presets
-from vramplan.core.plan.field_values import FROZEN_TABLE, count_value, strict_scalars
-from vramplan.core.plan.preset_specs import MAX_GBS, MAX_NODE_GIB
+from vramplan.core.plan.catalogue import presets
+from vramplan.core.plan.catalogue.specs import MAX_GBS, MAX_NODE_GIB
+from vramplan.core.plan.helpers.field_values import FROZEN_TABLE, count_value, strict_scalars
 
 MAX_PRICE_PER_GPU_HOUR = 1e6
 

@@ -30,9 +30,9 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from vramplan.core.plan.errors import PlanError
-from vramplan.core.plan.field_values import FROZEN_TABLE, caseless_choices, count_value, strict_scalars
-from vramplan.core.plan.objectives import OBJECTIVES, POST_TRAINING, Objective
+from vramplan.core.plan.helpers.errors import PlanError
+from vramplan.core.plan.helpers.field_values import FROZEN_TABLE, caseless_choices, count_value, strict_scalars
+from vramplan.core.plan.schema.objectives import OBJECTIVES, POST_TRAINING, Objective
 
 Reference = Literal["copy", "adapter", "precomputed", "none"]
 Generation = Literal["hf", "vllm-colocate", "vllm-server"]
@@ -194,7 +194,7 @@ class RLSettings:
 
     @property
     def spec(self) -> Objective:
-        """The objective's record (`core.plan.objectives`)."""
+        """The objective's record (`core.plan.schema.objectives`)."""
         return OBJECTIVES[self.objective]
 
     @property

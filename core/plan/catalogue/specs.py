@@ -1,6 +1,6 @@
 """The schemas of the preset files: one accelerator (`GpuSpec`, ``presets/hardware/*.toml``) and one model
 (`ModelPreset`, ``presets/models/*.toml``), with the bounds their figures are checked against. Loading them and
-looking them up by id is `core.plan.presets`."""
+looking them up by id is `core.plan.catalogue.presets`."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from vramplan.core.plan.field_values import strict_scalars
-from vramplan.core.plan.units import MiB
+from vramplan.core.plan.helpers.field_values import strict_scalars
+from vramplan.core.plan.helpers.units import MiB
 
 Generation = Literal["volta", "turing", "ampere", "ada", "hopper", "blackwell", "cdna2", "cdna3", "cdna4"]
 SPEC = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)

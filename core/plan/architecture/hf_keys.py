@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from vramplan.core.plan.arch import ACTIVATIONS
-from vramplan.core.plan.errors import PlanError, shown
+from vramplan.core.plan.architecture.arch import ACTIVATIONS
+from vramplan.core.plan.helpers.errors import PlanError, shown
 
 MISSING = object()
 

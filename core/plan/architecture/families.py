@@ -1,6 +1,6 @@
 """The supported Hugging Face ``model_type``s as `Family` records: norm, MLP, fused or separate q/k/v, default
-biases, positions, tying, and the structure beyond a plain block (see `core.plan.arch` for the sources and how
-a family and a config's sizes become an `Arch`)."""
+biases, positions, tying, and the structure beyond a plain block (see `core.plan.architecture.arch` for the sources and
+how a family and a config's sizes become an `Arch`)."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ class Family(NamedTuple):
     lm_head_bias: bool = False  # Phi-1.5/2
     sinks: bool = False  # gpt-oss: one learned attention-sink logit per head and layer
     softcap: bool = False  # Gemma 2: attention logits soft-capped, cap * tanh(scores / cap)
-    moe: bool = False  # routed experts (see core.plan.moe)
+    moe: bool = False  # routed experts (see core.plan.architecture.moe)
     mla: bool = False  # DeepSeek multi-head latent attention
     local_rope: bool = False  # Gemma 3: sliding layers use their own RoPE base (a second cos/sin pair)
     half_rope_table: bool = False  # gpt-oss: cos/sin hold d/2 frequencies, not duplicated to d

@@ -30,9 +30,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Literal, NamedTuple
 
-from vramplan.core.plan.families import FAMILIES, Family
-from vramplan.core.plan.memo import memoised
-from vramplan.core.plan.moe import Mla, Moe, mtp_params
+from vramplan.core.plan.architecture.families import FAMILIES, Family
+from vramplan.core.plan.architecture.moe import Mla, Moe, mtp_params
+from vramplan.core.plan.helpers.memo import memoised
 
 Role = Literal["q", "k", "v", "o", "gate", "up", "down", "qkv", "gate_up"]
 ALL_ROLES: tuple[str, ...] = ("q", "k", "v", "o", "gate", "up", "down", "qkv", "gate_up")
@@ -101,7 +101,7 @@ class Arch:
     attn_math: bool = False  # Falcon multi-query: k/v with one head, SDPA falls back to its math kernel
     mask_per_layer: bool = False  # Falcon + RoPE + SDPA: the materialised bool mask is converted in every layer
     index_bytes: int = 0  # Falcon's k/v list indexing saves two int64 indices per block
-    moe: Moe | None = None  # routed experts; `linears` then hold the path of one token (core.plan.moe)
+    moe: Moe | None = None  # routed experts; `linears` then hold the path of one token (core.plan.architecture.moe)
     mla: Mla | None = None  # DeepSeek's latent attention; `linears` hold an equivalent q/k/v/o for the FLOPs
     extra_params: int = 0  # signed, whole model: what the linears and norms do not show (q/k norms, sinks,
     # MLA's low-rank projections, the dense layers of an MoE model, Phi's lm_head bias)

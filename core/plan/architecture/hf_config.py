@@ -18,14 +18,14 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from vramplan.core.plan.errors import PlanError, clip, printable, shown
-from vramplan.core.plan.families import FAMILIES
-from vramplan.core.plan.hffamilies import NEW_MAPPERS, window_keys
-from vramplan.core.plan.hfkeys import MISSING, ConfigKeys, ignored_keys
-from vramplan.core.plan.model import upper_bound
-from vramplan.core.plan.paths import user_path
-from vramplan.core.plan.readfile import path_problem, read_regular
-from vramplan.core.plan.tomlio import depth_problem
+from vramplan.core.plan.architecture.config import upper_bound
+from vramplan.core.plan.architecture.families import FAMILIES
+from vramplan.core.plan.architecture.hf_families import NEW_MAPPERS, window_keys
+from vramplan.core.plan.architecture.hf_keys import MISSING, ConfigKeys, ignored_keys
+from vramplan.core.plan.helpers.errors import PlanError, clip, printable, shown
+from vramplan.core.plan.helpers.paths import user_path
+from vramplan.core.plan.helpers.readfile import path_problem, read_regular
+from vramplan.core.plan.helpers.tomlio import depth_problem
 
 SUPPORTED: tuple[str, ...] = tuple(FAMILIES)
 # keys whose presence (with a value > 0) marks a mixture-of-experts model

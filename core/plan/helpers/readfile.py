@@ -13,7 +13,7 @@ import os
 import stat
 from pathlib import Path
 
-from vramplan.core.plan.errors import PlanError
+from vramplan.core.plan.helpers.errors import PlanError
 
 MAX_TEXT_BYTES = 4 * 1024 * 1024  # plan files, presets, config.json: a few KB in practice
 _NOT_REGULAR = (

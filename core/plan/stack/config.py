@@ -1,9 +1,9 @@
 """The plan's ``[stack]`` table: the training framework and the package versions that change memory, and the
-defaults each stack gives the mechanism keys a user did not set (`core.plan.stack_defaults`).
+defaults each stack gives the mechanism keys a user did not set (`core.plan.stack.defaults`).
 
 A plan states what it trains; the stack decides how the framework runs it when the plan does not say: whether
 gradient checkpointing is reentrant, which dtype LoRA adapters get, whether LoRA dropout is on, which linears a
-4-bit base quantizes, which bitsandbytes generation runs. Each row of `core.plan.stack_defaults.STACK_DEFAULTS` is
+4-bit base quantizes, which bitsandbytes generation runs. Each row of `core.plan.stack.defaults.STACK_DEFAULTS` is
 one default of one (framework, version range), with the framework file it was read from; the first row that
 matches a key wins, and
 the ``custom`` rows (any framework) give today's behaviour. An explicit key always wins: the plan fills only the
@@ -19,7 +19,7 @@ from typing import Any, ClassVar, Literal, NamedTuple
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from vramplan.core.plan.field_values import FROZEN_TABLE, caseless_choices, strict_scalars
+from vramplan.core.plan.helpers.field_values import FROZEN_TABLE, caseless_choices, strict_scalars
 
 Framework = Literal[
     "hf-trainer",

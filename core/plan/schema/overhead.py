@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, model_validator
 
-from vramplan.core.plan.field_values import FROZEN_TABLE, strict_scalars
+from vramplan.core.plan.helpers.field_values import FROZEN_TABLE, strict_scalars
 
 
 class OverheadConfig(BaseModel):
