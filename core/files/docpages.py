@@ -1,5 +1,5 @@
 """The generated pages of ``docs/``, rendered from the code's own tables so that they cannot drift: each page
-starts with a header saying so, and ``tests/core/test_docpages.py`` fails when a page in ``docs/`` differs from
+starts with a header saying so, and ``tests/core/files/test_docpages.py`` fails when a page in ``docs/`` differs from
 what this module renders.
 
 Regenerate every page from the repository's root::

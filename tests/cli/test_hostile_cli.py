@@ -84,7 +84,7 @@ def test_fit_limit_one_is_taken(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_export_refuses_fifos_and_dangling_links(tmp_path: Path) -> None:
-    """(``/dev/null`` itself is tested through `check_target` in tests/core/test_hostile_files.py: a regression
+    """(``/dev/null`` itself is tested through `check_target` in tests/core/files/test_hostile_files.py: a regression
     run as root must not be able to replace the machine's /dev/null.)"""
     fifo = tmp_path / "pipe.toml"
     os.mkfifo(fifo)

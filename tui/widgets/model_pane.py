@@ -50,7 +50,7 @@ MODEL_INTS = (
 @memoised(None, group="presets")  # emptied with the presets (`presets.reload`): a user preset may change
 def preset_params(preset_id: str) -> str:
     """The preset's parameter count, as the list shows it. A built-in preset states it (``params``, equal to the
-    architecture's count: `tests/core/test_arch.py` checks every one), so the list needs no 45 architectures at
+    architecture's count: `tests/core/plan/test_arch.py` checks every one), so the list needs no 45 architectures at
     start (14M of the first frame's instructions); a user preset's is worked out from its architecture."""
     reg = presets.registry()
     if not reg.is_user("models", preset_id) and (stated := reg.models[preset_id].params) is not None:

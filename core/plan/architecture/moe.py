@@ -5,7 +5,7 @@ a mixture-of-experts layer the ``top_k`` routed experts (and the shared expert) 
 moe_intermediate_size + shared``. FLOPs and saved activations read that path. The weights a token does not pass through
 (the other ``E - top_k`` experts), the routers, the expert biases, per-head q/k norms, attention sinks and the
 multi-head latent attention's low-rank projections are counted here, exactly, against the modules transformers builds
-(read at v5.24; checked by tests/core/test_model_types.py against ``AutoModelForCausalLM.from_config`` on the meta
+(read at v5.24; checked by tests/core/plan/test_model_types.py against ``AutoModelForCausalLM.from_config`` on the meta
 device):
 
 - mixtral ``MixtralSparseMoeBlock``: router ``gate`` Linear(h, E, bias=False), E SwiGLU experts of width

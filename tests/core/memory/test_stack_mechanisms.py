@@ -14,11 +14,11 @@ partly reuses (measured +6% to +13% over).
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.conftest import DATA
 from vramplan.core.memory.activations.context import plan_ctx
 from vramplan.core.memory.activations.stage import Layout, loss_bytes
 from vramplan.core.memory.estimate_record import Estimate
@@ -27,7 +27,6 @@ from vramplan.core.plan.helpers.errors import PlanError
 from vramplan.core.plan.schema.plan import Plan, plan_from_dict
 from vramplan.core.time.step import step_time
 
-DATA = Path(__file__).parent.parent / "data"
 SAC = json.loads((DATA / "stacks" / "sac_block.json").read_text())
 COMPILE = json.loads((DATA / "stacks" / "compile_block.json").read_text())
 CHUNKED = json.loads((DATA / "stacks" / "chunked_ce.json").read_text())

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.conftest import DATA
 from vramplan.core.files.accelerate_export import accelerate_config
 from vramplan.core.files.export import format_for_path, render
 from vramplan.core.files.importers.apply import import_config
@@ -149,7 +150,7 @@ def test_accelerates_own_config_classes_read_the_export(tmp_path: Path, monkeypa
 
 def test_the_seed_deepspeed_config_converts_to_accelerate(tmp_path: Path) -> None:
     im = import_config(
-        Path(__file__).resolve().parents[1] / "data" / "import" / "seed_13b_zero3.json",
+        DATA / "import" / "seed_13b_zero3.json",
         default_plan(),
         model="llama-2-13b",
         sets=["hardware.gpus_per_node=4"],

@@ -2,7 +2,7 @@
 hold every unit's unsharded gradient until the last micro-batch ("last": FSDP1 ``no_sync()``, FSDP2
 ``set_requires_gradient_sync(False)``), and which stack does which.
 
-The small model of tests/core/test_fsdp_versions.py: a Llama block of 50304 elements, LoRA r=8 on q and v (2048
+The small model of tests/core/memory/test_fsdp_versions.py: a Llama block of 50304 elements, LoRA r=8 on q and v (2048
 per block), two blocks, vocabulary 1000 (embedding and lm_head 64000 each, final norm 64), three GPUs. Every
 tensor is a multiple of 8 elements, so FSDP1's 16-byte alignment adds nothing: a litgpt block unit (adapters
 inside) is 52352 elements, padded to 52353 for three ranks.

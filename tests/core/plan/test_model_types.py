@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import DATA
 from vramplan.core.plan.architecture.config import ModelConfig
 from vramplan.core.plan.architecture.hf_config import map_config, read_hf_config
 from vramplan.core.plan.helpers.errors import PlanError
 from vramplan.core.plan.schema.plan import plan_from_dict
 
-DATA = Path(__file__).resolve().parent.parent / "data"
 HF_CONFIGS = DATA / "hf_configs"
 COUNTS: dict[str, Any] = json.loads((DATA / "param_counts.json").read_text())
 IDS = sorted(p.stem for p in HF_CONFIGS.glob("*.json"))

@@ -13,13 +13,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.conftest import DATA as TEST_DATA
 from vramplan.core.files.deepspeed_export import deepspeed_config
 from vramplan.core.files.importers.apply import Imported, import_config
 from vramplan.core.memory.peak import estimate
 from vramplan.core.plan.helpers.errors import PlanError
 from vramplan.core.plan.schema.plan import Plan, default_plan, plan_from_dict
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "import"
+DATA = TEST_DATA / "import"
 
 
 def ignored(im: Imported) -> dict[str, str]:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
+from tests.conftest import ROOT
 from vramplan.core.files.docpages import PAGES, keys_page, stacks_page
 from vramplan.core.plan.stack.defaults import STACK_DEFAULTS
 
-DOCS = Path(__file__).resolve().parent.parent.parent / "docs"
+DOCS = ROOT / "docs"
 
 
 @pytest.mark.parametrize("name", sorted(PAGES))
@@ -27,9 +26,6 @@ def test_the_stacks_page_lists_every_default_with_its_source() -> None:
         assert f"## `{row.key}`" in page
 
 
-ROOT = DOCS.parent
-
-
 def test_every_generated_page_says_so_and_by_which_command() -> None:
     from bench.docs import COMMAND, accuracy_page
 
@@ -39,7 +35,7 @@ def test_every_generated_page_says_so_and_by_which_command() -> None:
 
 def test_the_accuracy_page_is_what_the_data_gives_today() -> None:
     """docs/accuracy.md: the CPU-measured steps of tests/data run through today's estimator and the published runs'
-    errors (core/memory/accuracy.json, itself held fresh by tests/core/test_accuracy.py)."""
+    errors (core/memory/accuracy.json, itself held fresh by tests/core/memory/test_accuracy.py)."""
     from bench.docs import COMMAND, accuracy_page
 
     assert (DOCS / "accuracy.md").read_text() == accuracy_page(), f"docs/accuracy.md is stale: {COMMAND}"

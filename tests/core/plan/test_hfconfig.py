@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from bench.data.published_configs import REAL
-from tests.core.test_model_types import HF_CONFIGS
+from tests.core.plan.test_model_types import HF_CONFIGS
 from vramplan.core.files.planio import load_plan
 from vramplan.core.plan.architecture.hf_config import SUPPORTED, map_config, read_hf_config
 from vramplan.core.plan.helpers.errors import PlanError

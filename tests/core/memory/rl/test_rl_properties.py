@@ -72,7 +72,8 @@ def test_more_completion_tokens_never_cost_less(changes: dict[str, Any]) -> None
     assume(changes["training.objective"] != "dpo")
     short = plan_of(changes)
     long = plan_of({**changes, "rl.max_completion_length": 2 * changes["rl.max_completion_length"]})
-    # less the allocator's reserve, as the SFT property (tests/core/test_properties.py): its packing is not monotone
+    # less the allocator's reserve, as the SFT property (tests/core/memory/test_properties.py): its packing is not
+    # monotone
     a, b = estimate(short), estimate(long)
     assert b.total - b.overhead_bytes.get("allocator_reserve", 0) >= a.total - a.overhead_bytes.get(
         "allocator_reserve", 0

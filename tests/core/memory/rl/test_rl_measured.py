@@ -3,7 +3,7 @@
 tests/data/rl_truth.json: 19 DPOTrainer / GRPOTrainer steps of trl 1.16.0 on tiny random-weight Llama/Qwen2 models
 (torch 2.13.0+cpu, transformers 5.24.0, peft 0.21.2), measured by bench/measure/measure_rl.py from
 bench/measure/rl_cases.json (figure definitions in that script's docstring). Bounds: those of the SFT oracle
-(tests/core/test_measured_accuracy.py): activations within 5% of activation_bytes - logits_like_bytes +
+(tests/core/memory/test_measured_accuracy.py): activations within 5% of activation_bytes - logits_like_bytes +
 saved_weight_copy_bytes, the peak (total - overhead) between -5% and +15% of steady_peak_bytes; the estimate is
 taken with PyTorch's CPU kernels (``estimate(plan, cpu=True)``).
 """

@@ -1,5 +1,7 @@
-"""Issue 28's keys, each everywhere a key is: listed by `vramplan keys`, settable by --set, and round-tripping
-through the TOML export (explicit values written; what the stack chose left to the stack)."""
+"""The stack keys (`stack.framework` and each package's version), `strategy.checkpoint_impl`, the FSDP keys
+(`strategy.fsdp_version`, `fsdp_adapter_wrap`, `fsdp_grad_sync`) and the node's limits (`hardware.host_memory_gib`,
+`nvme_gib`), each everywhere a key is: listed by `vramplan keys`, settable by --set, and round-tripping through the
+TOML export (explicit values written; what the stack chose left to the stack). They came in issue 28."""
 
 from __future__ import annotations
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import DATA
 from vramplan.cli.parser import run
 from vramplan.core.advice.advisor import advise
 from vramplan.core.advice.fit_limits import gpu_layout, layout_text, trained_context
@@ -20,7 +21,7 @@ from vramplan.core.plan.describe import parallel_summary
 from vramplan.core.plan.helpers.errors import PlanError
 from vramplan.core.plan.schema.plan import plan_from_dict
 
-USER_PRESETS = Path(__file__).resolve().parents[1] / "data" / "published" / "user_presets"  # rtx-a6000
+USER_PRESETS = DATA / "published" / "user_presets"  # rtx-a6000
 
 
 @pytest.fixture

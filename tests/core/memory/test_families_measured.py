@@ -3,7 +3,7 @@
 tests/data/families_truth.json: 30 training steps measured by bench/measure/measure_step.py (torch 2.13 CPU,
 transformers 5.24, peft 0.21) on the cases of bench/measure/families_cases.json, each model built from its HF
 config keys: fp32, bf16 autocast, pure bf16, SDPA and eager attention, checkpointing, LoRA (Conv1D and fused
-projections included). Same bounds as tests/core/test_measured_accuracy.py (activations within 5%, peak between
+projections included). Same bounds as tests/core/memory/test_measured_accuracy.py (activations within 5%, peak between
 -5% and +15%), and tighter: the per-block saved bytes and the embedding/head regions to the byte, the peak to 1%
 and in the same phase.
 

@@ -2,7 +2,7 @@
 
 tests/data/moe_truth.json: training steps measured by bench/measure/measure_step.py (torch 2.13 CPU,
 transformers 5.24) on tiny configs of each family, built by transformers from their config keys (the harness of
-tests/core/test_families_measured.py). Bounds of the issue: parameters exact, activations within 5%, the peak
+tests/core/memory/test_families_measured.py). Bounds of the issue: parameters exact, activations within 5%, the peak
 between -5% and +15%, and in the same phase.
 
 Modelled: transformers' default experts path (``grouped_mm``, core/memory/activations/experts.py ``moe_saved``), the
