@@ -1,6 +1,6 @@
-"""The lighter planner of issue 16's speed work, checked on what the app draws (Pilot): the one-widget pane tabs,
-texts drawn line by line, the gauges fitting 80x24, the palette of kinds held by the gauges, widgets built when
-first needed, and the helpers behind them."""
+"""The light planner: widgets built when first needed and drawn cheaply, checked on what the app draws (Pilot): the
+one-widget pane tabs, texts drawn line by line, the gauges fitting 80x24, the palette of kinds held by the gauges,
+widgets built when first needed, and the helpers behind them."""
 
 from __future__ import annotations
 

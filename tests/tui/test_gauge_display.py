@@ -1,4 +1,4 @@
-"""Issue 16 display bugs, checked on what the app draws (Pilot): legend columns from 100 GiB up, the axis when
+"""What the gauges and panes draw (Pilot): legend columns from 100 GiB up, the axis when
 over capacity, the ChoiceBar's current choice without colour, the headline's state by headroom, the step-time
 table after a resize, pane keys focusing the pane's first control."""
 

@@ -1,6 +1,6 @@
-"""Issue 16.16: the CLI takes what the planner shows: enum values in any case (`LoRA`), lists as `q,v`, `--gpus N`
-and `--nodes N`, `--gpu h100` (the SXM part, said on stderr) or an nvidia-smi name; `vramplan keys` lists every
-settable key; `vramplan presets --json`. Checked on the CLI's real output (a subprocess)."""
+"""The forms of input the CLI takes: it takes what the planner shows: enum values in any case (`LoRA`), lists as `q,v`,
+`--gpus N` and `--nodes N`, `--gpu h100` (the SXM part, said on stderr) or an nvidia-smi name; `vramplan keys` lists
+every settable key; `vramplan presets --json`. Checked on the CLI's real output (a subprocess)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 32's papercuts in the CLI: notes before the table, diff per token, help with an example, cost in USD."""
+"""The estimate's surroundings in the CLI: notes before the table, diff per token, help with an example, cost in USD."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 15's fuzzing, in the suite: hypothesis over plan files, ``--set`` values, config.json files, user presets
+"""Hostile input by fuzzing: hypothesis over plan files, ``--set`` values, config.json files, user presets
 and nvidia-smi output. Whatever comes in, the CLI exits 0/1 with strict JSON on stdout, or 2 with one short line on
 stderr; core raises nothing but `PlanError`. Bounded: a few hundred examples, well under a minute in all."""
 
