@@ -20,7 +20,7 @@ from vramplan.core.plan.helpers.units import fmt_bytes, fmt_seconds
 if TYPE_CHECKING:
     import threading
 
-    from vramplan.core.memory.estimate_record import Estimate
+    from vramplan.core.memory.record import Estimate
     from vramplan.core.plan.schema.plan import Plan
     from vramplan.core.time.step_record import StepTime
     from vramplan.measure.comparison import ComparisonRow

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from vramplan.core.memory.estimate_record import Estimate
 from vramplan.core.memory.kinds import KIND_LABELS
+from vramplan.core.memory.record import Estimate
 from vramplan.core.plan.catalogue import presets
 from vramplan.core.plan.catalogue.presets import Registry
 from vramplan.core.plan.describe import gpu_name, method_label, model_name, parallel_summary

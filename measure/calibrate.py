@@ -18,7 +18,7 @@ from vramplan.core.plan.helpers.units import MiB
 from vramplan.core.plan.schema.plan import Plan
 
 if TYPE_CHECKING:
-    from vramplan.core.memory.estimate_record import Estimate
+    from vramplan.core.memory.record import Estimate
     from vramplan.measure.records import MeasureReport
 
 

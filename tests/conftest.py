@@ -9,7 +9,7 @@ from hypothesis import settings
 
 from bench.data.measured_cases import case_plan_data  # the suite's one mapping: see there
 from vramplan.core.memory.activations.context import ActCtx, plan_ctx
-from vramplan.core.memory.estimate_record import Estimate
+from vramplan.core.memory.record import Estimate
 from vramplan.core.plan.catalogue import presets
 from vramplan.core.plan.schema.plan import plan_from_dict
 

@@ -38,6 +38,10 @@ def test_the_package_folders_are_read_from_pyproject() -> None:
 PARALLEL_NAMES: dict[str, str] = {
     "config.py": "a package's plan table: [model] (core/plan/architecture), [stack] (core/plan/stack)",
     "checklist.py": "the troubleshooting checklist: the plan's [checklist] table (core/plan), its items (core/advice)",
+    "loss.py": "the loss: its tensors per micro-batch (core/memory/activations), through the step (core/memory/step)",
+    "offload.py": "offload: where offloaded states live (core/memory/states), its transfers' time (core/time)",
+    "record.py": "the records a package makes: an import's log (core/files/importers), the estimate "
+    "(core/memory), a stage's model states (core/memory/states)",
     "overhead.py": "GPU memory outside the step's tensors: the plan's [overhead] table (core/plan), its terms "
     "(core/memory)",
 }

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from vramplan.core.advice.whatif import Effect, WhatIf
-from vramplan.core.memory.estimate_record import Estimate
+from vramplan.core.memory.record import Estimate
 from vramplan.core.plan.helpers.units import GiB
 from vramplan.core.plan.schema.plan import Plan
 from vramplan.core.plan.stack.defaults import STACK_KEYS

@@ -25,8 +25,8 @@ from typing import Any
 
 from vramplan.cli.parser import build_parser
 from vramplan.core.files.planio import resolve_plan
-from vramplan.core.memory.estimate_record import Estimate
 from vramplan.core.memory.peak import estimate
+from vramplan.core.memory.record import Estimate
 from vramplan.core.plan.catalogue import presets
 from vramplan.core.plan.helpers.errors import PlanError
 from vramplan.core.plan.schema.plan import Plan

@@ -19,7 +19,7 @@ from typing import Any
 from vramplan.core.advice.checks import moe_checks, nan, oom, rl_checks, slow, stack_checks
 from vramplan.core.advice.checks.base import STATUSES, Context, Item
 from vramplan.core.advice.whatif import Effect
-from vramplan.core.memory.estimate_record import FRAGMENTATION_RISK, Estimate
+from vramplan.core.memory.record import FRAGMENTATION_RISK, Estimate
 from vramplan.core.plan.schema.plan import Plan
 from vramplan.core.time.step_record import StepTime
 

@@ -29,9 +29,9 @@ from typing import Any
 
 from vramplan.core.advice.advisor import Suggestion, suggestions
 from vramplan.core.advice.whatif import WhatIf
-from vramplan.core.memory.estimate_record import Estimate
 from vramplan.core.memory.kinds import ALL_KINDS, KIND_LABELS
 from vramplan.core.memory.peak import estimate
+from vramplan.core.memory.record import Estimate
 from vramplan.core.plan.catalogue import presets
 from vramplan.core.plan.describe import short_gpu_name
 from vramplan.core.plan.helpers.errors import PlanError

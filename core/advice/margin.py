@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from vramplan.core.memory.estimate_record import FRAGMENTATION_RISK, Estimate
+from vramplan.core.memory.record import FRAGMENTATION_RISK, Estimate
 from vramplan.core.plan.schema.plan import Plan
 
 SET_SOURCE = "advice.headroom_percent"

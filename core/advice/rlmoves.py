@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
-from vramplan.core.memory.rl import terms as tm
+from vramplan.core.memory.rl import sizes as tm
 from vramplan.core.memory.rl.estimate import settings
 from vramplan.core.plan.catalogue import presets
 from vramplan.core.plan.schema.plan import Plan
@@ -39,7 +39,7 @@ def _move(title: str, changes: dict[str, Any], dim: str, targets: tuple[str, ...
 def needed_utilization(plan: Plan) -> float:
     """The smallest ``vllm_gpu_memory_utilization`` (in steps of 0.05) whose KV cache holds every sequence of the
     step's generation batch at full length: ``(weights + batch x KV per sequence) / GPU memory``
-    (`core.memory.rl.terms.vllm_engine_bytes`)."""
+    (`core.memory.rl.sizes.vllm_engine_bytes`)."""
     r = settings(plan)
     t = plan.training
     arch = plan.model.arch()

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from vramplan.core.memory.estimate_record import Estimate
 from vramplan.core.memory.peak import estimate
+from vramplan.core.memory.record import Estimate
 from vramplan.core.plan.helpers.errors import PlanError
 from vramplan.core.plan.helpers.units import GiB
 from vramplan.core.plan.keys import set_args

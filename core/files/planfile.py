@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from vramplan import __version__
-from vramplan.core.memory.estimate_record import Estimate
+from vramplan.core.memory.record import Estimate
 from vramplan.core.plan.helpers.errors import PlanError, shown
 from vramplan.core.plan.helpers.units import GiB
 from vramplan.core.plan.schema.plan import Plan

@@ -19,6 +19,7 @@ class KindSpec:
     always_shown: bool = False  # listed in tables even at 0 bytes
     post_training: bool = False  # only DPO/GRPO/PPO plans have it (`core.memory.rl`)
     digits: int = 2  # GiB digits of the figure in its formula
+    formula_total: bool = True  # its formula ends with its figure ("... = 1.23 GiB"); the overhead's lists terms
 
 
 # In the order gauges and tables show them (overhead last).
@@ -36,7 +37,7 @@ KIND_SPECS: tuple[KindSpec, ...] = (
     KindSpec("vllm_engine", "vLLM engine", "V", "$warning", "rl", post_training=True),
     KindSpec("kv_cache", "KV cache (generate)", "K", "$warning-darken-2", "rl", post_training=True),
     KindSpec("rollout", "Rollout batch", "Q", "$secondary-darken-2", "rl", post_training=True),
-    KindSpec("overhead", "Overhead", "X", "$foreground-darken-3", None),
+    KindSpec("overhead", "Overhead", "X", "$foreground-darken-3", None, formula_total=False),
 )
 # Not a kind of GPU memory: the host memory the plan offloads to, drawn in the gauges beside the GPU's kinds.
 HOST = KindSpec("host", "Host (offload)", "H", "$secondary-lighten-2", None)
@@ -50,6 +51,8 @@ KINDS: tuple[str, ...] = tuple(k.key for k in KIND_SPECS if not k.post_training)
 RL_KINDS: tuple[str, ...] = tuple(k.key for k in KIND_SPECS if k.post_training)
 # The tensors of a step (every kind but the overhead, which is not a tensor of the step: `core.memory.overhead`).
 TENSOR_KINDS: tuple[str, ...] = tuple(k for k in ALL_KINDS if k != "overhead")
+# The tensors of a supervised step (what its moments hold).
+STEP_KINDS: tuple[str, ...] = tuple(k for k in KINDS if k != "overhead")
 KIND_LABELS: dict[str, str] = {k.key: k.label for k in KIND_SPECS}
 
 

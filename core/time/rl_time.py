@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from vramplan.core.memory.rl import terms as tm
+from vramplan.core.memory.rl import sizes as tm
 from vramplan.core.memory.rl.estimate import settings, update_plan
 from vramplan.core.plan.catalogue import presets
 from vramplan.core.plan.schema.plan import Plan

@@ -132,6 +132,8 @@ def step_time(plan: Plan) -> StepTime:
 
 def sft_step_time(plan: Plan) -> StepTime:
     """The step time of `plan` on one GPU, term by term (see the module docstring)."""
+    # Long: the MFU-based model written as one derivation; the op-level model of the time issue (38) replaces it
+    # with one module per mechanism.
     hw, t, s = plan.hardware, plan.training, plan.strategy
     arch = plan.model.arch()
     reg = REGIMES[t.regime]

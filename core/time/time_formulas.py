@@ -34,6 +34,8 @@ def _mbs(count: int) -> str:
 
 
 def time_formulas(plan: Plan, w: Work, terms: tuple[TimeTerm, ...]) -> dict[str, tuple[str, str]]:
+    # Long: the MFU-based model's formula texts, a mirror of sft_step_time; the op-level model of the time issue
+    # (38) builds each term's text where it computes the term, and this module goes.
     t, s = plan.training, plan.strategy
     tp, pp, dp = s.tensor_parallel, s.pipeline_parallel, plan.data_parallel
     m, T, tok = w.m, w.T, w.tok

@@ -22,7 +22,7 @@ from vramplan.core.files.importers.apply import open_file
 from vramplan.core.files.planfile import Meta
 from vramplan.core.files.planio import PlanFile
 from vramplan.core.files.safewrite import OverwriteRefused, WriteError
-from vramplan.core.memory.estimate_record import Estimate
+from vramplan.core.memory.record import Estimate
 from vramplan.core.plan.helpers.errors import PlanError
 from vramplan.core.plan.helpers.paths import user_path
 from vramplan.core.plan.schema.plan import Plan

@@ -20,8 +20,8 @@ from textual.widgets import Footer, Input, Static
 
 import vramplan.tui.widgets.model_pane  # noqa: F401  (the pane shown first: loaded with the app, see `pane_class`)
 from vramplan.core.files.importers.config_format import is_config_path
-from vramplan.core.memory.estimate_record import Estimate
 from vramplan.core.memory.peak import estimate
+from vramplan.core.memory.record import Estimate
 from vramplan.core.plan.catalogue.gpu_match import DetectedGpus
 from vramplan.core.plan.helpers.errors import PlanError
 from vramplan.core.plan.schema.plan import Plan

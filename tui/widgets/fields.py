@@ -17,7 +17,7 @@ from textual.reactive import Reactive, var
 from textual.widget import Widget
 from textual.widgets import Input, Label, Static
 
-from vramplan.core.memory.estimate_record import Estimate
+from vramplan.core.memory.record import Estimate
 from vramplan.core.plan.helpers.field_values import parse_count
 from vramplan.core.plan.helpers.units import number_text, parse_number
 from vramplan.core.plan.schema.plan import Plan

@@ -13,8 +13,8 @@ from textual.content import Content
 from textual.reactive import Reactive, var
 from textual.widgets import Static
 
-from vramplan.core.memory.estimate_record import FRAGMENTATION_RISK, Estimate
 from vramplan.core.memory.kinds import ALL_KINDS, KINDS
+from vramplan.core.memory.record import FRAGMENTATION_RISK, Estimate
 from vramplan.core.plan.describe import gpu_name, method_label, model_name
 from vramplan.core.plan.helpers.units import fmt_count
 from vramplan.core.plan.helpers.units import gib_text as gib

@@ -14,7 +14,7 @@ from textual.binding import Binding, BindingType
 from textual.content import Content
 from textual.widgets import Input, Label, OptionList, Static
 
-from vramplan.core.memory.estimate_record import Estimate
+from vramplan.core.memory.record import Estimate
 from vramplan.core.plan.architecture.config import ModelConfig
 from vramplan.core.plan.architecture.families import FAMILIES
 from vramplan.core.plan.catalogue import presets

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from textual.widget import Widget
 from textual.widgets import Label, Static
 
-from vramplan.core.memory.estimate_record import Estimate
+from vramplan.core.memory.record import Estimate
 from vramplan.core.plan.helpers.units import gib_text
 from vramplan.core.plan.schema.rl import APPLIES, VLLM_KEYS
 from vramplan.core.time.step_record import StepTime

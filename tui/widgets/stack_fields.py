@@ -10,7 +10,7 @@ from textual.content import Content
 from textual.widget import Widget
 from textual.widgets import Label, Static
 
-from vramplan.core.memory.estimate_record import Estimate
+from vramplan.core.memory.record import Estimate
 from vramplan.core.plan.helpers.units import gib_text
 from vramplan.core.plan.node import Limit
 from vramplan.core.plan.resolved import choices_text

@@ -9,7 +9,7 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.widgets import Static
 
-from vramplan.core.memory.estimate_record import Estimate
+from vramplan.core.memory.record import Estimate
 from vramplan.tui.effects import DEGREE_KEYS, effects_line, toggle_effects
 from vramplan.tui.widgets.fields import ChoiceField, IntField, PlanPane
 from vramplan.tui.widgets.settle import Settled

@@ -8,7 +8,7 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.widgets import Label, Static
 
-from vramplan.core.memory.estimate_record import Estimate
+from vramplan.core.memory.record import Estimate
 from vramplan.core.plan.helpers.units import fmt_count, fmt_seconds, fmt_steps
 from vramplan.core.time.step import step_time
 from vramplan.core.time.step_record import StepTime

@@ -10,7 +10,7 @@ from typing import Any
 
 from vramplan.core.advice.checks.base import Context, Item, Rule, fastest, pct
 from vramplan.core.advice.whatif import Effect
-from vramplan.core.memory.estimate_record import FRAGMENTATION_RISK
+from vramplan.core.memory.record import FRAGMENTATION_RISK
 from vramplan.core.plan.helpers.units import fmt_seconds
 from vramplan.core.time.assumptions import HOST_MEMORY_GBS_PER_NODE
 

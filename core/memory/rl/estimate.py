@@ -18,10 +18,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NamedTuple
 
-from vramplan.core.memory.estimate_record import Estimate, OverheadTerm, Phase
 from vramplan.core.memory.kinds import RL_KINDS
-from vramplan.core.memory.rl import terms as tm
+from vramplan.core.memory.record import Estimate, Phase
+from vramplan.core.memory.rl import sizes as tm
 from vramplan.core.memory.rl.rl_memory import PhaseMemory, RLMemory, RLTerm
+from vramplan.core.memory.terms import Term, headline
 from vramplan.core.plan.architecture.arch import Arch
 from vramplan.core.plan.catalogue import presets
 from vramplan.core.plan.helpers.units import fmt_gib
@@ -257,10 +258,6 @@ def rl_estimate(plan: Plan, sft: SftEstimate, *, cpu: bool = False) -> Estimate:
         engine_short=mo.short,
     )
 
-    def explain() -> tuple[dict[str, tuple[str, str]], tuple[OverheadTerm, ...]]:
-        formulas, overheads = est_u.explainer()
-        return {**formulas, **_kind_formulas(memory, largest)}, overheads
-
     gpus_node = plan.hardware.gpus_per_node
     return Estimate(
         plan=plan,
@@ -275,7 +272,9 @@ def rl_estimate(plan: Plan, sft: SftEstimate, *, cpu: bool = False) -> Estimate:
         nvme_per_node=est_u.nvme_per_node,
         node=est_u.node,
         stage=est_u.stage,
-        explainer=explain,
+        headlines=(*est_u.headlines, *_kind_headlines(memory)),
+        formula_figures={**est_u.largest, **{k: largest.get(k, 0) for k in RL_KINDS}},
+        overhead_terms=est_u.overhead_terms,
         rl=memory,
     )
 
@@ -304,7 +303,7 @@ def _batch_terms(plan: Plan, r: RLSettings, bt: Batch) -> tuple[RLTerm, ...]:
     return tuple(out)
 
 
-def _kind_formulas(memory: RLMemory, largest: dict[str, int]) -> dict[str, tuple[str, str]]:
+def _kind_headlines(memory: RLMemory) -> tuple[Term, ...]:
     """The formula and source of each RL kind, from its terms."""
     terms = {t.name: t for t in memory.terms}
     pick = {
@@ -313,10 +312,9 @@ def _kind_formulas(memory: RLMemory, largest: dict[str, int]) -> dict[str, tuple
         "kv_cache": ("kv_cache",),
         "rollout": ("rollout",),
     }
-    out: dict[str, tuple[str, str]] = {}
+    out = []
     for kind in RL_KINDS:
         parts = [terms[n] for n in pick[kind] if n in terms]
         formula = "; ".join(f"{t.name}: {t.formula}" for t in parts) or "0"
-        source = "; ".join(dict.fromkeys(t.source for t in parts)) or "-"
-        out[kind] = (f"{formula} = {fmt_gib(largest.get(kind, 0), 2)}", source)
-    return out
+        out.append(headline(kind, "{}", formula, source="; ".join(dict.fromkeys(t.source for t in parts)) or "-"))
+    return tuple(out)

@@ -246,6 +246,8 @@ def build_arch(
     sliding_layers: int | None = None,
 ) -> Arch:
     """An `Arch` from model-table keys (HF config.json names; None: the family's default)."""
+    # Long: one keyword per [model] key (35 of them, as config.json names them) and one line each to resolve it
+    # against the family; the body past the signature is under 70 lines.
     fam = FAMILIES[model_type]
     h, a, kv = hidden_size, num_attention_heads, num_key_value_heads
     d = head_dim or h // a

@@ -38,7 +38,16 @@ class PlanTables(Protocol):
 def check_combinations(p: PlanTables) -> None:
     """Every rule a valid plan obeys beyond its fields' own ranges; the first broken one is a `PlanError` naming
     the key to change."""
-    t, s, m = p.training, p.strategy, p.model
+    _check_method(p)
+    _check_parallel(p)
+    _check_offload(p)
+    _check_stack(p)
+
+
+def _check_method(p: PlanTables) -> None:
+    """What is trained: a 4-bit base for QLoRA, none for full fine-tuning, LoRA targets the model has, a sequence
+    its learned positions hold, an optimizer PyTorch fuses."""
+    t, m = p.training, p.model
     fam = FAMILIES[m.model_type]
     quant = t.base_quantization
     if t.method == "qlora" and quant not in ("nf4", "fp4"):
@@ -78,6 +87,11 @@ def check_combinations(p: PlanTables) -> None:
         )
     if t.optimizer_impl == "fused" and t.optimizer not in ("adamw", "sgd", "sgd-momentum"):
         raise PlanError(f"PyTorch has no fused {t.optimizer}; use auto, foreach or for-loop", "training.optimizer_impl")
+
+
+def _check_parallel(p: PlanTables) -> None:
+    """Tensor, pipeline, expert and sequence parallelism: degrees the model and the GPUs divide into."""
+    s, m = p.strategy, p.model
     tp, pp = s.tensor_parallel, s.pipeline_parallel
     total = p.hardware.total_gpus
     if total % (tp * pp):
@@ -121,6 +135,11 @@ def check_combinations(p: PlanTables) -> None:
             "ZeRO-2/3 cannot be combined with pipeline parallelism (DeepSpeed's PipelineEngine supports ZeRO-1 only)",
             "strategy.zero_stage",
         )
+
+
+def _check_offload(p: PlanTables) -> None:
+    """DeepSpeed's offload: what each needs of ZeRO."""
+    s = p.strategy
     if s.offload_parameters != "none" and s.zero_stage != 3:
         raise PlanError("offload_parameters needs ZeRO-3 (zero_stage = 3)", "strategy.offload_parameters")
     if s.offload_optimizer == "cpu" and s.zero_stage == 0:
@@ -134,7 +153,6 @@ def check_combinations(p: PlanTables) -> None:
             "offloading parameters without the optimizer is not a DeepSpeed configuration; set offload_optimizer too",
             "strategy.offload_parameters",
         )
-    _check_stack(p)
 
 
 def _check_stack(p: PlanTables) -> None:

@@ -14,8 +14,8 @@ from vramplan.core.advice.advisor import advise
 from vramplan.core.advice.fit_limits import gpu_layout, layout_text, trained_context
 from vramplan.core.advice.margin import safety_margin
 from vramplan.core.files.planio import load_plan
-from vramplan.core.memory.estimate_record import FRAGMENTATION_RISK
 from vramplan.core.memory.peak import estimate
+from vramplan.core.memory.record import FRAGMENTATION_RISK
 from vramplan.core.plan.catalogue import presets
 from vramplan.core.plan.describe import parallel_summary
 from vramplan.core.plan.helpers.errors import PlanError

@@ -10,8 +10,8 @@ import pytest
 
 from vramplan.core.advice.checklist import GROUPS, Checklist, apply_fix, checklist, toggle_ticked
 from vramplan.core.advice.checks.nan import reference_lr
-from vramplan.core.memory.estimate_record import FRAGMENTATION_RISK
 from vramplan.core.memory.peak import estimate
+from vramplan.core.memory.record import FRAGMENTATION_RISK
 from vramplan.core.plan.helpers.units import MiB
 from vramplan.core.plan.keys import parse_set
 from vramplan.core.plan.schema.checklist import MANUAL_CHECKS

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from vramplan.core.advice.advisor import advise, gpu_layout
 from vramplan.core.advice.checklist import apply_fix, checklist
 from vramplan.core.advice.whatif import Effect
-from vramplan.core.memory.estimate_record import FRAGMENTATION_RISK
 from vramplan.core.memory.peak import estimate
+from vramplan.core.memory.record import FRAGMENTATION_RISK
 from vramplan.core.plan.helpers.errors import PlanError
 from vramplan.core.plan.keys import parse_set
 from vramplan.core.plan.schema.plan import Plan, plan_from_dict

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from vramplan.core.memory.peak import estimate
-from vramplan.core.memory.states import fsdp2_all_gather_pool, fsdp2_root_reduce
+from vramplan.core.memory.states.zero3 import fsdp2_all_gather_pool, fsdp2_root_reduce
 from vramplan.core.plan.schema.plan import Plan, plan_from_dict
 
 

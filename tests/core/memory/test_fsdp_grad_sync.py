@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from vramplan.core.memory.estimate_record import Estimate
 from vramplan.core.memory.peak import estimate
+from vramplan.core.memory.record import Estimate
 from vramplan.core.plan.resolved import shown_choices
 from vramplan.core.plan.schema.plan import Plan, plan_from_dict
 

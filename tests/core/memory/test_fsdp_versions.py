@@ -1,5 +1,5 @@
 """FSDP1 against FSDP2 (issue 28.2): ``strategy.fsdp_version`` and ``strategy.fsdp_adapter_wrap``, their stack
-defaults, and what FSDP1's flat parameters keep (vramplan.core.memory.flat_params).
+defaults, and what FSDP1's flat parameters keep (vramplan.core.memory.states.fsdp1).
 
 The small model: a Llama block of h=64, i=176, 4 heads (q, k, v, o: 64 x 64 = 4096 each; gate, up, down:
 64 x 176 = 11264 each; two [64] norms): 4 x 4096 + 3 x 11264 + 2 x 64 = 50304 elements. LoRA r=8 on q and v:
@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from vramplan.core.memory.estimate_record import Estimate
-from vramplan.core.memory.flat_params import flat_param_numel
 from vramplan.core.memory.peak import estimate
+from vramplan.core.memory.record import Estimate
+from vramplan.core.memory.states.fsdp1 import flat_param_numel
 from vramplan.core.plan.helpers.errors import PlanError
 from vramplan.core.plan.resolved import shown_choices
 from vramplan.core.plan.schema.plan import Plan, default_plan, plan_from_dict

@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 
 from tests.conftest import DATA
-from vramplan.core.memory.activations.context import plan_ctx
-from vramplan.core.memory.activations.stage import Layout, loss_bytes
-from vramplan.core.memory.estimate_record import Estimate
+from vramplan.core.memory.activations.context import Layout, plan_ctx
+from vramplan.core.memory.activations.loss import loss_bytes
 from vramplan.core.memory.peak import estimate
+from vramplan.core.memory.record import Estimate
 from vramplan.core.plan.helpers.errors import PlanError
 from vramplan.core.plan.schema.plan import Plan, plan_from_dict
 from vramplan.core.time.step import step_time

@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 from vramplan.core.memory.activations.context import plan_ctx
-from vramplan.core.memory.activations.stage import gathered_head_input, loss_parallel, loss_parallel_on
-from vramplan.core.memory.estimate_record import Estimate
+from vramplan.core.memory.activations.loss import gathered_head_input, loss_parallel, loss_parallel_on
 from vramplan.core.memory.peak import estimate
+from vramplan.core.memory.record import Estimate
 from vramplan.core.plan.schema.plan import Plan, plan_from_dict
 
 T, TP = 2 * 2048, 4

@@ -12,8 +12,8 @@ import pytest
 
 from vramplan.core.memory.activations.block import head_saved
 from vramplan.core.memory.activations.context import plan_ctx
-from vramplan.core.memory.estimate_record import Estimate
 from vramplan.core.memory.peak import estimate
+from vramplan.core.memory.record import Estimate
 from vramplan.core.memory.rl.estimate import settings, update_plan
 from vramplan.core.plan.helpers.errors import PlanError
 from vramplan.core.plan.schema.plan import Plan, default_plan

@@ -1,12 +1,14 @@
-"""The estimate: plain frozen dataclasses (fast to build), each figure with its formula and source."""
+"""The estimate: plain frozen dataclasses (fast to build), each figure with its formula and source (its terms,
+`core.memory.terms`, formatted when read)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from vramplan.core.memory.kinds import ALL_KINDS, KIND, KIND_LABELS, KINDS, RL_KINDS
+from vramplan.core.memory.kinds import ALL_KINDS, KIND, KIND_LABELS, TENSOR_KINDS
+from vramplan.core.memory.terms import Term
+from vramplan.core.plan.helpers.units import fmt_gib
 from vramplan.core.plan.node import NodeLimits
 from vramplan.core.plan.resolved import choices_json
 
@@ -41,13 +43,6 @@ class Phase(NamedTuple):
         return sum(self.live.values())
 
 
-class OverheadTerm(NamedTuple):
-    name: str
-    bytes: int
-    formula: str
-    source: str
-
-
 ALWAYS_SHOWN = tuple(k for k in ALL_KINDS if KIND[k].always_shown)
 # Overhead terms by what sees them: PyTorch's allocator hands them out (in torch.cuda.max_memory_allocated), it
 # keeps them cached (in max_memory_reserved only), or they live outside it (the whole process, nvidia-smi).
@@ -55,7 +50,6 @@ ALLOCATED_TERMS = ("zero_buckets", "ddp_buckets")
 RESERVE_TERMS = ("allocator_reserve", "freed_logits", "stream_pools", "all_gather_pool")
 OUTSIDE_TERMS = ("cuda_context", "nccl", "paged_optimizer_states")
 SPILLS_TO_HOST = ("paged_optimizer_states",)  # unified memory: the driver pages it out instead of failing
-Explainer = Callable[[], tuple[dict[str, tuple[str, str]], tuple[OverheadTerm, ...]]]
 
 # Headroom below this fraction of the GPU's memory is an OOM risk even when the estimate fits: the estimate's
 # allocator reserve (the caching allocator's rounding and segment rules, core.memory.allocator) leaves out the holes
@@ -81,7 +75,9 @@ class Estimate:
     nvme_per_node: int
     node: NodeLimits  # the node's host memory and NVMe: limits like the GPU's memory (`core.plan.node`)
     stage: str  # which pipeline stage is the busiest ("all" without pipeline parallelism)
-    explainer: Explainer = field(repr=False, compare=False)
+    headlines: tuple[Term, ...] = field(repr=False, compare=False)  # what each kind is, in words (one per kind)
+    overhead_terms: tuple[Term, ...] = field(default=(), repr=False, compare=False)  # `overhead_bytes`, explained
+    formula_figures: dict[str, int] | None = field(default=None, repr=False, compare=False)  # (temporary)
     rl: RLMemory | None = field(default=None, compare=False)  # DPO/GRPO/PPO: memory per phase (`core.memory.rl`)
     _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -102,27 +98,22 @@ class Estimate:
             out["mtp"] = arch.mtp_params
         return out
 
-    def _explained(self) -> tuple[dict[str, tuple[str, str]], tuple[OverheadTerm, ...]]:
-        if "explained" not in self._cache:
-            self._cache["explained"] = self.explainer()
-        explained: tuple[dict[str, tuple[str, str]], tuple[OverheadTerm, ...]] = self._cache["explained"]
-        return explained
-
     @property
     def components(self) -> dict[str, Component]:
-        """Each kind at its largest (those that occur), with its formula and source."""
-        formulas, _ = self._explained()
-        out = {
-            kind: Component(kind, self.largest.get(kind, 0), *formulas[kind])
-            for kind in (*KINDS[:-1], *RL_KINDS)
-            if kind in ALWAYS_SHOWN or self.largest.get(kind)
-        }
-        out["overhead"] = Component("overhead", self.overhead, *formulas["overhead"])
-        return out
-
-    @property
-    def overhead_terms(self) -> tuple[OverheadTerm, ...]:
-        return self._explained()[1]
+        """Each kind at its largest (those that occur), with its formula (its headline term's, with the kind's
+        largest figure) and source."""
+        if "components" not in self._cache:
+            heads = {t.kind: t for t in self.headlines}
+            out: dict[str, Component] = {}
+            for kind in (*(k for k in TENSOR_KINDS if k in ALWAYS_SHOWN or self.largest.get(k)), "overhead"):
+                n = self.overhead if kind == "overhead" else self.largest.get(kind, 0)
+                head, spec = heads[kind], KIND[kind]
+                shown = (self.formula_figures or self.largest).get(kind, 0)
+                formula = f"{head.formula} = {fmt_gib(shown, spec.digits)}" if spec.formula_total else head.formula
+                out[kind] = Component(kind, n, formula, head.source)
+            self._cache["components"] = out
+        components: dict[str, Component] = self._cache["components"]
+        return components
 
     @property
     def overhead(self) -> int:
@@ -198,7 +189,7 @@ class Estimate:
 
     def per_gpu(self) -> dict[str, int]:
         """Each kind at its largest, then the predicted peak (`total`)."""
-        out = {k: self.largest.get(k, 0) for k in (*KINDS[:-1], *RL_KINDS) if k in ALWAYS_SHOWN or self.largest.get(k)}
+        out = {k: self.largest.get(k, 0) for k in TENSOR_KINDS if k in ALWAYS_SHOWN or self.largest.get(k)}
         out["overhead"] = self.overhead
         out["allocated"] = self.allocated
         out["reserved"] = self.reserved

@@ -30,7 +30,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from vramplan.core.memory.states import Stage, States
+from vramplan.core.memory.states.record import StateCtx, States
+from vramplan.core.memory.states.stages import Stage
 from vramplan.core.plan.architecture.arch import Arch
 from vramplan.core.plan.helpers.memo import memoised
 from vramplan.core.plan.schema.precision import Regime, quantized_bytes
@@ -149,3 +150,30 @@ def fsdp1_states(st: States, units: FlatUnits, stage: Stage, reg: Regime, *, zer
         grads_whole=(n * block_g + root_g) * (unsharded if full else g) if st.grads else 0,
         gather_pool=0,  # FSDP1 all-gathers into the padded flat parameter itself (not FSDP2's staging buffers)
     )
+
+
+def flat_states(sc: StateCtx, stage: Stage, st: States) -> States:
+    """``st`` under FSDP1: the stage's units as padded FlatParameters (`flat_units`, `fsdp1_states`)."""
+    arch, tp, quant = sc.arch, sc.tp, sc.quantization
+    lora = tuple(
+        (sc.lora_rank * lin.d_in // tp, sc.lora_rank * lin.d_out // tp)
+        for lin in arch.linears
+        if lin.role in sc.lora_roles
+    )
+    adapted = sc.quantized_modules == "adapted"
+    quantized = tuple(
+        lin.role for lin in arch.linears if quant != "none" and (not adapted or lin.role in sc.lora_roles)
+    )
+    units = flat_units(
+        arch,
+        stage,
+        tp=tp,
+        world=sc.dp,
+        elem=sc.reg.weight_bytes,
+        lora=lora,
+        adapter_wrap=sc.adapter_wrap,
+        quantized=quantized,
+        quantization=quant,
+        double_quant=sc.double_quant,
+    )
+    return fsdp1_states(st, units, stage, sc.reg, zero=sc.zero, dp=sc.dp, full=sc.full)
