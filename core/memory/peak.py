@@ -47,6 +47,7 @@ class StagePeak(NamedTuple):
     phases: tuple[Phase, ...]
     largest: dict[str, int]  # each kind at its largest over the moments (must not be mutated: memoised)
     view: StepView
+    headlines: tuple[Term, ...]  # the mechanisms' headline terms of the kinds they own
 
 
 @memoised(1024)
@@ -60,7 +61,8 @@ def _stage_peak(ctx: ActCtx, lay: Layout, sc: StateCtx, stage: Stage, st: States
         for k, v in p.live.items():
             if v > largest[k]:
                 largest[k] = v
-    return StagePeak(tensor_bytes=top, moment=peak, phases=phases, largest=largest, view=view)
+    headlines = tuple(t for m in MECHANISMS for t in m.headlines(view))
+    return StagePeak(tensor_bytes=top, moment=peak, phases=phases, largest=largest, view=view, headlines=headlines)
 
 
 @memoised(1024)
@@ -134,7 +136,7 @@ def sft_estimate(plan: Plan, *, cpu: bool = False) -> Estimate:
         freed_logits=freed,
         allocator_rules=rules,
     )
-    headlines: tuple[Term, ...] = (*(t for m in MECHANISMS for t in m.headlines(v)), overhead_headline(plan))
+    headlines = (*sp.headlines, overhead_headline(plan))
     arch, gpus_node = ctx.arch, plan.hardware.gpus_per_node
     return Estimate(
         plan=plan,

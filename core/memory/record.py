@@ -77,7 +77,6 @@ class Estimate:
     stage: str  # which pipeline stage is the busiest ("all" without pipeline parallelism)
     headlines: tuple[Term, ...] = field(repr=False, compare=False)  # what each kind is, in words (one per kind)
     overhead_terms: tuple[Term, ...] = field(default=(), repr=False, compare=False)  # `overhead_bytes`, explained
-    formula_figures: dict[str, int] | None = field(default=None, repr=False, compare=False)  # (temporary)
     rl: RLMemory | None = field(default=None, compare=False)  # DPO/GRPO/PPO: memory per phase (`core.memory.rl`)
     _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -108,8 +107,7 @@ class Estimate:
             for kind in (*(k for k in TENSOR_KINDS if k in ALWAYS_SHOWN or self.largest.get(k)), "overhead"):
                 n = self.overhead if kind == "overhead" else self.largest.get(kind, 0)
                 head, spec = heads[kind], KIND[kind]
-                shown = (self.formula_figures or self.largest).get(kind, 0)
-                formula = f"{head.formula} = {fmt_gib(shown, spec.digits)}" if spec.formula_total else head.formula
+                formula = f"{head.formula} = {fmt_gib(n, spec.digits)}" if spec.formula_total else head.formula
                 out[kind] = Component(kind, n, formula, head.source)
             self._cache["components"] = out
         components: dict[str, Component] = self._cache["components"]

@@ -273,7 +273,6 @@ def rl_estimate(plan: Plan, sft: SftEstimate, *, cpu: bool = False) -> Estimate:
         node=est_u.node,
         stage=est_u.stage,
         headlines=(*est_u.headlines, *_kind_headlines(memory)),
-        formula_figures={**est_u.largest, **{k: largest.get(k, 0) for k in RL_KINDS}},
         overhead_terms=est_u.overhead_terms,
         rl=memory,
     )
