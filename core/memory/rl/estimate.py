@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NamedTuple
 
-from vramplan.core.memory.kinds import RL_KINDS
+from vramplan.core.memory.kinds import ALL_KINDS, RL_KINDS
 from vramplan.core.memory.record import Estimate, Phase
 from vramplan.core.memory.rl import sizes as tm
 from vramplan.core.memory.rl.rl_memory import PhaseMemory, RLMemory, RLTerm
@@ -194,14 +194,14 @@ def _phases(plan: Plan, r: RLSettings, est_u: Estimate, mo: Models, bt: Batch, c
         else:
             live["vllm_engine"] = mo.engine
             what = "vLLM generates " + ("on the server's GPUs" if r.generation == "vllm-server" else "on this GPU")
-        phases.append(Phase("generation", what, live))
+        phases.append(Phase("generation", what, _ordered(live)))
     if _scores(plan, r):
         live = dict(resident)
         live["gathered_parameters"] = est_u.largest.get("gathered_parameters", 0)
         live["vllm_engine"] = mo.engine_resident
         live["temporaries"] = tm.forward_working_bytes(arch, bt.b, bt.seq, act, tp)
         live["logits"] = tm.fused_head_forward_bytes(arch, n_head, act, cpu=cpu) // tp
-        phases.append(Phase("scoring", f"no-grad forwards of {bt.b} sequences of {bt.seq} tokens", live))
+        phases.append(Phase("scoring", f"no-grad forwards of {bt.b} sequences of {bt.seq} tokens", _ordered(live)))
     head = (  # TRL's fused lm-head in place of the SFT loss's logits, at the loss (0) and backward's start (1)
         tm.fused_head_forward_bytes(arch, n_head, act, cpu=cpu) // tp,
         tm.fused_head_backward_bytes(arch, n_head, act, trained_head=t.method == "full", cpu=cpu) // tp,
@@ -215,8 +215,13 @@ def _phases(plan: Plan, r: RLSettings, est_u: Estimate, mo: Models, bt: Batch, c
         if p.name != "forward":
             live["gradients"] = live.get("gradients", 0) + vs.get("gradients", 0)
         live |= {"frozen_models": mo.frozen, "vllm_engine": mo.engine_resident, "rollout": rollout}
-        phases.append(Phase("update", f"update, {p.name}: {p.moment}", live))
+        phases.append(Phase("update", f"update, {p.name}: {p.moment}", _ordered(live)))
     return tuple(phases)
+
+
+def _ordered(live: dict[str, int]) -> dict[str, int]:
+    """A phase's live bytes by kind in the gauges' order (`core.memory.kinds.ALL_KINDS`)."""
+    return {k: live[k] for k in ALL_KINDS if k in live}
 
 
 def _value_estimate(plan: Plan, up: Plan, r: RLSettings, sft: SftEstimate, cpu: bool) -> Estimate | None:

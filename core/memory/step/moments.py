@@ -24,6 +24,7 @@ from typing import NamedTuple
 
 from vramplan.core.memory.activations.context import ActCtx, Layout
 from vramplan.core.memory.activations.stage import StageActs
+from vramplan.core.memory.kinds import STEP_KINDS
 from vramplan.core.memory.record import Phase
 from vramplan.core.memory.states.record import StateCtx, States
 from vramplan.core.memory.states.stages import Stage
@@ -48,20 +49,6 @@ MOMENTS: tuple[Moment, ...] = (
 )
 BLOCK_MOMENTS = (LAST_BLOCK, FIRST_BLOCK)
 EVERY_MOMENT = range(len(MOMENTS))
-# The order each moment lists its kinds in (what the estimate's JSON shows)
-KIND_ORDER: tuple[tuple[str, ...], ...] = (
-    ("parameters", "optimizer_states", "gathered_parameters", "checkpoint_buffers", "gradients", "activations",
-     "autocast_cache", "logits", "temporaries"),
-    ("parameters", "optimizer_states", "gathered_parameters", "checkpoint_buffers", "gradients", "activations",
-     "logits", "temporaries"),
-    ("parameters", "optimizer_states", "gathered_parameters", "checkpoint_buffers", "gradients", "activations",
-     "temporaries"),
-    ("parameters", "optimizer_states", "gathered_parameters", "checkpoint_buffers", "gradients", "activations",
-     "temporaries"),
-    ("parameters", "optimizer_states", "gathered_parameters", "gradients", "activations", "temporaries",
-     "checkpoint_buffers"),
-    ("parameters", "optimizer_states", "gradients", "temporaries"),
-)  # fmt: skip
 
 
 class StepView(NamedTuple):
@@ -100,7 +87,7 @@ def present(v: StepView) -> tuple[int, ...]:
 
 
 def compose(v: StepView, mechanisms: tuple[Mechanism, ...]) -> tuple[Phase, ...]:
-    """The step's moments, each with the bytes every mechanism keeps live then, by kind."""
+    """The step's moments, each with the bytes every mechanism keeps live then, by kind (in the gauges' order)."""
     live: dict[int, dict[str, int]] = {m: {} for m in present(v)}
     for mechanism in mechanisms:
         for moment, kind, n_bytes in mechanism.live(v):
@@ -108,5 +95,5 @@ def compose(v: StepView, mechanisms: tuple[Mechanism, ...]) -> tuple[Phase, ...]
             if at is not None:
                 at[kind] = at.get(kind, 0) + n_bytes
     return tuple(
-        Phase(MOMENTS[m].name, MOMENTS[m].text, {k: at[k] for k in KIND_ORDER[m] if k in at}) for m, at in live.items()
+        Phase(MOMENTS[m].name, MOMENTS[m].text, {k: at[k] for k in STEP_KINDS if k in at}) for m, at in live.items()
     )
