@@ -26,21 +26,37 @@ def fsdp_sharded(plan: Plan) -> bool:
     return plan.strategy.zero_stage >= 2 and plan.data_parallel > 1 and not master
 
 
-def shown_choices(plan: Plan) -> dict[str, StackDefault]:
-    """The keys the stack chose that change this plan's estimate: the checkpoint implementation under full
-    checkpointing, the adapters' keys under LoRA/QLoRA, the 4-bit keys on a quantized base."""
+def plan_value(plan: Plan, key: str) -> Any:
+    """The value of a dotted plan key (``strategy.zero_stage`` -> 3)."""
+    table, _, name = key.partition(".")
+    return getattr(getattr(plan, table), name)
+
+
+def key_matters(plan: Plan, key: str) -> bool:
+    """Whether a stack-decided key changes this plan's estimate: the checkpoint implementation under full
+    checkpointing, the adapters' keys under LoRA/QLoRA, the 4-bit keys on a quantized base, the FSDP keys when FSDP
+    shards. A key without a rule here always matters (a new stack key needs none to be shown)."""
     t, s = plan.training, plan.strategy
-    relevant = {
-        "strategy.checkpoint_impl": s.gradient_checkpointing == "full",
-        "training.lora_dtype": t.method != "full",
-        "training.lora_dropout": t.method != "full",
-        "training.quantized_modules": t.base_quantization != "none",
-        "training.bnb_generation": t.base_quantization in ("nf4", "fp4"),
-        "strategy.fsdp_version": fsdp_sharded(plan),
-        "strategy.fsdp_adapter_wrap": fsdp_sharded(plan) and s.fsdp_version == 1 and t.method != "full",
-        "strategy.fsdp_grad_sync": fsdp_sharded(plan) and t.grad_accum_steps > 1,
-    }
-    return {k: row for k, row in plan.stack_chosen.items() if relevant.get(k, True)}
+    if key == "strategy.checkpoint_impl":
+        return s.gradient_checkpointing == "full"
+    if key in ("training.lora_dtype", "training.lora_dropout"):
+        return t.method != "full"
+    if key == "training.quantized_modules":
+        return t.base_quantization != "none"
+    if key == "training.bnb_generation":
+        return t.base_quantization in ("nf4", "fp4")
+    if key == "strategy.fsdp_version":
+        return fsdp_sharded(plan)
+    if key == "strategy.fsdp_adapter_wrap":
+        return fsdp_sharded(plan) and s.fsdp_version == 1 and t.method != "full"
+    if key == "strategy.fsdp_grad_sync":
+        return fsdp_sharded(plan) and t.grad_accum_steps > 1
+    return True
+
+
+def shown_choices(plan: Plan) -> dict[str, StackDefault]:
+    """The keys the stack chose that change this plan's estimate (`key_matters`)."""
+    return {k: row for k, row in plan.stack_chosen.items() if key_matters(plan, k)}
 
 
 def choices_json(plan: Plan) -> dict[str, Any]:

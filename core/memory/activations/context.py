@@ -8,7 +8,7 @@ See `core.memory.activations.block` for the model as a whole and its sources.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from vramplan.core.memory.rl.sizes import head_positions
 from vramplan.core.plan.architecture.arch import Arch, lora_roles
@@ -122,6 +122,12 @@ class Layout(NamedTuple):
     loss_parallel: bool = False  # DTensor loss_parallel over vocab-sharded logits (torchtitan with TP: `loss_parallel`)
     dtensor_tp: bool = False  # DTensor tensor parallelism (torchtitan): `gathered_head_input`
     fused_ce_set: bool = False  # strategy.fused_cross_entropy as the plan sets it (a chunked loss replaces it)
+    stack_keys: tuple[tuple[str, Any], ...] = ()  # every stack-decided key's value (`setting`)
+
+    def setting(self, key: str) -> Any:
+        """The value of a stack-decided key (`core.plan.stack.defaults.STACK_KEYS`): a mechanism reads a new one
+        here, with no field added to this record."""
+        return dict(self.stack_keys)[key]
 
 
 @dataclass(slots=True)

@@ -5,6 +5,7 @@ places them in the moments of the step."""
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import TYPE_CHECKING, NamedTuple
 
 from vramplan.core.memory.activations.block import (
@@ -21,9 +22,13 @@ from vramplan.core.memory.activations.loss import gathered_head_input, loss_byte
 from vramplan.core.memory.states.stages import Stage
 from vramplan.core.plan.helpers.memo import memoised
 from vramplan.core.plan.resolved import fsdp_sharded
+from vramplan.core.plan.stack.defaults import STACK_KEYS
 
 if TYPE_CHECKING:
     from vramplan.core.plan.schema.plan import Plan
+
+
+_STACK_READERS = tuple((key, attrgetter(key)) for key in STACK_KEYS)
 
 
 def plan_layout(plan: Plan) -> Layout:
@@ -46,6 +51,7 @@ def plan_layout(plan: Plan) -> Layout:
         loss_parallel=loss_parallel_on(tp, plan.stack.framework),
         dtensor_tp=tp > 1 and plan.stack.framework == "torchtitan",  # parallelize apply_tp: DTensor TP
         fused_ce_set=s.fused_cross_entropy,
+        stack_keys=tuple((key, read(plan)) for key, read in _STACK_READERS),
     )
 
 
