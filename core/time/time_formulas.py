@@ -46,7 +46,7 @@ def time_formulas(plan: Plan, w: Work, terms: tuple[TimeTerm, ...]) -> dict[str,
     out["step"] = (
         f"({_mbs(m)} + {pp - 1} bubble) x {_ms(w.micro_batch_seconds)} + {_ms(w.once_seconds)} once per "
         f"step (gradient reduction, optimizer) = {_ms(step)}",
-        "1F1B pipeline schedule (Narayanan et al. 2021 §2.2); what overlaps with compute: core/timing.py docstring",
+        "1F1B pipeline schedule (Narayanan et al. 2021 §2.2); what overlaps with compute: core/time/step.py docstring",
     )
     out["mfu"] = (
         f"model FLOPs {_g(tok.model)} per token x {w.T * m:,} tokens per rank / {w.share} (TP x PP) / "

@@ -59,10 +59,10 @@ def _headline(sc: StateCtx, w: Weights, spec: OptimizerSpec) -> Term:
 def step_temporaries(sc: StateCtx, w: Weights, part_elems: int) -> int:
     """The optimizer step's transient on the GPU for ``part_elems`` elements of this rank's partition.
 
-    torch/optim/adamw.py ``_multi_tensor_adamw``: ``_foreach_sqrt(exp_avg_sq)`` and its companions are
-    model-sized temporaries (`OptimizerSpec.foreach_temps`); the for-loop implementation makes them one tensor at a
-    time (the largest, or the partition under ZeRO); fused kernels make none. DeepSpeed flattens the partition's
-    16-bit gradients into fp32 for the step (master regimes)."""
+    torch/optim/adam.py ``_multi_tensor_adam`` (AdamW subclasses Adam): ``_foreach_sqrt(exp_avg_sq)`` and its
+    companions are model-sized temporaries (`OptimizerSpec.foreach_temps`); the for-loop implementation makes them
+    one tensor at a time (the largest, or the partition under ZeRO); fused kernels make none. DeepSpeed flattens the
+    partition's 16-bit gradients into fp32 for the step (master regimes)."""
     spec = OPTIMIZERS[sc.optimizer]
     impl = resolve_impl(sc.optimizer_impl, sc.reg)
     if impl == "foreach":

@@ -20,13 +20,13 @@ from vramplan.core.memory.step.moments import (
 from vramplan.core.memory.terms import Term, headline
 
 ACTIVATIONS_SRC = (
-    "tensors autograd saves for backward, op by op (core/activations.py; Korthikanti et al. 2022 §4 for the "
-    "structure, checked tensor by tensor against measured PyTorch runs in tests/data)"
+    "tensors autograd saves for backward, op by op (core/memory/activations/block.py; Korthikanti et al. 2022 §4 for "
+    "the structure, checked tensor by tensor against measured PyTorch runs in tests/data)"
 )
 AUTOCAST_CACHE = headline(
     "autocast_cache",
     "bf16 copies of trained weights cached while the forward runs: 2 B x matmul weights",
-    source="torch/csrc/autograd/autocast_mode.cpp cached_cast: casts of leaf tensors that require grad are cached "
+    source="aten/src/ATen/autocast_mode.cpp cached_cast: casts of leaf tensors that require grad are cached "
     "until autocast exits; with checkpointing they are not saved, but alive at the end of the forward",
 )
 

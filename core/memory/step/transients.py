@@ -38,8 +38,8 @@ def headlines(v: StepView) -> tuple[Term, ...]:
             "temporaries",
             "largest transient: optimizer step ({}), a block's backward, or the embedding gradient",
             impl,
-            source="torch/optim/adamw.py _multi_tensor_adamw: _foreach_sqrt(exp_avg_sq) is one model-sized "
-            "temporary; DeepSpeed flattens the fp32 gradient partition for the step",
+            source="torch/optim/adam.py _multi_tensor_adam (AdamW subclasses Adam): _foreach_sqrt(exp_avg_sq) is one "
+            "model-sized temporary; DeepSpeed flattens the fp32 gradient partition for the step",
         ),
     )
 

@@ -5,7 +5,7 @@ Regimes are named after what frameworks really keep in memory:
 - ``fp32``: fp32 weights, gradients, optimizer state, activations.
 - ``bf16-autocast`` / ``fp16-autocast``: PyTorch AMP (``torch.autocast``). The model stays fp32 (weights,
   gradients, AdamW state); matmuls run in 16 bit on bf16 copies of their inputs and weights. HF Trainer
-  ``--bf16``, Lightning ``bf16-mixed``. Source: torch/csrc/autograd/autocast_mode.cpp (lower-precision op lists,
+  ``--bf16``, Lightning ``bf16-mixed``. Source: aten/src/ATen/autocast_mode.cpp (lower-precision op lists,
   the cast cache for leaf tensors that require grad), measured in ../shared/oracle (llama_bf16mixed).
 - ``bf16-master`` / ``fp16-master``: 16-bit weights and gradients, fp32 master weights and fp32 optimizer
   state (DeepSpeed ``bf16``/``fp16`` with ZeRO, Megatron): the ZeRO paper's 2 + 2 + 12 bytes (Rajbhandari et
@@ -121,9 +121,9 @@ OPTIMIZERS: dict[str, OptimizerSpec] = {
         False,
         2,
         1,
-        "torch/optim/adamw.py: exp_avg + exp_avg_sq per parameter; foreach step: torch._foreach_sqrt of all "
-        "exp_avg_sq (one model-sized temporary), for-loop: sqrt and div of the largest tensor; fused: none "
-        "(measured: ../shared/oracle llama_base, llama_adamw_forloop)",
+        "torch/optim/adam.py (AdamW subclasses Adam): exp_avg + exp_avg_sq per parameter; foreach step: "
+        "torch._foreach_sqrt of all exp_avg_sq (one model-sized temporary), for-loop: sqrt and div of the largest "
+        "tensor; fused: none (measured: ../shared/oracle llama_base, llama_adamw_forloop)",
     ),
     "adamw-8bit": OptimizerSpec(
         "AdamW 8-bit (bitsandbytes)",

@@ -21,8 +21,8 @@ STACK_DEFAULTS: tuple[StackDefault, ...] = (
         "strategy.checkpoint_impl",
         "reentrant",
         ALL,
-        "peft/utils/other.py prepare_model_for_kbit_training: gradient_checkpointing_kwargs None -> "
-        '{"use_reentrant": True}',
+        "peft/utils/other.py prepare_model_for_kbit_training: gradient_checkpointing_kwargs None -> {}, and "
+        "torch/utils/checkpoint.py falls back to use_reentrant=True",
         when=(("training.kbit_prepare", (True,)),),
     ),
     StackDefault(
@@ -30,14 +30,14 @@ STACK_DEFAULTS: tuple[StackDefault, ...] = (
         "non-reentrant",
         NATIVE_CKPT,
         "torch/distributed/algorithms/_checkpoint/checkpoint_wrapper.py checkpoint_wrapper(checkpoint_impl="
-        "CheckpointImpl.NO_REENTRANT), which torchtune (training/_activation_checkpointing.py), torchtitan "
+        "CheckpointImpl.NO_REENTRANT), which torchtune (training/memory.py set_activation_checkpointing), torchtitan "
         "(activation checkpointing's ptd_checkpoint_wrapper) and Lightning's FSDPStrategy apply per block",
     ),
     StackDefault(
         "strategy.checkpoint_impl",
         "reentrant",
         ("axolotl", "llamafactory"),
-        'axolotl core/builders (SFT): gradient_checkpointing_kwargs defaults to {"use_reentrant": True}; '
+        'axolotl src/axolotl/core/builders (SFT): gradient_checkpointing_kwargs defaults to {"use_reentrant": True}; '
         "LLaMA-Factory model/model_utils/checkpointing.py: use_reentrant_gc defaults to True",
     ),
     StackDefault(

@@ -1,4 +1,4 @@
-"""The time model term by term, with worked numbers (core/flops.py, core/comm.py, core/timing.py)."""
+"""The time model term by term, with worked numbers (core/time/flops.py, core/time/comm.py, core/time/step.py)."""
 
 from __future__ import annotations
 
