@@ -142,6 +142,41 @@ def test_in_process_cli_estimate_is_the_plans_estimate(c: dict[str, Any]) -> Non
     assert got["command"].startswith("vramplan estimate --hf-config CONFIG.json --set hardware.gpu=h200")
 
 
+NOT_INSTALLED = """
+import sys
+sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in getattr(f, "__module__", "")]
+try:
+    import vramplan
+    print("installed another way:", vramplan.__file__)
+    raise SystemExit(0)
+except ImportError:
+    pass
+sys.path.insert(0, KIT)
+import gpu_estimate
+
+print("why:", gpu_estimate.importable())
+import vramplan.core.plan
+import vramplan.measure.records
+
+print("from:", vramplan.__file__, vramplan.measure.records.__file__)
+"""
+
+
+def test_vramplan_is_imported_from_the_checkout_where_it_is_not_installed() -> None:
+    """The GPU machine gets the repository, not an installed vramplan: the kit, which measures through
+    vramplan.measure, imports it from the checkout as pyproject.toml's package-dir lays it out (entry/ is the
+    package, measure/ is vramplan.measure)."""
+    root = KIT.parents[1]
+    code = f"KIT = {str(KIT)!r}\n" + NOT_INSTALLED
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=root)
+    assert p.returncode == 0, p.stderr[-2000:]
+    if p.stdout.startswith("installed another way"):
+        pytest.skip(p.stdout.strip())
+    lines = p.stdout.splitlines()
+    assert lines[0] == "why: None"
+    assert lines[1] == f"from: {root / 'entry' / '__init__.py'} {root / 'measure' / 'records.py'}"
+
+
 def test_estimate_falls_back_to_total_minus_overhead() -> None:
     """Without allocated/reserved in the estimate, the published check's approximation."""
     terms = {"cuda_context": 512, "allocator_reserve": 100, "nccl": 64}
