@@ -126,15 +126,14 @@ def measure_case(name: str, data: dict[str, Any], device: str, steps: int, warmu
 
 
 def versions() -> dict[str, str]:
-    import platform
-
+    """vramplan's version and the stack's (`vramplan.measure.run.versions`; bitsandbytes where it is installed)."""
     from vramplan import __version__
+    from vramplan.measure.run import STACK
+    from vramplan.measure.run import versions as stack_versions
 
-    out = {"vramplan": __version__, "python": platform.python_version()}
-    for name in ("torch", "transformers", "peft", "bitsandbytes"):
-        if importlib.util.find_spec(name) is not None:
-            out[name] = str(getattr(__import__(name), "__version__", "?"))
-    return out
+    extra = ("bitsandbytes",) if importlib.util.find_spec("bitsandbytes") is not None else ()
+    out = stack_versions(STACK + extra)
+    return {"vramplan": __version__, "python": out.pop("python"), **out}
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
