@@ -129,11 +129,20 @@ def estimate_table(est: Estimate, hardware_note: str = "") -> str:
     else:
         verdict = f"DOES NOT FIT by {-est.headroom / GiB:.1f} GiB"
     lines.append(f"  of {cap / GiB:.1f} GiB per GPU: {verdict}")
-    lines.append(f"  estimate {est.expected_error.text()}")
+    lines += _wrap(margin_line(est), 2, hang=2)
+    lines += _wrap(f"estimate {est.expected_error.text()}", 2, hang=2)
     if est.plan.overhead.calibrated_from:
         lines.append(f"  overhead calibrated from {est.plan.overhead.calibrated_from}")
     lines.append(f"  peak moment: {est.peak.moment}")
     return "\n".join(lines + rl_memory_lines(est) + node_lines(est)) + "\n"
+
+
+def margin_line(est: Estimate) -> str:
+    """``may need up to 21.3 GiB with a 10% safety margin (fragmentation's 10%)`` (`core.advice.margin`)."""
+    from vramplan.core.advice.margin import safety_margin
+
+    m = safety_margin(est)
+    return f"may need up to {m.need_bytes(est) / GiB:.1f} GiB with a {m.fraction:.0%} safety margin ({m.reason})"
 
 
 def rl_memory_lines(est: Estimate) -> list[str]:
@@ -334,9 +343,15 @@ def advice_text(a: Advice, title: str) -> str:
     for limit, key in ((est.node.host, "hardware.host_memory_gib"), (est.node.nvme, "hardware.nvme_gib")):
         if limit.user:  # the user's own limit: the suggestions that offload stay within it
             lines.append(f"  offload within {limit.bytes / GiB:.1f} GiB per node ({key}, as set)")
-    goal = f"leave {a.goal_headroom:.0%} free ({a.margin.reason}; --headroom sets it)"
+    if a.margin.explicit:
+        goal = f"leave {a.goal_headroom:.0%} free ({a.margin.reason}; --headroom sets it)"
+    else:  # each changed plan keeps its own margin: a change of method has other similar runs
+        goal = (
+            f"leave the safety margin free ({a.goal_headroom:.0%} for this plan: {a.margin.reason}; a changed plan "
+            "keeps its own, shown where it differs; --headroom sets one for all)"
+        )
     if not a.needed:
-        lines += _wrap(f"Enough headroom: nothing to change (the margin: {goal[6:]}).", 0)
+        lines += _wrap(f"Enough headroom: nothing to change (the margin: {a.margin.text()}).", 0)
     elif not a.suggestions:
         lines += _wrap(f"No set of up to 3 changes makes it {goal} ({a.searched:,} plans searched).", 0)
     else:
@@ -356,9 +371,12 @@ def advice_text(a: Advice, title: str) -> str:
             lines += _wrap(f"{n:>2}. {s.title}{kind}", 2, hang=4)
             paged = e.memory_total - e.memory_on_gpu
             beside = f" + {paged / GiB:.1f} GiB paged" if paged else ""
-            lines.append(
-                f"      {e.memory_on_gpu / GiB:.1f} GiB per GPU{beside} ({e.headroom_fraction:.0%} free), "
-                f"step time x{e.relative_step_time:.2f} ({fmt_seconds(e.step_seconds)})"
+            own = f"; margin {s.margin_fraction:.0%}" if abs(s.margin_fraction - a.goal_headroom) >= 0.005 else ""
+            lines += _wrap(
+                f"{e.memory_on_gpu / GiB:.1f} GiB per GPU{beside} ({e.headroom_fraction:.0%} free{own}), "
+                f"step time x{e.relative_step_time:.2f} ({fmt_seconds(e.step_seconds)})",
+                6,
+                hang=2,
             )
             lines += _set_line(e.set_args(), 6)
     lines.append("")

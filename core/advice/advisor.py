@@ -35,6 +35,7 @@ from vramplan.core.advice.margin import Margin, fixed_margin, safety_margin
 from vramplan.core.advice.moves import TIER_TEXT, Move, memory_moves
 from vramplan.core.advice.speedup import combined, speed_up, title
 from vramplan.core.advice.whatif import Effect, WhatIf
+from vramplan.core.memory.peak import estimate
 from vramplan.core.memory.record import Estimate
 from vramplan.core.plan.schema.plan import Plan
 
@@ -46,6 +47,7 @@ class Suggestion:
     effect: Effect
     moves: tuple[Move, ...]  # the memory moves: a minimal set that reaches the goal
     speedups: tuple[Move, ...] = ()  # speed moves the memory freed pays for (`core.advice.speedup`)
+    margin_fraction: float = 0.0  # the safety margin the changed plan keeps (its own, unless the user set one)
 
     @property
     def tier(self) -> int:
@@ -73,6 +75,7 @@ class Suggestion:
             "speedups": len(self.speedups),
             "tier": self.tier,
             "kind": TIER_TEXT[self.tier],
+            "margin_fraction": round(self.margin_fraction, 4),
         }
 
 
@@ -209,7 +212,7 @@ def suggestions(
         if effect is None:
             continue
         faster, added = speed_up(w, picked, effect, ok)
-        out.append(Suggestion(faster, picked, added))
+        out.append(Suggestion(faster, picked, added, keep.for_estimate(estimate(faster.plan))))
     out = list({WhatIf.key(s.effect.changes): s for s in reversed(out)}.values())  # the same plan by two routes
     out.sort(key=rank)
     return _keep(out, limit), len(out)

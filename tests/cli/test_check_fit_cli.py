@@ -148,9 +148,10 @@ def test_a_fit_suggestion_is_serialised_as_what_if_measures_its_change(
     for s in data["suggestions"][:3]:
         effect = what_if.measure(s["title"], s["changes"])
         assert effect is not None
-        ranking = {k: s.pop(k) for k in ("moves", "speedups", "tier", "kind")}
+        ranking = {k: s.pop(k) for k in ("moves", "speedups", "tier", "kind", "margin_fraction")}
         assert s == strict_json(json.dumps(effect.to_json())), s["title"]
         assert ranking["tier"] in (0, 1, 2) and isinstance(ranking["kind"], str)
+        assert s["headroom_fraction"] >= ranking["margin_fraction"] >= 0.1  # its own safety margin, kept
 
 
 @pytest.mark.parametrize("name", sorted(PLANS))
@@ -248,7 +249,8 @@ def test_fit_text_says_how_it_ranks_and_the_commands_paste(tmp_plan, capsys: pyt
     out = capsys.readouterr().out
     words = " ".join(out.split())
     assert "fastest first (" in words and "step time relative to now" in words and "same model" in out
-    assert "leave 10% free (fragmentation's 10%; --headroom sets it)" in words  # the margin and where it is from
+    # the margin and where it is from
+    assert "leave the safety margin free (10% for this plan: fragmentation's 10%; a changed plan keeps its own" in words
     assert "Largest micro-batch that fits as is (with 10% free):" in out
     assert "Fewest GPUs that fit with these strategies" in out  # fp32 BLOOM's FSDP2 root all-gather: none fit
     set_lines = [line.strip() for line in out.splitlines() if line.strip().startswith("--set ")]

@@ -13,8 +13,9 @@ from textual.content import Content
 from textual.reactive import Reactive, var
 from textual.widgets import Static
 
+from vramplan.core.advice.margin import FLOOR, need_bytes, safety_margin
 from vramplan.core.memory.kinds import ALL_KINDS, KINDS
-from vramplan.core.memory.record import FRAGMENTATION_RISK, Estimate
+from vramplan.core.memory.record import Estimate
 from vramplan.core.plan.describe import gpu_name, method_label, model_name
 from vramplan.core.plan.helpers.units import fmt_count
 from vramplan.core.plan.helpers.units import gib_text as gib
@@ -27,21 +28,15 @@ from vramplan.tui.widgets.settle import Settled
 from vramplan.tui.widgets.text import LineText, show_text, without_links
 
 
-def error_margin(est: Estimate) -> int:
-    """The memory to keep free if the estimate is as far under as on its worst similar published run
-    (`ExpectedError.under_margin_bytes`, as the checklist's OOM item warns)."""
-    return est.expected_error.under_margin_bytes(est.on_gpu)
-
-
 def headroom_state(est: Estimate, error: bool = True) -> str:
-    """``over`` (does not fit), ``band`` (fits with less free than the estimate's error may take: `error_margin`;
-    not judged with ``error=False``), ``tight`` (fits with less than the checklist's fragmentation margin free,
-    `FRAGMENTATION_RISK`: 10%) or ``ok``: the headline's colour and words follow it."""
+    """``over`` (does not fit), ``tight`` (fits without the safety margin free, `core.advice.margin`: the fit
+    advisor's and the checklist's; ``error=False``, before the expected error has loaded: less than its floor,
+    fragmentation's 10%) or ``ok``: the headline's colour and words follow it."""
     if not est.fits:
         return "over"
-    if error and est.headroom < error_margin(est):
-        return "band"
-    return "tight" if est.headroom_fraction < FRAGMENTATION_RISK else "ok"
+    if error:
+        return "ok" if safety_margin(est).keeps(est) else "tight"
+    return "tight" if est.headroom_fraction < FLOOR else "ok"
 
 
 def error_text(est: Estimate, runs: bool = True) -> str:
@@ -54,31 +49,27 @@ def error_text(est: Estimate, runs: bool = True) -> str:
 
 
 def headline(est: Estimate, error: bool = True) -> Content:
-    """Three lines: the verdict with the per-GPU total (one decimal, as ``vramplan estimate``), the margin with the
-    estimate's expected error (`error_text`; within its band, how far under the worst similar run was and what to
-    keep free), and what ``torch.cuda.max_memory_allocated()`` / ``max_memory_reserved()`` would show. Each line
-    fits the 33 columns of the gauges at 80x24. ``error=False``: without the expected error (the first frame: its
-    data loads after it). Assembled, not parsed from markup: it is redrawn on every key."""
+    """Three lines: the verdict with the per-GPU total (one decimal, as ``vramplan estimate``); what the plan may
+    need with its safety margin (`core.advice.margin.need_bytes`: at most the GPU's memory exactly when the margin
+    is kept) beside the estimate's expected error (`error_text`); and what ``torch.cuda.max_memory_allocated()`` /
+    ``max_memory_reserved()`` would show. Each line fits the 33 columns of the gauges at 80x24. ``error=False``:
+    the free memory instead (the first frame: the expected error's data loads after it). Assembled, not parsed
+    from markup: it is redrawn on every key."""
     total, cap = gib(est.total), gib(est.gpu_capacity)
     state = headroom_state(est, error)
     free, pct = f"{gib(est.headroom)} GiB free", f"{est.headroom_fraction:.0%}"
-    if state == "band":  # the words say it without colour
-        verdict = Content.assemble(("! fits, within the error", "bold"), f"  {total} / {cap} GiB per GPU")
-        worst = est.expected_error.worst_under_pct
-        margin = f"up to {worst:.0f}% under: keep {gib(error_margin(est))} GiB"
-    elif state == "tight":
-        verdict = Content.assemble(("! fits, tight", "bold"), f"  {total} / {cap} GiB per GPU")
-        margin = f"{free} ({pct} < {FRAGMENTATION_RISK:.0%}" + (
-            f"), {error_text(est, False)}" if error else " headroom)"
-        )
+    need = f"may need up to {gib(need_bytes(est))} GiB" if error else ""
+    if state == "tight":  # the words say it without colour
+        verdict = Content.assemble(("! fits, tight", "bold"), f"  {total} / {cap} GiB")
+        margin = f"{need}, {error_text(est, False)}" if error else f"{free} ({pct} < {FLOOR:.0%})"
     elif est.fits:
         verdict = Content.assemble(("✔ fits", "bold"), f"  {total} / {cap} GiB per GPU")
-        margin = f"{free}, {error_text(est)}" if error else f"{free} ({pct} headroom)"
+        margin = f"{need}, {error_text(est, False)}" if error else f"{free} ({pct} headroom)"
     elif est.gpu_fits:  # over the node's host memory or NVMe (`core.plan.node`)
         host = "host_memory" in est.exceeded
         verdict = Content.assemble((f"✘ does not fit in {'host RAM' if host else 'NVMe'}", "bold"))
-        need, limit = (est.cpu_per_node, est.node.host) if host else (est.nvme_per_node, est.node.nvme)
-        margin = f"{gib(need, 0)} / {gib(limit.bytes, 0)} GiB per node; GPU {total}"
+        need_node, limit = (est.cpu_per_node, est.node.host) if host else (est.nvme_per_node, est.node.nvme)
+        margin = f"{gib(need_node, 0)} / {gib(limit.bytes, 0)} GiB per node; GPU {total}"
     else:
         verdict = Content.assemble((f"✘ does not fit by {gib(-est.headroom)} GiB", "bold"))
         tail = f", {error_text(est, False)}" if error else f" ({est.total / est.gpu_capacity:.0%})"
@@ -254,7 +245,7 @@ class MemoryGauges(VerticalScroll):
     def _headline(self, est: Estimate) -> None:
         show_text(self.query_one("#headline", Static), headline(est, self._with_error))
         state = headroom_state(est, self._with_error)
-        warn = state in ("tight", "band")
+        warn = state == "tight"
         self.query_one("#headline").set_class(state == "over", "-over").set_class(warn, "-warn")
 
     def _after_frame(self) -> None:

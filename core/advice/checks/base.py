@@ -9,10 +9,12 @@ from functools import cached_property
 from typing import Any
 
 from vramplan.core.advice.frameworks import unsupported
+from vramplan.core.advice.margin import Margin, safety_margin
 from vramplan.core.advice.moves import BROAD, Move, memory_moves
 from vramplan.core.advice.speedup import speed_up
 from vramplan.core.advice.whatif import Effect, WhatIf
-from vramplan.core.memory.record import FRAGMENTATION_RISK, Estimate
+from vramplan.core.memory.peak import estimate
+from vramplan.core.memory.record import Estimate
 from vramplan.core.plan.architecture.arch import Arch
 from vramplan.core.plan.catalogue import presets
 from vramplan.core.plan.catalogue.specs import GpuSpec
@@ -88,22 +90,27 @@ class Context:
     def arch(self) -> Arch:
         return self.plan.model.arch()
 
+    @cached_property
+    def margin(self) -> Margin:
+        """The safety margin the memory items keep (`core.advice.margin`, the fit advisor's):
+        ``advice.headroom_percent`` when the plan sets it (``vramplan check --headroom``), else the estimate's error on
+        similar runs, at least fragmentation's 10%."""
+        return safety_margin(self.est)
+
     @property
     def headroom_goal(self) -> float:
-        """The headroom the memory fix leaves: ``advice.headroom_percent`` when the plan sets it (``vramplan check
-        --headroom``), else what fragmentation can take (`FRAGMENTATION_RISK`); the estimate's own error band is
-        the capacity item's warning (`core.advice.checks.oom`)."""
-        percent = self.plan.advice.headroom_percent
-        return FRAGMENTATION_RISK if percent is None else percent / 100
+        """The share of the GPU the plan as it is should leave free (`margin`; a changed plan keeps its own)."""
+        return self.margin.fraction
 
     @property
     def pressure(self) -> bool:
-        """Over capacity, or fits with less headroom than `headroom_goal`."""
-        return not self.est.fits or self.est.headroom_fraction < self.headroom_goal
+        """Over capacity, or fits without the margin free."""
+        return not self.est.fits or not self.margin.keeps(self.est)
 
     def goal(self, e: Effect) -> bool:
-        """Whether a remedy solves the memory problem: fits if the plan does not, else leaves `headroom_goal`."""
-        return e.fits if not self.est.fits else e.headroom_fraction >= self.headroom_goal
+        """Whether a remedy solves the memory problem: the changed plan fits with its margin free (the fit advisor's
+        test: no fix proposes a plan at 0% free)."""
+        return self.margin.keeps(estimate(e.plan))
 
     def share(self, kinds: Iterable[str]) -> int:
         live = self.est.live_at_peak
@@ -128,7 +135,7 @@ class Context:
         """`goal` for an estimate, in a plan the framework runs (the fit advisor's test of a change set)."""
         if unsupported(est.plan, self.framework):
             return False
-        return est.fits if not self.est.fits else est.headroom_fraction >= self.headroom_goal
+        return self.margin.keeps(est)
 
     def fastest_fix(self) -> Effect | None:
         """The fastest single memory move (same training or numerics) that solves the problem, with the speed

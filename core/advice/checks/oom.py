@@ -57,60 +57,42 @@ def _best(c: Context, effects: tuple[Effect, ...]) -> Effect | None:
 
 
 def capacity(c: Context) -> Item:
-    est, o = c.est, c.plan.overhead
+    """Fits with the safety margin free (`core.advice.margin`, the fit advisor's): fails over capacity, warns when the
+    plan leaves less than the margin free, saying what it may need."""
+    est, o, margin = c.est, c.plan.overhead, c.margin
     total, cap = est.total, est.gpu_capacity
     where = f"the peak ({est.peak.moment})"
-    ee = est.expected_error
-    margin = ee.under_margin_bytes(est.on_gpu)  # what the estimate may be under by, as on its worst similar run
-    keep = 1 - min(ee.worst_under_pct, 90.0) / 100  # a change solves the band warning at this share of the GPU
     fix: Effect | None = None
     alternatives: tuple[Effect, ...] = ()
     if not est.fits:
         status = "fail"
         detail = f"{where} needs {gib(total)} of {gib(cap)} per GPU: over by {gib(-est.headroom)}."
-    elif est.headroom < margin:
+    elif not margin.keeps(est):
         status = "warn"
         detail = (
             f"{gib(total)} of {gib(cap)} per GPU leaves {gib(est.headroom)} ({pct(est.headroom_fraction)}) free, "
-            f"inside the estimate's error: on {ee.n_cases} similar published runs it was up to "
-            f"{ee.worst_under_pct:.0f}% under ({ee.basis}), so keep {gib(margin)} free."
+            f"less than the safety margin, {margin.text()}: it may need up to {gib(margin.need_bytes(est))}."
         )
         if est.headroom_fraction < FRAGMENTATION_RISK:
-            detail += " Set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, or free memory."
-    elif est.headroom_fraction < c.headroom_goal:
-        status = "warn"
-        reserve = (
-            f"{o.allocator_reserve_percent:g}% of the tensor peak"
-            if o.allocator_reserve_percent is not None
-            else f"{gib(est.reserved - est.allocated)} for the caching allocator's rounding and segments"
-        )
-        goal = (
-            "less than fragmentation can take"
-            if c.plan.advice.headroom_percent is None
-            else f"less than the {c.headroom_goal:.0%} advice.headroom_percent asks for"
-        )
-        detail = (
-            f"{gib(total)} of {gib(cap)} per GPU leaves {gib(est.headroom)} ({pct(est.headroom_fraction)}) free, "
-            f"{goal} (the estimate reserves {reserve}): set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, or "
-            "free memory."
-        )
+            reserve = (
+                f"{o.allocator_reserve_percent:g}% of the tensor peak"
+                if o.allocator_reserve_percent is not None
+                else f"{gib(est.reserved - est.allocated)} for the caching allocator's rounding and segments"
+            )
+            detail += (
+                f" The estimate reserves {reserve}: set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, or free "
+                "memory."
+            )
     else:
         status = "ok"
         detail = (
-            f"{gib(total)} of {gib(cap)} per GPU at {where}; {gib(est.headroom)} ({pct(est.headroom_fraction)}) free."
+            f"{gib(total)} of {gib(cap)} per GPU at {where}; {gib(est.headroom)} ({pct(est.headroom_fraction)}) free, "
+            f"may need up to {gib(margin.need_bytes(est))} (margin {margin.fraction:.0%})."
         )
     if status != "ok":
         alternatives = tuple(e for e in c.remedies() if c.runs(e))
         fix = c.fastest_fix() or _best(c, alternatives)
-        if status == "warn" and est.headroom < margin:
-            clear = [e for e in alternatives if c.goal(e) and e.memory_on_gpu <= keep * e.gpu_capacity]
-            if fix is not None and c.goal(fix) and fix.memory_on_gpu <= keep * fix.gpu_capacity:
-                clear.append(fix)  # the advisor's fastest (with what its spare memory pays for) clears it too
-            fix = min(clear, key=lambda e: (e.relative_step_time, e.memory_total)) if clear else fix
-            solves = bool(clear)
-        else:
-            solves = fix is not None and c.goal(fix)
-        if fix is not None and solves:
+        if fix is not None and c.goal(fix):
             detail += f" Fastest change that solves it: {fix.title}."
         elif fix is not None:
             detail += " No single change solves it: see `vramplan fit` for combinations."

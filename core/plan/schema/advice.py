@@ -3,7 +3,8 @@
 ``headroom_percent`` is the safety margin every suggestion keeps free on the GPU (``vramplan fit --headroom``):
 the fit advisor's change sets, the largest micro-batch and sequence length, the fewest GPUs and the checklist's
 memory fix all leave at least this share of the GPU's memory free. Unset, the margin of `core.advice.margin`
-applies: the estimate's worst under-prediction on similar published runs, and never less than fragmentation's 10%.
+applies: the 90th percentile of the estimate's under-prediction on similar published runs, and never less than
+fragmentation's 10% (docs/advice.md, "The safety margin").
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ class AdviceConfig(BaseModel):
         default=None,
         ge=0,
         le=MAX_HEADROOM_PERCENT,
-        description="GPU memory every suggestion leaves free, %; unset: the estimate's worst under-prediction on "
-        "similar published runs, at least 10% (fragmentation)",
+        description="GPU memory every suggestion leaves free, %; unset: the 90th percentile of the estimate's "
+        "under-prediction on similar published runs, at least 10% (fragmentation)",
     )
 
     @model_validator(mode="before")

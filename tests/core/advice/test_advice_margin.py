@@ -49,11 +49,12 @@ def plan_70b_lora(**extra: object) -> dict:
 
 def test_no_suggestion_below_the_margin_on_the_issue_plan(a6000: None) -> None:
     """Before: suggestions 3, 4, 5 and 8 read "48.0 GiB per GPU (0% free)". Now each leaves the margin: LoRA on a
-    transformers stack was up to 25.4% under on 8 similar published runs, so 25.4% of 48 GiB stays free."""
+    transformers stack was 19.4% under at the 90th percentile of 8 similar published runs, so 19.4% of 48 GiB stays
+    free (a change of method keeps its own: QLoRA's runs give 33%)."""
     plan = plan_from_dict(plan_70b_lora())
     advice = advise(plan)
     assert not advice.fits and advice.margin.kind == "expected error"
-    assert advice.goal_headroom == pytest.approx(estimate(plan).expected_error.worst_under_pct / 100)
+    assert advice.goal_headroom == pytest.approx(estimate(plan).expected_error.p90_under_pct / 100)
     assert advice.goal_headroom > FRAGMENTATION_RISK and advice.suggestions
     for s in advice.suggestions:
         est = estimate(plan.with_changes(s.changes))
@@ -73,9 +74,11 @@ def test_fit_cli_headroom_flag_and_headline(a6000: None, capsys: pytest.CaptureF
     words = " ".join(capsys.readouterr().out.split())
     assert "(0% free)" not in words
     band = re.search(
-        r"leave (\d+)% free \(the estimate was up to (\d+)% under on (\d+) similar published runs; ", words
+        r"leave the safety margin free \((\d+)% for this plan: the estimate's 90th percentile on (\d+) similar "
+        r"published runs: (\d+)% under; ",
+        words,
     )
-    assert band and band[1] == band[2] and int(band[3]) >= 3, words  # the margin is the published band
+    assert band and band[1] == band[3] and int(band[2]) >= 3, words  # the margin is the published band
     assert run([*args, "--headroom", "15"]) == 0
     words = " ".join(capsys.readouterr().out.split())
     assert "leave 15% free (advice.headroom_percent = 15; --headroom sets it)" in words
@@ -97,7 +100,7 @@ def test_headroom_percent_is_a_plan_key_that_round_trips(tmp_path: Path) -> None
 def test_unset_margin_is_at_least_fragmentation() -> None:
     """LLaMA-7B full fine-tuning: the nearest runs were at most 6.6% under, so fragmentation's 10% applies."""
     est = estimate(plan_from_dict({"model": {"preset": "llama-7b"}}))
-    assert est.expected_error.worst_under_pct < 10
+    assert est.expected_error.p90_under_pct < 10
     margin = safety_margin(est)
     assert (margin.kind, margin.fraction) == ("fragmentation", FRAGMENTATION_RISK)
 

@@ -15,7 +15,10 @@ def test_check_headroom_asks_the_memory_fix_for_that_much_free() -> None:
     plan = default_plan()  # 77% free
     assert _capacity(plan).status == "ok"
     item = _capacity(plan.with_changes({"advice.headroom_percent": 85}))
-    assert item.status == "warn" and "85% advice.headroom_percent" in item.detail
+    assert (
+        item.status == "warn" and "less than the safety margin, 85% free (advice.headroom_percent = 85)" in item.detail
+    )
+    assert "it may need up to 127.5 GiB" in item.detail  # 19.1 GiB / (1 - 0.85)
     assert item.fix is not None and item.fix.headroom_fraction >= 0.85
 
 
@@ -27,7 +30,7 @@ def test_under_fragmentations_share_outside_the_error_band_names_the_allocators_
         {"strategy.gradient_checkpointing": "none", "training.micro_batch_size": 3, "training.seq_len": 2736}
     )
     item = _capacity(plan)
-    assert item.status == "warn" and "less than fragmentation can take" in item.detail
+    assert item.status == "warn" and "less than the safety margin, 10% free (fragmentation's 10%)" in item.detail
     assert "caching allocator's rounding and segments" in item.detail
     set5 = _capacity(plan.with_changes({"overhead.allocator_reserve_percent": 5}))
     assert "5% of the tensor peak" in set5.detail

@@ -10,6 +10,7 @@ import pytest
 
 from vramplan.core.advice.checklist import GROUPS, Checklist, apply_fix, checklist, toggle_ticked
 from vramplan.core.advice.checks.nan import reference_lr
+from vramplan.core.advice.margin import safety_margin
 from vramplan.core.memory.peak import estimate
 from vramplan.core.memory.record import FRAGMENTATION_RISK
 from vramplan.core.plan.helpers.units import MiB
@@ -96,8 +97,8 @@ def test_capacity_ok_warn_fail() -> None:
     assert fail.status == "fail" and "over by 93.4 GiB" in fail.detail
     assert fail.fix is not None and fail.fix.fits and fail.fix.memory_delta < 0
     assert_fix_applies(over, fail)
-    # the fix is the fastest single change that fits among the measured alternatives
-    fitting = [e for e in fail.alternatives if e.fits]
+    # the fix is the fastest single change that fits with its safety margin free among the measured alternatives
+    fitting = [e for e in fail.alternatives if safety_margin(estimate(e.plan)).keeps(estimate(e.plan))]
     assert fail.fix.relative_step_time == min(e.relative_step_time for e in fitting)
 
 
