@@ -24,15 +24,20 @@ def add_parser(sub: argparse._SubParsersAction, plan_args: Callable[[argparse.Ar
         "gpus",
         help="GPU selection guide: every GPU preset with the fewest GPUs that fit, step time, time and cost",
         description="For the plan's model, method and strategies: every GPU preset with the fewest GPUs that fit "
-        "(1, 2, 4, 8 on one node, then nodes of 8), the step time, tokens/s and, with --tokens and --price, the time "
-        "and cost to train. The plan's GPU and GPU count are what the guide varies (--gpu only says whose "
-        "hardware.price_per_gpu_hour the plan's price is).",
-        epilog="example: vramplan gpus --model llama-3.1-70b --tokens 2T --price 2.5",
+        "with the safety margin free (1, 2, 4, 8 on one node, then nodes of 8), the step time, tokens/s and, for a "
+        "job (--tokens or --steps), the time, GPU-hours and, with --price, the cost to train; ranked by time or by "
+        "cost (USD, or GPU-hours without a price). The plan's GPU and GPU count are what the guide varies (--gpu "
+        "only says whose hardware.price_per_gpu_hour the plan's price is).",
+        epilog="example: vramplan gpus --model llama-3.1-70b --steps 10k --sort cost",
     )
     plan_args(p)
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
-    p.add_argument("--sort", choices=SORTS, default="time", help="time per token (default) or cost to train")
-    p.add_argument("--tokens", metavar="N", help="token budget for time and cost to train, e.g. 2T, 300B")
+    p.add_argument(
+        "--sort", choices=SORTS, default="time", help="time to train (default) or cost (USD; GPU-hours without a price)"
+    )
+    job = p.add_mutually_exclusive_group()
+    job.add_argument("--tokens", metavar="N", help="the job: tokens to train on, e.g. 2T, 300B")
+    job.add_argument("--steps", metavar="N", help="the job: optimizer steps of the plan's global batch, e.g. 10k")
     p.add_argument(
         "--price",
         action="append",
@@ -59,6 +64,17 @@ def parse_prices(items: list[str]) -> dict[str, float]:
     return out
 
 
+def parse_steps(text: str) -> int:
+    """``10k`` -> 10,000 optimizer steps (at least 1)."""
+    try:
+        value = parse_number(text, integer=True)
+    except ValueError:
+        value = None
+    if not isinstance(value, int) or not 1 <= value <= 10**12:
+        raise PlanError(f"expected a number of optimizer steps from 1 to 10^12 (10k, 2500), got {text!r}", "--steps")
+    return value
+
+
 def cmd_gpus(args: argparse.Namespace) -> int:
     from vramplan.cli.importing import resolve
     from vramplan.core.advice.gpuguide import gpu_guide
@@ -69,7 +85,8 @@ def cmd_gpus(args: argparse.Namespace) -> int:
     from vramplan.core.plan.catalogue.presets import resolve_gpu_id
 
     prices = {k if k == "*" else resolve_gpu_id(k)[0]: v for k, v in parse_prices(args.price).items()}
-    guide = gpu_guide(plan, sort=args.sort, prices=prices, advise=not args.no_advice)
+    steps = parse_steps(args.steps) if args.steps is not None else None
+    guide = gpu_guide(plan, sort=args.sort, prices=prices, advise=not args.no_advice, steps=steps)
     from vramplan.core.plan.catalogue.presets import registry
 
     for problem in registry().problems:  # a broken user preset is not in the guide: say so
@@ -81,8 +98,8 @@ def cmd_gpus(args: argparse.Namespace) -> int:
     return 0
 
 
-HEADER = ("GPU", "GiB", "GPUs", "GiB/GPU", "step", "tokens/s", "train", "cost USD")
-WIDTHS = (19, 4, 5, 7, 8, 8, 11, 10)  # with one space between: 79 columns
+HEADER = ("GPU", "GiB", "GPUs", "GiB/GPU", "step", "tokens/s", "train", "GPU-h", "USD")
+WIDTHS = (16, 4, 5, 7, 8, 8, 9, 7, 7)  # with one space between: 79 columns
 
 
 def change_line(row: GpuRow) -> str:
@@ -100,8 +117,10 @@ def guide_title(guide: Guide) -> list[str]:
         f"{_strategies(guide)}; micro-batch {t.micro_batch_size} x {t.seq_len:,} tokens, accumulation "
         f"{t.grad_accum_steps}",
     ]
-    if t.tokens:
-        lines.append(f"{fmt_count(t.tokens)} tokens to train")
+    if guide.steps is not None and t.tokens:
+        lines.append(f"the job: {guide.steps:,} steps of the plan's global batch = {fmt_count(t.tokens)} tokens")
+    elif t.tokens:
+        lines.append(f"the job: {fmt_count(t.tokens)} tokens to train")
     return [w for line in lines for w in textwrap.wrap(line, 80, subsequent_indent="  ")]
 
 
@@ -124,7 +143,12 @@ def guide_text(guide: Guide) -> str:
     from vramplan.core.plan.describe import short_gpu_name
 
     lines = guide_title(guide)
-    lines.append(f"fewest GPUs that fit as planned (1, 2, 4, 8, nodes of 8 to {MAX_GPUS}); sorted by {guide.sort}")
+    lines += textwrap.wrap(
+        f"fewest GPUs that fit as planned with the safety margin free (1, 2, 4, 8, nodes of 8 to {MAX_GPUS}; the "
+        f"margin `fit` keeps: vramplan help advice); ranked by {guide.ranking}",
+        80,
+        subsequent_indent="  ",
+    )
     fmt = " ".join(f"{{:{'<' if i == 0 else '>'}{w}}}" for i, w in enumerate(WIDTHS))
     lines.append(fmt.format(*HEADER).rstrip())
     fitting = [r for r in guide.rows if r.fits]
@@ -145,9 +169,9 @@ def guide_text(guide: Guide) -> str:
             lines += wrapped(f"{short_gpu_name(r.name)}: {text}")
     skipped = [r for r in guide.rows if r.change_note.startswith("not searched")]
     if skipped:
-        lines.append(f"  (advisor not asked for {len(skipped)} GPUs: time budget)")
+        lines.append(f"  (advisor not asked for {len(skipped)} GPUs: its budget of candidate plans)")
     if guide.plan.training.tokens is None:
-        lines.append("time and cost to train: give a token budget (--tokens 2T) and prices (--price GPU=USD)")
+        lines.append("time, GPU-hours and cost to train: give the job (--tokens 2T or --steps 10k) and --price")
     elif not any(r.cost is not None for r in guide.rows):
         lines.append("cost: no GPU has a price; give --price GPU=USD per GPU-hour (or --price USD for all)")
     return "\n".join(lines) + "\n"

@@ -5,14 +5,21 @@ counts (`COUNTS`: 1, 2, 4 and 8 on one node, then 2, 4, 8... nodes of 8, up to `
 the plan has it: its strategies (TP, PP, ZeRO, offload, checkpointing), its micro-batch and accumulation (so the
 global batch grows with the data-parallel size; the figures are throughput, the same tokens take the same work).
 A count the plan's strategies cannot use (tensor parallelism 8 on 4 GPUs, heads that do not split) is skipped.
-The first count that fits is ``min_gpus``; there the time model gives the step time and tokens/s and, with a
-token budget (``training.tokens``) and a price per GPU-hour, the hours and the cost to train.
+The first count that fits with the safety margin free (`core.advice.margin`: the rule `fit` keeps) is
+``min_gpus``; there the time model gives the step time and tokens/s and, for the job (``training.tokens``, or a
+number of steps of the plan's global batch: `job_tokens`), the hours, GPU-hours and, with a price, the cost.
+
+The order (`sort_rows`): by time (time per token: the job's time to train, whatever the job) or by cost (the job's
+cost in USD per token where there is a price, else its GPU-hours per token: GPUs x time); the same order as for the
+whole job, so a plan without a job is ranked the same way.
 
 Where a change would let fewer GPUs do (or any at all), the fit advisor (`core.advice.advisor.suggestions`) is asked,
 at the count just below ``min_gpus`` (or at the largest count when none fits), for its cheapest change (best tier,
 then least step time) of one move, or of up to two moves when no single move keeps the training the same (tier 0);
-the fewest GPUs with that change are then found with plain estimates. The advisor is the slow part (tens to
-hundreds of ms per GPU), so it is asked at one count per GPU, within a time budget (`ADVISOR_SECONDS`).
+the fewest GPUs with that change are then found with plain estimates, with the margin free. The advisor is the slow
+part (tens to hundreds of ms per GPU), so it is asked at one count per GPU, GPUs in the registry's order, until the
+candidate plans it estimated reach `ADVISOR_PLANS`: a budget counted in plans, so the guide is the same on a busy
+machine and an idle one.
 
 Prices: a preset's ``price_per_gpu_hour``; the plan's ``hardware.price_per_gpu_hour`` is the price of the plan's
 own GPU only (it is what the user pays for that card); `prices` (GPU id -> price, ``"*"`` for every GPU without
@@ -28,6 +35,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from vramplan.core.advice.advisor import Suggestion, suggestions
+from vramplan.core.advice.margin import safety_margin
 from vramplan.core.advice.whatif import WhatIf
 from vramplan.core.memory.kinds import ALL_KINDS, KIND_LABELS
 from vramplan.core.memory.peak import estimate
@@ -49,8 +57,13 @@ COUNTS: tuple[tuple[int, int], ...] = (
     (4, 1),
     *((NODE_GPUS, n) for n in (1, 2, 4, 8, 16, 32, 64, MAX_GPUS // NODE_GPUS)),
 )  # (gpus_per_node, nodes)
-ADVISOR_SECONDS = 3.0  # the advisor's time budget over all GPUs (each call takes tens of ms)
+ADVISOR_PLANS = 3_000  # the advisor's budget over all GPUs, in candidate plans estimated (20-60 per GPU, ~1 ms each)
 SORTS = ("time", "cost")
+
+
+def keeps_margin(est: Estimate) -> bool:
+    """Fits with its safety margin free (`core.advice.margin.safety_margin`: the fit advisor's rule)."""
+    return safety_margin(est).keeps(est)
 
 
 @dataclass(frozen=True)
@@ -96,6 +109,7 @@ class GpuRow:
     tokens_per_second: float | None = None
     train_hours: float | None = None  # None: no token budget (training.tokens), or no fit
     cost: float | None = None  # None: no token budget or no price, or no fit
+    margin_fraction: float | None = None  # the safety margin kept at min_gpus (`core.advice.margin`)
     why: str = ""  # why it does not fit ("" when it fits)
     change: Change | None = None  # the advisor's cheapest change for fewer GPUs (None: none needed or found)
     change_note: str = ""  # why there is no change ("not searched: time budget")
@@ -103,6 +117,24 @@ class GpuRow:
     @property
     def fits(self) -> bool:
         return self.min_gpus is not None
+
+    @property
+    def gpu_hours(self) -> float | None:
+        """GPU-hours to train the job: GPUs x hours (None: no job, or no fit)."""
+        return None if self.train_hours is None or self.min_gpus is None else self.train_hours * self.min_gpus
+
+    def per_token(self, what: str) -> float:
+        """Seconds (``time``), GPU-seconds (``gpu``) or USD (``usd``) per token at min_gpus (inf: no fit, no
+        price): the job's time, GPU-hours or cost divided by its tokens, so they rank as the whole job would."""
+        if not self.fits or not self.tokens_per_second:
+            return math.inf
+        seconds = 1 / self.tokens_per_second
+        if what == "time":
+            return seconds
+        gpu_seconds = seconds * (self.min_gpus or 0)
+        if what == "gpu":
+            return gpu_seconds
+        return math.inf if self.price_per_gpu_hour is None else gpu_seconds / 3600 * self.price_per_gpu_hour
 
     @property
     def gpus_text(self) -> str:
@@ -113,7 +145,8 @@ class GpuRow:
         return str(gpn) if nodes == 1 else f"{nodes}x{gpn}"
 
     def cells(self) -> tuple[str, ...]:
-        """GPU, its GiB, GPUs, GiB per GPU, step, tokens/s, time to train, cost: the CLI's and the app's table."""
+        """GPU, its GiB, GPUs, GiB per GPU, step, tokens/s, time to train, GPU-hours, cost: the CLI's and the app's
+        table."""
         fits = self.fits
 
         def shown(value: float | None, fmt: Callable[[float], str]) -> str:
@@ -127,6 +160,7 @@ class GpuRow:
             shown(self.step_seconds, fmt_seconds),
             shown(self.tokens_per_second, lambda v: f"{v:,.0f}"),
             shown(self.train_hours, lambda h: fmt_seconds(h * 3600)),
+            shown(self.gpu_hours, lambda v: f"{v:,.1f}" if v < 10 else f"{v:,.0f}"),
             shown(self.cost, lambda v: f"{v:,.0f}"),
         )
 
@@ -144,8 +178,10 @@ class GpuRow:
             "step_seconds": self.step_seconds,
             "tokens_per_second": self.tokens_per_second,
             "train_hours": self.train_hours,
+            "gpu_hours": self.gpu_hours,
             "price_per_gpu_hour": self.price_per_gpu_hour,
             "cost": self.cost,
+            "margin_fraction": None if self.margin_fraction is None else round(self.margin_fraction, 4),
             "why": self.why or None,
             "change": self.change.to_json() if self.change else None,
             "change_note": self.change_note or None,
@@ -154,20 +190,31 @@ class GpuRow:
 
 @dataclass(frozen=True)
 class Guide:
-    plan: Plan
+    plan: Plan  # with the job's tokens (``training.tokens``)
     rows: tuple[GpuRow, ...]  # sorted (`sort_rows`)
     sort: str
-    seconds: float  # how long the guide took
+    seconds: float  # how long the guide took (shown nowhere: the rows do not depend on it)
+    steps: int | None = None  # the job as a number of steps of the plan's global batch (None: as tokens, or none)
+    advisor_plans: int = 0  # candidate plans the advisor estimated (at most about `ADVISOR_PLANS`)
+
+    @property
+    def ranking(self) -> str:
+        """What the rows are ordered by (`sort_rows`), in words."""
+        return ranking_text(self.rows, self.sort)
 
     def to_json(self) -> dict[str, Any]:
         t = self.plan.training
         return {
             "gpus": [r.to_json() for r in self.rows],
             "sort": self.sort,
+            "ranking": self.ranking,
             "tokens": t.tokens,
+            "steps": self.steps,
             "max_gpus": MAX_GPUS,
+            "advisor_plans": self.advisor_plans,
             "note": "min_gpus: the fewest GPUs (1, 2, 4, 8 on one node, then nodes of 8) that fit with the plan's "
-            "strategies, micro-batch and accumulation; times and cost at that count",
+            "strategies, micro-batch and accumulation and the safety margin free (margin_fraction); times and cost "
+            "at that count",
         }
 
 
@@ -211,24 +258,27 @@ def _ladder(plan: Plan) -> list[tuple[tuple[int, int], Plan]]:
 
 
 def _first_fit(ladder: list[tuple[tuple[int, int], Plan]]) -> int | None:
-    """Index of the first rung that fits (per-GPU memory only shrinks as data parallelism grows: ZeRO shards)."""
+    """Index of the first rung that fits with its margin free (per-GPU memory only shrinks as data parallelism
+    grows: ZeRO shards)."""
     for i, (_, p) in enumerate(ladder):
-        if estimate(p).fits:
+        if keeps_margin(estimate(p)):
             return i
     return None
 
 
-def _cheapest_change(ladder: list[tuple[tuple[int, int], Plan]], below: int) -> Change | None:
-    """The advisor's best change at rung ``below`` (one call), then the fewest GPUs with it (estimates only)."""
+def _cheapest_change(ladder: list[tuple[tuple[int, int], Plan]], below: int) -> tuple[Change | None, int]:
+    """The advisor's best change at rung ``below`` (one call, each changed plan keeping its own margin), then the
+    fewest GPUs with it (estimates only); and the candidate plans the advisor estimated."""
     _, at = ladder[below]
     w = WhatIf(at)
+    margin = safety_margin(w.est)
     found: tuple[Suggestion, ...] = ()
     # one move first (a few dozen plans); pairs (hundreds) only when no single move keeps the training the same
-    found, _ = suggestions(w, 0.0, limit=1, max_moves=1)
+    found, _ = suggestions(w, margin, limit=1, max_moves=1)
     if not found or found[0].tier > 0:
-        found, _ = suggestions(w, 0.0, limit=1, max_moves=2)
+        found, _ = suggestions(w, margin, limit=1, max_moves=2)
     if not found:
-        return None
+        return None, w.estimated
     best = found[0]
     changes = {k: v for k, v in best.changes.items() if not k.startswith("hardware.")}
     for (gpn, nodes), p in ladder[: below + 1]:
@@ -236,10 +286,10 @@ def _cheapest_change(ladder: list[tuple[tuple[int, int], Plan]], below: int) -> 
             q = p.with_changes(changes)
         except PlanError:
             continue
-        if estimate(q).fits:
+        if keeps_margin(estimate(q)):
             st = step_time(q)
-            return Change(best.title, changes, gpn * nodes, st.step_seconds, st.tokens_per_second)
-    return None
+            return Change(best.title, changes, gpn * nodes, st.step_seconds, st.tokens_per_second), w.estimated
+    return None, w.estimated
 
 
 @memoised(256)
@@ -264,11 +314,13 @@ def gpu_row(plan: Plan, gpu_id: str, price: float | None) -> GpuRow:
         return replace(head, per_gpu_bytes=est.on_gpu, why=_why(est, gpn * nodes))
     (gpn, nodes), p = ladder[i]
     st = step_time(p)
+    est = estimate(p)
     return replace(
         head,
         min_gpus=gpn * nodes,
         layout=(gpn, nodes),
-        per_gpu_bytes=estimate(p).on_gpu,
+        per_gpu_bytes=est.on_gpu,
+        margin_fraction=safety_margin(est).fraction,
         step_seconds=st.step_seconds,
         tokens_per_second=st.tokens_per_second,
         train_hours=st.train_hours,
@@ -277,22 +329,23 @@ def gpu_row(plan: Plan, gpu_id: str, price: float | None) -> GpuRow:
 
 
 @memoised(256)
-def change_for(plan: Plan, gpu_id: str, price: float | None) -> tuple[Change | None, str]:
-    """The advisor's cheapest change for fewer GPUs than `gpu_row`'s min_gpus (or for any fit), and a note when
-    there is none: "" when none is needed (the plan fits on the fewest GPUs its strategies allow)."""
+def change_for(plan: Plan, gpu_id: str, price: float | None) -> tuple[Change | None, str, int]:
+    """The advisor's cheapest change for fewer GPUs than `gpu_row`'s min_gpus (or for any fit), a note when there is
+    none ("" when none is needed: the plan fits on the fewest GPUs its strategies allow), and the candidate plans
+    the advisor estimated."""
     moved = _on_gpu(plan, gpu_id, price)
     ladder = [] if moved is None else _ladder(moved)
     if not ladder:
-        return None, ""
+        return None, "", 0
     i = _first_fit(ladder)
     below = len(ladder) - 1 if i is None else i - 1
     if below < 0:
-        return None, ""
-    change = _cheapest_change(ladder, below)
+        return None, "", 0
+    change, searched = _cheapest_change(ladder, below)
     if change is None:
         (gpn, nodes), _ = ladder[below]
-        return None, f"the advisor found no change that fits at {gpn * nodes} GPUs"
-    return change, ""
+        return None, f"the advisor found no change that fits at {gpn * nodes} GPUs", searched
+    return change, "", searched
 
 
 def price_for(plan: Plan, gpu_id: str, prices: Mapping[str, float]) -> float | None:
@@ -309,21 +362,38 @@ def _sort_key(sort: str) -> Any:
     def key(r: GpuRow) -> tuple[Any, ...]:
         if not r.fits:
             return (2, -r.memory_bytes, r.gpu)
-        time_key = 1 / r.tokens_per_second if r.tokens_per_second else math.inf
-        if sort == "cost":
-            has = r.cost is not None
-            return (0 if has else 1, r.cost if has else 0.0, time_key, r.gpu)
-        return (0, time_key, r.gpu)
+        if sort == "cost":  # USD where there is a price, then GPU-hours for those without
+            priced = r.price_per_gpu_hour is not None
+            cost = r.per_token("usd") if priced else r.per_token("gpu")
+            return (0 if priced else 1, cost, r.per_token("time"), r.gpu)
+        return (0, r.per_token("time"), r.per_token("gpu"), r.gpu)
 
     return key
 
 
 def sort_rows(rows: tuple[GpuRow, ...] | list[GpuRow], sort: str) -> tuple[GpuRow, ...]:
-    """Fitting GPUs first, by time per token (``time``: also time to train) or by cost (those without a cost after,
-    by time); then those that do not fit, largest memory first."""
+    """Fitting GPUs first, by time (per token: the order of the time to train any job) or by cost (per token: USD
+    where there is a price, then those without by GPU-hours); then those that do not fit, largest memory first."""
     if sort not in SORTS:
         raise PlanError(f"sort by {' or '.join(SORTS)}, not {sort!r}", "--sort")
     return tuple(sorted(rows, key=_sort_key(sort)))
+
+
+def ranking_text(rows: tuple[GpuRow, ...] | list[GpuRow], sort: str) -> str:
+    """``time to train``, ``cost (USD; GPU-hours where there is no price)``, ``cost in GPU-hours (no prices)``."""
+    if sort == "time":
+        return "time to train"
+    fitting = [r for r in rows if r.fits]
+    priced = sum(r.price_per_gpu_hour is not None for r in fitting)
+    if not priced:
+        return "cost in GPU-hours (no prices)"
+    return "cost in USD" if priced == len(fitting) else "cost in USD, then GPU-hours where there is no price"
+
+
+def job_tokens(plan: Plan, steps: int) -> int:
+    """The tokens of ``steps`` optimizer steps of the plan's global batch (on its own GPUs: the guide's rows grow
+    the global batch with their data-parallel size, so a job is counted in tokens)."""
+    return steps * step_time(plan).tokens_per_step
 
 
 def gpu_guide(
@@ -332,25 +402,30 @@ def gpu_guide(
     sort: str = "time",
     prices: Mapping[str, float] | None = None,
     advise: bool = True,
-    advisor_seconds: float = ADVISOR_SECONDS,
+    advisor_plans: int = ADVISOR_PLANS,
+    steps: int | None = None,
 ) -> Guide:
-    """Every GPU preset's row for the plan's model and method (see the module docstring)."""
+    """Every GPU preset's row for the plan's model and method (see the module docstring); ``steps``: the job as
+    that many steps of the plan's global batch (`job_tokens`), in place of ``training.tokens``."""
     if sort not in SORTS:
         raise PlanError(f"sort by {' or '.join(SORTS)}, not {sort!r}", "--sort")
     start = time.perf_counter()
+    if steps is not None:
+        plan = plan.with_changes({"training.tokens": job_tokens(plan, steps)})
     prices = dict(prices or {})
     unknown = [g for g in prices if g != "*" and g not in presets.registry().gpus]
     if unknown:
         presets.gpu(unknown[0], "--price")  # raises, naming close matches
-    rows = []
+    rows, searched = [], 0
     for spec in presets.registry().sorted_gpus():
         price = price_for(plan, spec.id, prices)
         row = gpu_row(plan, spec.id, price)
         if advise:
-            if time.perf_counter() - start > advisor_seconds:
-                row = replace(row, change_note="not searched: time budget")
+            if searched >= advisor_plans:
+                row = replace(row, change_note="not searched: the advisor's budget")
             else:
-                change, note = change_for(plan, spec.id, price)
+                change, note, plans = change_for(plan, spec.id, price)
+                searched += plans
                 row = replace(row, change=change, change_note=note)
         rows.append(row)
-    return Guide(plan, sort_rows(rows, sort), sort, time.perf_counter() - start)
+    return Guide(plan, sort_rows(rows, sort), sort, time.perf_counter() - start, steps, searched)

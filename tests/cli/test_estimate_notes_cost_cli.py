@@ -63,6 +63,6 @@ def test_each_subcommand_help_has_a_description_and_an_example(
 def test_cost_names_its_currency(capsys: pytest.CaptureFixture[str]) -> None:
     assert run(["gpus", "--tokens", "1B", "--price", "2", "--no-advice", "--gpu", "h100-80gb"]) == 0
     header = next(x for x in capsys.readouterr().out.splitlines() if x.split()[:2] == ["GPU", "GiB"])
-    assert header.endswith("cost USD")
+    assert header.endswith("GPU-h     USD")
     assert run(["estimate", "--set", "training.tokens=1e9", "--set", "hardware.price_per_gpu_hour=2"]) == 0
     assert "USD at 2 USD per GPU-hour" in capsys.readouterr().out

@@ -43,7 +43,8 @@ def test_gpus_text_table_within_80_columns(capsys: pytest.CaptureFixture[str], t
     lines = text.splitlines()
     assert lines[0].startswith("GPU guide: Llama-3.1-70B full fine-tuning")
     head = next(i for i, line in enumerate(lines) if line.split()[:2] == ["GPU", "GiB"])
-    assert "sorted by cost" in lines[head - 1] and lines[head].split()[:3] == ["GPU", "GiB", "GPUs"]
+    ranked = " ".join(" ".join(lines[head - 3 : head]).split())
+    assert "ranked by cost in USD" in ranked and lines[head].split()[:3] == ["GPU", "GiB", "GPUs"]
     assert all(len(line) <= 80 for line in lines), max(lines, key=len)
     assert "does not fit:" in text and "RTX 3070 8GB: at 1024 GPUs:" in text
     assert "fewer GPUs with one change" in text

@@ -5,7 +5,7 @@ from __future__ import annotations
 from textual.widgets import DataTable, Static
 
 from tests.tui.conftest import text_of
-from vramplan.core.advice.gpuguide import gpu_guide
+from vramplan.core.advice.gpuguide import gpu_guide, sort_rows
 from vramplan.core.advice.plandiff import plan_diff
 from vramplan.core.memory.peak import estimate
 from vramplan.core.plan.catalogue import presets
@@ -87,9 +87,14 @@ async def test_gpu_guide_lists_every_preset_and_enter_takes_a_gpu() -> None:
         same = next(r for r in expected.rows if r.gpu == first.gpu)
         assert (first.min_gpus, first.layout, first.step_seconds) == (same.min_gpus, same.layout, same.step_seconds)
         assert first.min_gpus is not None
-        await pilot.press("s")  # by cost: no prices, so by time among equals; the order is the cost sort's
+        by_time = [r.gpu for r in screen.rows]
+        await pilot.press("s")  # by cost: no prices, so by GPU-hours (issue 40.7: it once changed nothing)
         await pilot.pause()
         assert screen.sort == "cost"
+        by_cost = [r.gpu for r in screen.rows]
+        assert by_cost != by_time and by_cost == [r.gpu for r in sort_rows(expected.rows, "cost")]
+        assert [table.coordinate_to_cell_key((i, 0)).row_key.value for i in range(table.row_count)] == by_cost
+        assert "by cost in GPU-hours (no prices)" in str(screen.query_one("#gpus").border_subtitle)
         await pilot.press("s")
         await pilot.pause()
         row = screen.rows[1]  # a row that fits (the default plan fits on every GPU)

@@ -1,7 +1,8 @@
 """The GPU guide view (``g``): every GPU preset with the fewest GPUs that fit the plan as planned, the step time,
 tokens/s, time and cost to train, and the fit advisor's change for fewer GPUs (`core.advice.gpuguide`). The guide is
 computed in a thread worker (a fraction of a second to a few seconds); enter takes the highlighted GPU and count
-into the plan (the planner applies it, one undoable change); ``s`` sorts by time or cost; esc closes."""
+into the plan (the planner applies it, one undoable change); ``s`` ranks by time to train or by cost (USD, or
+GPU-hours where there is no price: `core.advice.gpuguide.sort_rows`); esc closes."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
 
-from vramplan.core.advice.gpuguide import MAX_GPUS, SORTS, GpuRow, Guide, sort_rows
+from vramplan.core.advice.gpuguide import MAX_GPUS, SORTS, GpuRow, Guide, ranking_text, sort_rows
 from vramplan.core.plan.describe import method_label, model_name
 from vramplan.core.plan.helpers.units import fmt_count
 from vramplan.core.plan.schema.plan import Plan
@@ -25,7 +26,7 @@ from vramplan.tui.screens.css import tcss
 from vramplan.tui.widgets.text import show_text
 
 # GpuRow.cells() without the GPU's own memory (the name says it), the name cut to fit 80 columns
-HEADER = ("GPU", "GPUs", "GiB/GPU", "step", "tokens/s", "train", "cost USD")
+HEADER = ("GPU", "GPUs", "GiB/GPU", "step", "tokens/s", "train", "GPU-h", "USD")
 NAME_WIDTH = 16
 
 
@@ -64,7 +65,7 @@ class GpuGuideScreen(ModalScreen[dict[str, Any] | None]):
             yield Static(id="gpus-title", classes="muted")
             yield DataTable(id="gpus-table", cursor_type="row", zebra_stripes=False)
             yield Static(id="gpus-detail")
-            yield Static("⏎ use this GPU and count · s sort by time/cost · esc closes", classes="dialog-hint")
+            yield Static("⏎ use this GPU and count · s rank by time/cost · esc closes", classes="dialog-hint")
 
     def on_mount(self) -> None:
         box = self.query_one("#gpus")
@@ -106,7 +107,7 @@ class GpuGuideScreen(ModalScreen[dict[str, Any] | None]):
             table.add_row(*table_cells(r), key=r.gpu)
         table.move_cursor(row=0)
         box = self.query_one("#gpus")
-        box.border_subtitle = f"fewest GPUs that fit as planned, up to {MAX_GPUS} · sorted by {self.sort}"
+        box.border_subtitle = f"fewest GPUs that fit with the margin · by {ranking_text(self.rows, self.sort)}"
         self._detail(0)
 
     def _detail(self, index: int) -> None:
