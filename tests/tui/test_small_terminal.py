@@ -120,4 +120,4 @@ def test_the_planners_costs_name_their_currency() -> None:
 
     plan = default_plan().with_changes({"training.tokens": "2T", "hardware.price_per_gpu_hour": 2})
     assert train_line(step_time(plan)).plain.endswith(" USD")
-    assert "cost USD" in HEADER
+    assert HEADER[-2:] == ("GPU-h", "USD")  # the cost in USD, beside the GPU-hours (issue 40.7)
