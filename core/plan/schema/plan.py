@@ -95,12 +95,20 @@ class Plan(BaseModel):
             exclude["rl"] = True
         return self.model_dump(mode="json", exclude_none=True, exclude=exclude or None)
 
-    def with_changes(self, changes: dict[str, Any]) -> Plan:
+    def with_changes(self, changes: dict[str, Any], *, whole: bool = False) -> Plan:
         """A new, validated plan with dotted-key changes (``{"strategy.zero_stage": 3}``).
 
         Choosing a new ``model.preset`` or ``model.hf_config`` replaces every model key not also given in ``changes``;
         a new ``training.objective`` drops the ``[rl]`` keys that do not apply to it (`core.plan.schema.rl.APPLIES`).
+
+        Only what changed is validated (`_with_changed_tables`: the changed tables, the stack's defaults, the rules
+        across tables), about a tenth of re-validating the whole plan; ``whole``: re-validate every table, the
+        reference the tests hold the fast path to.
         """
+        if not whole:
+            quick = _with_changed_tables(self, changes)
+            if quick is not None:
+                return quick
         raw = self.dump()
         for key in ("model.preset", "model.hf_config"):
             if key in changes and changes[key] != getattr(self.model, key.partition(".")[2]):
@@ -119,6 +127,83 @@ class Plan(BaseModel):
             else:
                 raw.setdefault(table, {})[field] = value
         return plan_from_dict(raw)
+
+
+_DEFAULT_RL = RLConfig()
+
+
+def _with_changed_tables(plan: Plan, changes: dict[str, Any]) -> Plan | None:
+    """`Plan.with_changes` validating only what changed, or None where it must re-validate the whole plan (a change
+    of model or objective, an SFT plan holding ``[rl]`` keys its file would drop) or where the result is not a valid
+    plan (the whole path then raises the error, worded as ever).
+
+    The same steps as the whole path, on less: each changed table is validated from what `Plan.dump` writes of it
+    with the changes laid over; the stack's defaults are chosen again for every key the plan leaves unset (a change
+    can alter a row's ``when``), and a table whose chosen value moves is validated again too; the other tables are
+    the plan's own (frozen: shared); the rules across tables (`check_combinations`) run on the result. Pydantic's
+    ``model_copy`` skips validation, so it only assembles tables validated here (`tests/core/plan/test_with_changes.py`
+    holds the result equal to the whole path's, stack choices included)."""
+    by_table: dict[str, dict[str, Any]] = {}
+    for key, value in changes.items():
+        table, _, field = key.partition(".")
+        if table not in TABLES or not field or "." in field or table == "model" or key == "training.objective":
+            return None
+        by_table.setdefault(table, {})[field] = value
+    sft = not plan.training.objective_spec.post_training
+    if sft and plan.rl != _DEFAULT_RL:
+        return None
+    before = plan.stack_chosen
+
+    def dumped(table: str) -> dict[str, Any]:
+        """The table as `Plan.dump` writes it: no None, no key the stack chose (an SFT plan: no objective, no rl)."""
+        if sft and table == "rl":
+            return {}
+        exclude = {k.partition(".")[2] for k in before if k.startswith(f"{table}.")}
+        if sft and table == "training":
+            exclude.add("objective")
+        data: dict[str, Any] = getattr(plan, table).model_dump(mode="json", exclude_none=True, exclude=exclude)
+        return data
+
+    raw: dict[str, dict[str, Any]] = {}
+    for table, fields in by_table.items():
+        raw[table] = data = dumped(table)
+        for field, value in fields.items():
+            if value is None:
+                data.pop(field, None)
+            else:
+                data[field] = value
+
+    def stated(key: str) -> Any:
+        table, _, field = key.partition(".")
+        if table in raw:
+            return raw[table].get(field)
+        return None if key in before else getattr(getattr(plan, table), field)
+
+    def value_of(key: str) -> Any:
+        value = stated(key)
+        if value is None:
+            table, _, field = key.partition(".")
+            value = Plan.model_fields[table].annotation.model_fields[field].default  # type: ignore[union-attr]
+        return value
+
+    try:
+        stack = StackConfig.model_validate(raw["stack"]) if "stack" in raw else plan.stack
+        chosen = stack_choices(stack, lambda key: stated(key) is None, value_of)
+        for key, row in chosen.items():  # a table whose chosen value moves is validated again
+            table, _, field = key.partition(".")
+            if table not in raw and getattr(getattr(plan, table), field) != row.value:
+                raw[table] = dumped(table)
+        for key, row in chosen.items():
+            table, _, field = key.partition(".")
+            if table in raw:
+                raw[table][field] = row.value
+        tables = {t: Plan.model_fields[t].annotation.model_validate(d) for t, d in raw.items()}  # type: ignore[union-attr]
+        new = plan.model_copy(update=tables)
+        new._stack_chosen = chosen
+        check_combinations(new)
+    except (ValidationError, ValueError):  # PlanError is a ValueError: the whole path words the error
+        return None
+    return new
 
 
 def _with_stack_defaults(data: dict[str, Any]) -> tuple[dict[str, Any], dict[str, StackDefault]]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from vramplan.core.plan.helpers.memo import memoised
 from vramplan.core.plan.stack.config import FRAMEWORKS, HF_FAMILY, StackConfig, StackDefault
 
 ALL = FRAMEWORKS
@@ -288,6 +289,12 @@ STACK_DEFAULTS: tuple[StackDefault, ...] = (
 STACK_KEYS: tuple[str, ...] = tuple(dict.fromkeys(row.key for row in STACK_DEFAULTS))
 
 
+Choices = tuple[tuple[str, StackDefault], ...]  # (plan key, the row that gives its value)
+
+# The plan keys the rows read in their ``when`` conditions: with the stack, what the choices depend on
+WHEN_KEYS: tuple[str, ...] = tuple(dict.fromkeys(k for row in STACK_DEFAULTS for k, _ in row.when))
+
+
 def stack_choice(key: str, stack: StackConfig, value_of: Callable[[str], Any]) -> StackDefault:
     """The row of `STACK_DEFAULTS` that gives ``key`` its value under ``stack`` (``value_of``: a plan key's value,
     as the plan states it or its field's default)."""
@@ -300,5 +307,21 @@ def stack_choice(key: str, stack: StackConfig, value_of: Callable[[str], Any]) -
 def stack_choices(
     stack: StackConfig, unset: Callable[[str], bool], value_of: Callable[[str], Any]
 ) -> dict[str, StackDefault]:
-    """The rows that fill each stack key the plan leaves ``unset``."""
-    return {key: stack_choice(key, stack, value_of) for key in STACK_KEYS if unset(key)}
+    """The rows that fill each stack key the plan leaves ``unset``. Memoised on the stack, the unset keys and the
+    values the rows' conditions read (`WHEN_KEYS`): every plan change chooses them again."""
+    unset_keys = tuple(key for key in STACK_KEYS if unset(key))
+    values = tuple(value_of(k) for k in WHEN_KEYS)
+    try:
+        return dict(_choices(stack, unset_keys, values))
+    except TypeError:  # an unhashable value (a list where a name goes): the plan's validation refuses it after
+        return dict(_choose(stack, unset_keys, values))
+
+
+@memoised(4096)
+def _choices(stack: StackConfig, unset_keys: tuple[str, ...], values: tuple[Any, ...]) -> Choices:
+    return _choose(stack, unset_keys, values)
+
+
+def _choose(stack: StackConfig, unset_keys: tuple[str, ...], values: tuple[Any, ...]) -> Choices:
+    value_of = dict(zip(WHEN_KEYS, values, strict=True)).__getitem__
+    return tuple((key, stack_choice(key, stack, value_of)) for key in unset_keys)
