@@ -138,18 +138,20 @@ def _search(
     ``beam`` lowest non-fitting sets of the size before in each tier, each extended by any other move. The second
     finds levers that only help once another has moved the peak (full checkpointing does nothing while the
     optimizer step is the peak; once the optimizer step moves into backward it is what makes a 24 GB card fit an 8B
-    full fine-tune, as torchtune's RTX 4090 row shows)."""
-    base = w.est.on_gpu
+    full fine-tune, as torchtune's RTX 4090 row shows). "Lower" and "lowest" are the on-GPU bytes without the
+    caching allocator's packing (`WhatIf.tried`), which a candidate that fails on its allocated bytes never pays
+    for."""
+    base = w.floor_on_gpu
     fitting: list[tuple[int, ...]] = []
     frontier: list[tuple[int, tuple[int, ...]]] = []  # (on-GPU bytes, set) that lowered the peak but do not fit
     for i, mv in enumerate(moves):
-        est = w.memory(dict(mv.changes))
-        if est is None:
+        t = w.tried(dict(mv.changes), ok)
+        if t is None:
             continue
-        if ok(est):
+        if t.ok:
             fitting.append((i,))
-        elif est.on_gpu < base:
-            frontier.append((est.on_gpu, (i,)))
+        elif t.floor_on_gpu < base:
+            frontier.append((t.floor_on_gpu, (i,)))
     savers = [combo[0] for _, combo in frontier]
     found = set(fitting)
     tried: set[tuple[int, ...]] = set()
@@ -167,14 +169,14 @@ def _search(
             changes = combined([moves[i] for i in combo])
             if changes is None:
                 continue
-            est = w.memory(changes)
-            if est is None:
+            t = w.tried(changes, ok)
+            if t is None:
                 continue
-            if ok(est):
+            if t.ok:
                 fitting.append(combo)
                 found.add(combo)
-            elif est.on_gpu < base:
-                frontier.append((est.on_gpu, combo))
+            elif t.floor_on_gpu < base:
+                frontier.append((t.floor_on_gpu, combo))
     return fitting
 
 

@@ -40,8 +40,8 @@ def max_micro_batch_size(w: WhatIf, margin: Margin) -> int:
     """The largest micro-batch that fits with the margin free and everything else as is (0 if not even 1)."""
 
     def fits(b: int) -> bool:
-        est = w.memory({"training.micro_batch_size": b})
-        return est is not None and margin.keeps(est)
+        t = w.tried({"training.micro_batch_size": b}, margin.keeps)
+        return t is not None and t.ok
 
     return largest_fitting(fits, MAX_MICRO_BATCH)
 
@@ -66,8 +66,8 @@ def max_seq_len(w: WhatIf, margin: Margin) -> tuple[int, int | None]:
     sequence runs, but the model was never trained on it (learned positions: there is no row for it)."""
 
     def fits(s: int) -> bool:
-        est = w.memory({"training.seq_len": s})
-        return est is not None and margin.keeps(est)
+        t = w.tried({"training.seq_len": s}, margin.keeps)
+        return t is not None and t.ok
 
     context = trained_context(w.plan)
     ceiling = min(MAX_SEQ_LEN, context) if context else MAX_SEQ_LEN
@@ -113,8 +113,8 @@ def min_gpus(w: WhatIf, margin: Margin) -> tuple[int | None, dict[str, int]]:
 
     def fits(dp: int) -> bool:
         layout = gpu_layout(plan, dp)
-        est = None if layout is None else w.memory(layout)
-        return est is not None and margin.keeps(est)
+        t = None if layout is None else w.tried(layout, margin.keeps)
+        return t is not None and t.ok
 
     def answer(dp: int) -> tuple[int, dict[str, int]]:
         layout = gpu_layout(plan, dp)

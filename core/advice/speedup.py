@@ -53,10 +53,10 @@ def speed_up(
             changes = combined(moves)
             if changes is None:
                 continue
-            est = w.memory(changes)
-            if est is None or not ok(est):
+            t = w.tried(changes, ok)
+            if t is None or not t.ok:
                 continue
-            e = w.measure(title(moves), changes, est)
+            e = w.measure(title(moves), changes, t.est)
             if e is not None and e.relative_step_time < (found[0] if found else best).relative_step_time * 0.995:
                 found = (e, mv)
         if found is None:

@@ -9,11 +9,11 @@ as ``vramplan estimate PLAN --set key=value ...`` (`core.plan.keys.set_args`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
-from vramplan.core.memory.peak import estimate
+from vramplan.core.memory.peak import estimate, packs
 from vramplan.core.memory.record import Estimate
 from vramplan.core.plan.helpers.errors import PlanError
 from vramplan.core.plan.helpers.units import GiB
@@ -102,6 +102,14 @@ class Effect:
         }
 
 
+class Tried(NamedTuple):
+    """A changed plan tried against a test of its estimate (`WhatIf.tried`)."""
+
+    est: Estimate  # the whole estimate where the test was worth asking it, else the one without the packing
+    ok: bool  # whether the whole estimate passes the test
+    floor_on_gpu: int  # on-GPU bytes without the allocator's packing: how a search ranks what fails the test
+
+
 class WhatIf:
     """Measures change sets against one plan; each change set is estimated once (memoised by its contents)."""
 
@@ -140,6 +148,28 @@ class WhatIf:
             return None
         self.estimated += 1
         return estimate(p)
+
+    def tried(self, changes: Mapping[str, Any], ok: Callable[[Estimate], bool]) -> Tried | None:
+        """The changed plan against ``ok``, a test that only gets harder to pass as memory grows (fits with a
+        margin free): its estimate without the allocator's packing first (`estimate(pack=False)`: every figure at
+        most the whole estimate's), and the whole estimate only when that passes: most candidates of a search fail
+        on their allocated bytes alone, and the packing is most of an estimate's time. None: not a valid plan."""
+        p = self.changed(changes)
+        if p is None:
+            return None
+        self.estimated += 1
+        floor = estimate(p, pack=False)
+        if not packs(p):  # nothing to skip: the floor is the whole estimate
+            return Tried(floor, ok(floor), floor.on_gpu)
+        if not ok(floor):
+            return Tried(floor, False, floor.on_gpu)
+        whole = estimate(p)
+        return Tried(whole, ok(whole), floor.on_gpu)
+
+    @property
+    def floor_on_gpu(self) -> int:
+        """The plan's own on-GPU bytes without the allocator's packing (`Tried.floor_on_gpu` of no change)."""
+        return estimate(self.plan, pack=False).on_gpu
 
     def measure(self, title: str, changes: Mapping[str, Any], est: Estimate | None = None) -> Effect | None:
         """The change set's `Effect`, or None when it is not a valid plan."""

@@ -82,15 +82,26 @@ def allocator_waste(packed: tuple[int, ...], moment: int, tensor_peak: int, stra
     return max(0, most - tensor_peak - stranded)
 
 
-def estimate(plan: Plan, *, cpu: bool = False) -> Estimate:
+def estimate(plan: Plan, *, cpu: bool = False, pack: bool = True) -> Estimate:
     """Per-GPU memory of the busiest rank at the peak of a steady-state step: `sft_estimate` for supervised
     fine-tuning, `core.memory.rl.estimate.rl_estimate` (phase by phase, its update phase `sft_estimate`'s) for
-    ``training.objective`` dpo, grpo and ppo."""
+    ``training.objective`` dpo, grpo and ppo.
+
+    ``pack=False``: without the caching allocator's rounding and segment waste (`core.memory.allocator`, its
+    ``allocator_reserve`` term 0), so every figure is at most the whole estimate's and the packing, most of an
+    estimate's time, is skipped: a search rules a plan out with it before paying for the packing
+    (`core.advice.whatif.WhatIf.memory`). Never shown. A DPO/GRPO/PPO plan is always packed."""
     if plan.training.objective_spec.post_training:
         from vramplan.core.memory.rl.estimate import rl_estimate  # an SFT plan's estimate never loads it
 
         return rl_estimate(plan, sft_estimate, cpu=cpu)
-    return sft_estimate(plan, cpu=cpu)
+    return sft_estimate(plan, cpu=cpu, pack=pack)
+
+
+def packs(plan: Plan) -> bool:
+    """Whether `estimate` packs the step's tensors into the caching allocator's segments (`core.memory.allocator`):
+    an SFT plan whose ``overhead.allocator_reserve_percent`` is unset; else ``pack=False`` changes nothing."""
+    return plan.overhead.allocator_reserve_percent is None and not plan.training.objective_spec.post_training
 
 
 def _busiest(ctx: ActCtx, lay: Layout, sc: StateCtx, plan: Plan) -> tuple[str, StagePeak]:
@@ -113,19 +124,19 @@ def _freed_logits(ctx: ActCtx, lay: Layout, sp: StagePeak) -> int:
     return ctx.reg.act_bytes * ctx.T * ctx.arch.V // lay.tp if (upcast and last) else 0
 
 
-def sft_estimate(plan: Plan, *, cpu: bool = False) -> Estimate:
+def sft_estimate(plan: Plan, *, cpu: bool = False, pack: bool = True) -> Estimate:
     """Per-GPU memory of the busiest rank at the peak of a steady-state step (see module docstring).
 
     ``cpu``: reproduce PyTorch's CPU kernels where they differ from CUDA's
     (`core.memory.activations.context.CPU_DIFFERENCES`), to compare with measurements taken on the CPU; the prediction
-    for a GPU is the default."""
+    for a GPU is the default. ``pack=False``: without the allocator's packing (see `estimate`)."""
     ctx, lay, sc = plan_ctx(plan, cpu), plan_layout(plan), state_ctx(plan)
     stage_name, sp = _busiest(ctx, lay, sc, plan)
     v, peak = sp.view, sp.phases[sp.moment]
     freed = _freed_logits(ctx, lay, sp)
     expandable = plan.overhead.expandable_segments
     rules = 0
-    if plan.overhead.allocator_reserve_percent is None:
+    if plan.overhead.allocator_reserve_percent is None and pack:
         packed = _packed(ctx, lay, sc, v.stage, v.st, expandable)
         rules = allocator_waste(packed, sp.moment, sp.tensor_bytes, 0 if expandable else freed)
     overheads = overhead_terms(
