@@ -117,9 +117,9 @@ class VramplanApp(App[int]):
             self.run_worker(self._settle(), name="settle", group="start-up", exit_on_error=False)
 
     async def _settle(self) -> None:
-        """The start-up work left for after the first frame (the shown pane's last rows, laid out and drawn) done:
-        what it made is frozen too."""
-        await self.planner.pane_widget(self.planner.pane)
+        """The start-up work left for after the first frame (the shown pane's last rows, the other panes a wide
+        layout shows, laid out and drawn) done: what it made is frozen too."""
+        await self.planner.panes_built()
         self.call_after_refresh(self._first_frame.settled)
 
     def on_unmount(self) -> None:

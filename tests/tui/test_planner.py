@@ -352,6 +352,8 @@ async def test_wrapped_notes_leave_no_blank_lines_in_the_wide_layout() -> None:
     app = VramplanApp(plan=plan)
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot.pause()
+        await app.planner.panes_built()  # after the first frame (issue 40.8)
+        await pilot.pause()
         row = app.planner.query_one("#f-strategy-zero_stage")
         effect, note = row.query_one(".field-effect"), row.query_one(".field-note")
         assert note.display and "offload_optimizer" in str(note.visual)

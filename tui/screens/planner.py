@@ -4,6 +4,7 @@ screen validates them (`Plan.with_changes`), keeps undo/redo, recomputes the est
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from importlib import import_module
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -88,6 +89,7 @@ class PlannerScreen(Screen[None]):
         super().__init__()
         self.export_format = "toml"
         self._shown_once = False
+        self._first_frame_done = asyncio.Event()  # set once the other panes a wide layout shows are being built
         self._mounting: dict[str, AwaitMount] = {}  # panes built after the first frame, being mounted
         self.saved_plan = plan  # the plan as last opened or exported as TOML: quitting with another one asks first
         self.history = PlanHistory(plan, meta)
@@ -103,8 +105,9 @@ class PlannerScreen(Screen[None]):
         # the screen lays the editor and the gauges side by side (app.tcss); the notice and the footer are docked
         with Vertical(id="editor"):  # the tabs over the panes (a grid of them, wide and tall: app.tcss)
             yield PaneTabs([(pid, title) for pid, title, _, _ in PANES], self.pane, id="pane-tabs")
-            # only the panes shown now: the others are built when first shown
-            yield from (self._new_pane(pid) for pid in self._shown_panes(width, height))
+            # only the current pane: the others a wide layout shows are built after the first frame
+            # (`_build_shown`), each other one when first shown
+            yield self._new_pane(self.pane)
         gauges = MemoryGauges(id="gauges")
         gauges.set_reactive(MemoryGauges.estimate, self.estimate)
         gauges.set_reactive(MemoryGauges.timing, self.timing)
@@ -114,6 +117,22 @@ class PlannerScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self.watch_notice()
+        self.call_after_refresh(self._build_shown)
+
+    def _build_shown(self) -> None:
+        """After the first frame: the other panes this size shows (the wide and tall layout: every pane). Built
+        before it, at 160x48 they were 586 widgets and 6x a one-widget app's first frame."""
+        self._first_frame_done.set()
+        for pid in self._shown_panes(self.size.width, self.size.height):
+            self._build(pid)
+
+    async def panes_built(self) -> None:
+        """Every pane this size shows, built and mounted (the start-up work done: `VramplanApp._settle`). The
+        building itself is left to the screen (`_build_shown`): a pane binds to the screen's reactives, and
+        `data_bind` takes its parent from the message pump running it, the app's in a worker or a test."""
+        await self._first_frame_done.wait()
+        for pid in self._shown_panes(self.size.width, self.size.height):
+            await self.pane_widget(pid)
 
     def on_screen_resume(self, event: events.ScreenResume) -> None:
         """The first time the screen is shown, its widgets were styled as they were mounted, a moment before:
@@ -158,8 +177,9 @@ class PlannerScreen(Screen[None]):
         return pane
 
     def on_resize(self, event: events.Resize) -> None:
-        for pid in self._shown_panes(event.size.width, event.size.height):
-            self._build(pid)
+        if self._first_frame_done.is_set():  # before it, `_build_shown` builds them once the first frame is out
+            for pid in self._shown_panes(event.size.width, event.size.height):
+                self._build(pid)
         self.call_after_refresh(self._mark_focused_pane)
 
     # The wide layout's border around the pane holding the focus is a class set here, not `:focus-within` in CSS:
