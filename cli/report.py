@@ -8,7 +8,7 @@ from vramplan.core.memory.kinds import KIND_LABELS
 from vramplan.core.memory.record import Estimate
 from vramplan.core.plan.catalogue import presets
 from vramplan.core.plan.catalogue.presets import Registry
-from vramplan.core.plan.describe import gpu_name, method_label, model_name, parallel_summary
+from vramplan.core.plan.describe import batch_label, gpu_name, method_label, model_name, parallel_summary
 from vramplan.core.plan.helpers.errors import PlanError
 from vramplan.core.plan.helpers.units import GiB, fmt_count, fmt_seconds, fmt_steps, gib_text
 from vramplan.core.plan.resolved import choices_text
@@ -40,13 +40,8 @@ def _g(n: int) -> str:
 def _batch_lines(p: Plan) -> list[str]:
     """The training line: an SFT plan's micro-batch, a DPO/GRPO/PPO plan's objective (wrapped at 80 columns)."""
     t = p.training
-    head = f"{method_label(t)}, {t.regime}, {t.optimizer}; "
-    if not t.objective_spec.post_training:
-        return [f"{head}micro-batch {t.micro_batch_size} x {t.seq_len} tokens, accumulation {t.grad_accum_steps}"]
-    from vramplan.core.memory.rl.estimate import settings  # DPO/GRPO/PPO only: an SFT plan never loads it
-
-    text = f"{head}{settings(p).summary(t.micro_batch_size)}, accumulation {t.grad_accum_steps}"
-    return _wrap(text, 0, hang=2)
+    text = f"{method_label(t)}, {t.regime}, {t.optimizer}; {batch_label(p)}"
+    return [text] if not t.objective_spec.post_training else _wrap(text, 0, hang=2)
 
 
 def plan_summary(est: Estimate) -> list[str]:
@@ -366,7 +361,10 @@ def advice_text(a: Advice, title: str) -> str:
     kept = f"with {a.goal_headroom:.0%} free"
     lines.append(f"Largest micro-batch that fits as is ({kept}): {mb if mb else 'none, not even 1'}")
     lines += _wrap(
-        f"Largest sequence length that fits as is ({kept}): {seq_len_text(a.max_seq_len, a.context_len)}", 0, hang=2
+        f"Largest sequence length that fits as is ({kept}): "
+        f"{seq_len_text(a.max_seq_len, a.context_len, a.max_seq_changes)}",
+        0,
+        hang=2,
     )
     if a.min_gpus is None:
         lines.append("Fewest GPUs that fit with these strategies: none (more GPUs do not shrink what each holds)")

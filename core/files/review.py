@@ -11,7 +11,7 @@ from vramplan.core.advice.checklist import checklist
 from vramplan.core.files.planfile import utc_now, vramplan_version
 from vramplan.core.memory.kinds import KIND_LABELS
 from vramplan.core.memory.record import Estimate
-from vramplan.core.plan.describe import gpu_name, method_label, model_name, plan_title
+from vramplan.core.plan.describe import batch_label, gpu_name, method_label, model_name, plan_title
 from vramplan.core.plan.helpers.units import fmt_count, gib_text
 from vramplan.core.plan.schema.plan import Plan
 from vramplan.core.time.step import step_time
@@ -135,8 +135,7 @@ def _inputs(est: Estimate) -> list[str]:
         f"- Model: {model_name(m)}, "
         f"{fmt_count(est.params_total)} parameters ({fmt_count(est.params_trainable)} trainable)",
         f"- Hardware: {hw.nodes} node(s) x {hw.gpus_per_node} {gpu_name(plan)}",
-        f"- Training: {method}, {t.regime}, {t.optimizer}; micro-batch {t.micro_batch_size} x {t.seq_len} "
-        f"tokens, gradient accumulation {t.grad_accum_steps}",
+        f"- Training: {method}, {t.regime}, {t.optimizer}; {batch_label(plan)}",
         f"- Parallelism: {parallel}; offload optimizer {s.offload_optimizer}, parameters {s.offload_parameters}",
         f"- Memory savers: checkpointing {s.gradient_checkpointing}, {s.attention} attention, activation "
         f"compression {s.activation_compression}, fused cross-entropy {_value(s.fused_cross_entropy)}",

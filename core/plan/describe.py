@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from vramplan.core.plan.architecture.config import ModelConfig
 from vramplan.core.plan.catalogue import presets
 from vramplan.core.plan.helpers.errors import PlanError
+from vramplan.core.plan.resolved import plan_rl_settings
 from vramplan.core.plan.schema.plan import Plan
 from vramplan.core.plan.schema.training import TrainingConfig
 
@@ -84,6 +85,17 @@ def method_label(training: TrainingConfig, *, compact: bool = False) -> str:
     if compact:
         return {"full": "full", "lora": f"LoRA r{r}", "qlora": f"QLoRA r{r}"}[training.method]
     return {"full": "full fine-tuning", "lora": f"LoRA r={r}", "qlora": f"QLoRA r={r}"}[training.method]
+
+
+def batch_label(plan: Plan, *, grouped: bool = False) -> str:
+    """``micro-batch 1 x 2048 tokens, accumulation 4`` (``grouped``: ``2,048``); a DPO/GRPO/PPO plan by its own
+    sequences (``GRPO: 8 completions/GPU of 512 + 1024 tokens, 8 per prompt, ..., accumulation 4``), never the SFT
+    ``seq_len`` it does not train on."""
+    t = plan.training
+    if not t.objective_spec.post_training:
+        seq = f"{t.seq_len:,}" if grouped else str(t.seq_len)
+        return f"micro-batch {t.micro_batch_size} x {seq} tokens, accumulation {t.grad_accum_steps}"
+    return f"{plan_rl_settings(plan).summary(t.micro_batch_size)}, accumulation {t.grad_accum_steps}"
 
 
 def parallel_summary(plan: Plan, *, offload: bool = False, data_parallel: bool = True) -> str:

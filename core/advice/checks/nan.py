@@ -97,14 +97,15 @@ def fp16_range(c: Context) -> Item:
     risks = []
     if params >= LARGE_MODEL:
         risks.append(f"{fmt_count(params)} parameters (outlier activations grow with scale)")
-    if t.seq_len >= LONG_SEQUENCE:
-        risks.append(f"sequences of {t.seq_len:,} tokens (long sums in attention and the loss)")
+    seq = c.batch[1]
+    if seq >= LONG_SEQUENCE:
+        risks.append(f"sequences of {seq:,} tokens (long sums in attention and the loss)")
     fix = None
     if not fp16:
         status, detail = "ok", f"{t.regime} does not compute in fp16."
     elif not risks:
         status = "ok"
-        detail = f"fp16 with {fmt_count(params)} parameters and {t.seq_len:,}-token sequences: within common practice."
+        detail = f"fp16 with {fmt_count(params)} parameters and {seq:,}-token sequences: within common practice."
     else:
         status = "warn"
         detail = f"fp16 (max 65504) with {' and '.join(risks)}: overflow to inf/NaN is likely."
@@ -175,13 +176,13 @@ def learning_rate(c: Context) -> Item:
 
 
 def data(c: Context) -> Item:
-    t = c.plan.training
+    n, seq = c.batch
     return Item(
         "nan.data",
         "nan",
         "manual",
         "Every batch has targets",
-        f"a micro-batch of {t.micro_batch_size} x {t.seq_len} tokens whose labels are all -100 (padding, or a "
+        f"a micro-batch of {n} x {seq} tokens whose labels are all -100 (padding, or a "
         "prompt masked out by completion-only training) gives a mean loss of 0/0 = NaN; so do inf/NaN inputs "
         "and empty sequences: check the data pipeline.",
         "PyTorch CrossEntropyLoss docs: reduction='mean' divides by the number of non-ignored targets",

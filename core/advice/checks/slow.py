@@ -215,17 +215,15 @@ def _bigger_micro_batches(c: Context) -> list[tuple[str, dict[str, Any]]]:
 
 def micro_batch(c: Context) -> Item:
     t = c.plan.training
+    n, seq = c.batch
     stream = c.st.seconds("weight_streaming")
     share = _share(c, stream)
-    tokens = t.micro_batch_size * t.seq_len
+    tokens = n * seq
     gathers = c.st.seconds("zero3_comm")
     waits = [f"{what} {fmt_seconds(x)} ({pct(_share(c, x))})" for what, x in
              (("weight reads from HBM", stream), ("ZeRO-3 gathers", gathers)) if x > 0]  # fmt: skip
     waits_text = f"the step waits on {' and '.join(waits)}" if waits else "the math hides the weight reads"
-    detail = (
-        f"{_mbs(t.grad_accum_steps)} of {t.micro_batch_size} x {t.seq_len} = {tokens:,} tokens per step; for each, "
-        f"{waits_text}."
-    )
+    detail = f"{_mbs(t.grad_accum_steps)} of {n} x {seq} = {tokens:,} tokens per step; for each, {waits_text}."
     fix, alts = _fix(c, _bigger_micro_batches(c))
     if fix is None and share < STREAM_SHARE:
         return _item(c, "micro_batch", "ok", "Micro-batch size", detail, STREAM_SRC, alternatives=alts)
@@ -298,11 +296,11 @@ def eager_attention(c: Context) -> Item:
 
 
 def data_loading(c: Context) -> Item:
-    t, st = c.plan.training, c.st
-    per_gpu = st.tokens_per_second_per_gpu / t.seq_len
+    st, seq = c.st, c.batch[1]
+    per_gpu = st.tokens_per_second_per_gpu / seq
     detail = (
         f"at {st.tokens_per_second:,.0f} tokens/s the input pipeline must deliver "
-        f"{st.tokens_per_second / t.seq_len:,.1f} sequences of {t.seq_len:,} tokens per second ({per_gpu:,.2f} per "
+        f"{st.tokens_per_second / seq:,.1f} sequences of {seq:,} tokens per second ({per_gpu:,.2f} per "
         "GPU): pre-tokenize, use DataLoader workers and pinned memory, and check the GPU never idles between steps."
     )
     return Item("slow.data_loading", "slow", "manual", "Data loading keeps up", detail, DATA_SRC,
