@@ -194,7 +194,13 @@ def recomputation(c: Context) -> Item:
         options.append(("checkpoint every 2nd block", {"strategy.checkpoint_every": 2}))
     fix, alts = _fix(c, options)
     none = next((e for e in alts if e.changes.get("strategy.gradient_checkpointing") == "none"), None)
-    cost = f"{ckpt} recomputation costs {pct(1 / none.relative_step_time - 1)} of the step" if none else ""
+    # the share of this step it takes (1 - t_none / t), which the step-time table shows, and the increase over none
+    cost = (
+        f"{ckpt} recomputation takes {pct(1 - none.relative_step_time)} of the step (the step is "
+        f"{pct(1 / none.relative_step_time - 1)} longer than without checkpointing)"
+        if none
+        else ""
+    )
     if fix is None:
         need = min(alts, key=lambda e: e.memory_total, default=None)
         why = f"; {need.title} would need {need.memory_total / 2**30:.1f} GiB" if need and not _safe(c, need) else ""
