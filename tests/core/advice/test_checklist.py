@@ -398,3 +398,23 @@ def test_paged_states_outside_the_gpu_budget() -> None:
     assert paged > 0 and est.total - est.on_gpu == paged
     assert est.allocated <= est.reserved <= est.total - paged
     assert check(p, "slow.paged").status in ("ok", "warn")
+
+
+def test_single_gpu_qloras_parameter_offload_says_what_it_needs() -> None:
+    """Issue 40.5: the top fix of a 70B QLoRA on one 24 GB GPU was parameter offload, with no word that a 4-bit base
+    is sharded (and offloaded) only with its packed weights stored in bf16 (PEFT docs: QLoRA with FSDP,
+    fsdp_offload_params; QLoRA with DeepSpeed ZeRO-3). An 8-bit base cannot be: no such move; nor NVMe for 4-bit
+    (FSDP's CPUOffload has none)."""
+    p = plan(model__preset="llama-3.1-70b", hardware__gpu="rtx-4090", hardware__gpus_per_node=1,
+             training__method="qlora", strategy__zero_stage=0)  # fmt: skip
+    item = check(p, "oom.capacity")
+    assert item.status == "fail" and item.fix is not None
+    assert item.fix.changes["strategy.offload_parameters"] == "cpu"
+    assert "needs bnb_4bit_quant_storage=bfloat16 under FSDP or DeepSpeed ZeRO-3" in item.fix.title
+    assert not any(e.changes.get("strategy.offload_parameters") == "nvme" for e in item.alternatives)
+    eight = p.with_changes({"training.method": "lora", "training.quantization": "int8"})
+    assert not any("strategy.offload_parameters" in e.changes for e in check(eight, "oom.capacity").alternatives)
+    full = p.with_changes({"training.method": "full", "model.preset": "llama-3.2-1b", "training.micro_batch_size": 64})
+    titles = [e.title for e in check(full, "oom.capacity").alternatives]
+    assert "optimizer and parameter offload to CPU with ZeRO-3" in titles  # a 16-bit base: no condition
+    assert "optimizer and parameter offload to NVMe with ZeRO-3" in titles
