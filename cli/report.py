@@ -51,7 +51,8 @@ def plan_summary(est: Estimate) -> list[str]:
     return [
         f"{name} on {hw.total_gpus} x {gpu_name(p)} ({hw.nodes} node{'s' if hw.nodes > 1 else ''})",
         *_batch_lines(p),
-        f"{parallel_summary(p, offload=True)}; checkpointing {s.gradient_checkpointing}, {s.attention} attention"
+        f"{parallel_summary(p, offload=True, framework_words=True)}; checkpointing {s.gradient_checkpointing}, "
+        f"{s.attention} attention"
         + (", fused cross-entropy" if s.fused_cross_entropy else "")
         + (", int8 activations" if s.activation_compression == "int8" else "")
         + stack_summary(p),
