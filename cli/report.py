@@ -255,13 +255,14 @@ def model_listing(reg: Registry) -> str:
 
 
 def hardware_listing(reg: Registry) -> str:
-    rows = ["hardware", f"  {'id':<13} {'name':<30} {'memory':>9} {'bf16 TF':>8} {'HBM GB/s':>8} {'link GB/s':>9}"]
+    rows = ["hardware", f"  {'id':<13} {'name':<30} {'memory':>9} {'bf16 TF':>8} {'memory GB/s':>12} {'link GB/s':>9}"]
     for g in reg.sorted_gpus():
         tf = f"{g.bf16_tflops:g}" if g.bf16 else f"{g.fp16_tflops:g}*"
         origin = reg.origin.get(f"hardware/{g.id}", "built-in")
         user = "  (user)" if reg.is_user("hardware", g.id) else "  (detected)" if origin == "detected" else ""
         rows.append(
-            f"  {g.id:<13} {g.name:<30} {g.memory_mib / 1024:>5.1f} GiB {tf:>8} {g.memory_bandwidth_gbs:>8g} "
+            f"  {g.id:<13} {g.name:<30} {g.memory_mib / 1024:>5.1f} GiB {tf:>8} "
+            f"{f'{g.memory_type} {g.memory_bandwidth_gbs:g}':>12} "
             f"{g.gpu_link_gbs:>9g}{user}"
         )
     rows.append("  * no bf16: fp16 figure; TFLOP/s are dense; link bandwidth per direction")

@@ -40,7 +40,7 @@ RECOMPUTE_SRC = (
     "selective recomputation of the attention core costs a few percent"
 )
 STREAM_SRC = (
-    "roofline (Williams et al. 2009): every micro-batch reads all its weights from HBM; with few tokens per "
+    "roofline (Williams et al. 2009): every micro-batch reads all its weights from GPU memory; with few tokens per "
     "micro-batch that read, not the math, sets the time (core/time/step.py weight streaming)"
 )
 BUBBLE_SRC = "1F1B schedule (Narayanan et al. 2021 §2.2): the bubble is (p - 1)/m of the ideal time; keep m >= 4 x p"
@@ -49,7 +49,10 @@ QUANT_SRC = (
     "int8 activations are quantized when saved and dequantized in the backward (core/time/flops.py); 8-bit optimizers "
     "(Dettmers et al. 2022) update 1-byte states in one fused kernel, no slower than 32-bit Adam"
 )
-EAGER_SRC = "Dao et al. 2022 (FlashAttention) §2.2, Theorem 2: eager attention reads and writes s x s matrices in HBM"
+EAGER_SRC = (
+    "Dao et al. 2022 (FlashAttention) §2.2, Theorem 2: eager attention reads and writes s x s matrices in GPU memory "
+    "(the paper's HBM)"
+)
 DATA_SRC = (
     "PyTorch DataLoader docs (num_workers, pin_memory); an input pipeline slower than the step idles the GPU, "
     "which no GPU-side change fixes"
@@ -227,7 +230,7 @@ def micro_batch(c: Context) -> Item:
     tokens = n * seq
     gathers = c.st.seconds("zero3_comm")
     waits = [f"{what} {fmt_seconds(x)} ({pct(_share(c, x))})" for what, x in
-             (("weight reads from HBM", stream), ("ZeRO-3 gathers", gathers)) if x > 0]  # fmt: skip
+             ((f"weight reads from {c.gpu.memory_label}", stream), ("ZeRO-3 gathers", gathers)) if x > 0]  # fmt: skip
     waits_text = f"the step waits on {' and '.join(waits)}" if waits else "the math hides the weight reads"
     detail = f"{_mbs(t.grad_accum_steps)} of {n} x {seq} = {tokens:,} tokens per step; for each, {waits_text}."
     fix, alts = _fix(c, _bigger_micro_batches(c))
