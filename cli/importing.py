@@ -36,7 +36,7 @@ def import_over(args: argparse.Namespace, base: Plan) -> Plan:
     from vramplan.core.files.importers.apply import import_config
 
     imported = import_config(args.from_file, base, args.model, args.gpu, args.sets, args.hf_config)
-    for line in imported.lines() if getattr(args, "verbose", False) else [imported.summary()]:
+    for line in imported.lines() if getattr(args, "verbose", False) else [f"{imported.summary()} (-v lists each)"]:
         warnings.warn(line, PlanNotice, stacklevel=2)
     args.imported = imported
     return imported.plan

@@ -64,7 +64,7 @@ class Imported:
 
     def summary(self) -> str:
         """One line: what was read and ignored, how the plan shards and who launches it (said as assumed where
-        the file is silent), what each ``"auto"`` became, how many defaults were assumed; ``-v`` lists each."""
+        the file is silent), what each ``"auto"`` became, how many defaults were assumed (`lines` has each)."""
         parts = [f"imported {self.name} ({FORMATS[self.format]}): {len(self.reads)} settings read, "
                  f"{len(self.ignored)} ignored", self._sharding()]  # fmt: skip
         autos = [r for r in self.reads if r.value == "auto"]
@@ -81,7 +81,7 @@ class Imported:
             parts.append(f"{defaults} default{'s' if defaults > 1 else ''} assumed where the file is silent")
         if self.overridden:
             parts.append(f"the command line wins for {', '.join(self.overridden)}")
-        return "; ".join(parts) + " (-v lists each)"
+        return "; ".join(parts)
 
     def _filler(self) -> str:
         """Who fills the file's ``"auto"`` values: the HF Trainer (DeepSpeed JSON, and the trainers that hand their

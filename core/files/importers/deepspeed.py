@@ -325,6 +325,8 @@ def _checkpointing(top: Section, log: ImportLog) -> None:
         )
         return
     ac = top.sub("activation_checkpointing")
+    if not ac.data:  # empty or not a table: named as ignored by `sub`, the plan's checkpointing kept
+        return
     how = "partition_activations" if flag(ac.get("partition_activations")) else ""
     key = ac.key(how) if how else "activation_checkpointing"
     log.set(
