@@ -95,7 +95,7 @@ class GpuSpec(BaseModel):
         """``HBM3``, ``GDDR6``: the device memory's kind as the preset's datasheet ``source`` names it (the most
         specific name, then the one named most); ``""`` when the source names none (a user preset). An RTX A6000 is
         GDDR6, not HBM: words about memory reads say which (`memory_label`)."""
-        found = MEMORY_TYPE.findall(self.source)
+        found: list[str] = MEMORY_TYPE.findall(self.source)
         if not found:
             return ""
         return max(found, key=lambda m: (len(m), found.count(m)))
