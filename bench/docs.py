@@ -7,8 +7,8 @@
   (`bench.data.measured_cases`) and the published GPU runs (``core/memory/accuracy.json``, which
   ``python -m bench.data.accuracy`` writes from ``tests/data/published``: run that first when the estimator changed);
 - the blocks between ``<!-- generated: NAME ... -->`` and ``<!-- end of generated: NAME -->`` in ``README.md``
-  (the accuracy summary; the five tasks' output, run by `bench.readme_examples`) and ``docs/planner.md`` (the
-  planner's keys, from the command table ``tui/command_table.py``).
+  (the accuracy summary; the five tasks' output, run by `bench.readme_examples`; `vramplan help`'s topics) and
+  ``docs/planner.md`` (the planner's keys, from the command table ``tui/command_table.py``).
 
 ``tests/core/files/test_docpages.py`` fails while any of them differs from what this module writes. Needs only the
 repository (no ``../shared``) and vramplan's own dependencies.
@@ -156,8 +156,17 @@ def planner_keys_block() -> str:
     return "".join(out)
 
 
+def help_topics_block() -> str:
+    """README's ``vramplan help`` block: the topics as the command lists them (`vramplan.cli.helptopics`)."""
+    from vramplan.cli.helptopics import listing
+    from vramplan.core.files.helppages import topics
+
+    return f"```text\n$ vramplan help\n{listing(topics())}```\n"
+
+
 BLOCKS: dict[tuple[str, str], Callable[[], str]] = {
     ("README.md", "accuracy"): readme_accuracy_block,
+    ("README.md", "help-topics"): help_topics_block,
     ("docs/planner.md", "keys"): planner_keys_block,
     **{("README.md", name): partial(task_block, name) for name in TASKS},  # the five tasks' real output
 }

@@ -108,14 +108,13 @@ def change_line(row: GpuRow) -> str:
 
 
 def guide_title(guide: Guide) -> list[str]:
-    from vramplan.core.plan.describe import method_label, model_name
+    from vramplan.core.plan.describe import batch_label, method_label, model_name
 
     p = guide.plan
     t = p.training
     lines = [
         f"GPU guide: {model_name(p.model)} {method_label(t)}, {t.regime}",
-        f"{_strategies(guide)}; micro-batch {t.micro_batch_size} x {t.seq_len:,} tokens, accumulation "
-        f"{t.grad_accum_steps}",
+        f"{_strategies(guide)}; {batch_label(p, grouped=True)}",
     ]
     if guide.steps is not None and t.tokens:
         lines.append(f"the job: {guide.steps:,} steps of the plan's global batch = {fmt_count(t.tokens)} tokens")

@@ -9,9 +9,13 @@ import json
 import sys
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from vramplan.cli.importing import resolve, with_import
 from vramplan.core.plan.helpers.errors import PlanError, PlanNotice
+
+if TYPE_CHECKING:
+    from vramplan.core.plan.schema.plan import Plan
 
 
 def cmd_estimate(args: argparse.Namespace) -> int:
@@ -24,6 +28,7 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     plan = resolve(args)
     est = estimate(plan)
     st = step_time(plan)
+    _past_context(plan, est.rl.update_seq_len if est.rl is not None else plan.training.seq_len)
     if args.json:  # always exit 0 on a valid plan: scripts read memory.fits (and treat non-zero as no estimate)
         sys.stdout.write(json.dumps(with_import(args, estimate_document(plan))) + "\n")
         return 0
@@ -34,6 +39,25 @@ def cmd_estimate(args: argparse.Namespace) -> int:
             estimate_table(est, hardware_note=_detected_note(args, plan.hardware.gpu)) + "\n" + time_table(st)
         )
     return 0 if est.fits else 1
+
+
+def _past_context(plan: Plan, seq: int) -> None:
+    """One line when the trained sequence (an RL plan's own: `sequence_search`) is longer than the model's trained
+    context (`trained_context`): the estimate holds for that length, but the model has no trained positions there."""
+    from vramplan.core.advice.fit_limits import sequence_search, trained_context
+    from vramplan.core.plan.describe import model_name
+
+    context = trained_context(plan)
+    if context is None or seq <= context:
+        return
+    key, prompt = sequence_search(plan)
+    what = f"{key} {seq:,}" if not prompt else f"prompt {prompt:,} + {key} {seq - prompt:,} = {seq:,} tokens"
+    warnings.warn(
+        f"{what} is past {model_name(plan.model)}'s trained context of {context:,} tokens: the estimate is for "
+        "that length, which the model was not trained on (extend its context first, e.g. RoPE scaling)",
+        PlanNotice,
+        stacklevel=2,
+    )
 
 
 def _broken_presets() -> None:

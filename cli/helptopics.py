@@ -31,10 +31,11 @@ def add_parser(sub: Any) -> None:
 
 
 def listing(every: tuple[Topic, ...]) -> str:
-    """``  keys               Every key of a plan``, one line a topic, under a line saying how to open one."""
+    """``  keys               Every key of a plan``, one line a topic (the user pages first, the developer pages
+    after, marked), under a line saying how to open one."""
     width = max((len(t.name) for t in every), default=0)
     lines = ["vramplan help TOPIC prints a page; the topics:"]
-    lines += [f"  {t.name:<{width}}  {t.title}" for t in every]
+    lines += [f"  {t.name:<{width}}  {t.listed}" for t in every]
     return "\n".join(lines) + "\n"
 
 

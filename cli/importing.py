@@ -1,6 +1,7 @@
 """``--from FILE`` of ``vramplan estimate|check|fit|export``: a DeepSpeed, accelerate, torchtune, axolotl,
-LLaMA-Factory, TRL (DPO/GRPO) or verl config read into the plan (`vramplan.core.files.importers`); each setting
-read or ignored is one line on stderr, and ``--json`` output carries them under ``"import"``."""
+LLaMA-Factory, TRL (DPO/GRPO) or verl config read into the plan (`vramplan.core.files.importers`). One summary line
+on stderr says what was read, how the plan shards, what each ``"auto"`` became and how many defaults were assumed;
+``-v`` prints every setting read or ignored, one line each; ``--json`` output carries them under ``"import"``."""
 
 from __future__ import annotations
 
@@ -21,15 +22,21 @@ FROM_HELP = (
 
 def add_from_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--from", dest="from_file", metavar="FILE", help=FROM_HELP)
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="with --from: every setting the import read or ignored, one line each (default: one summary line)",
+    )
 
 
 def import_over(args: argparse.Namespace, base: Plan) -> Plan:
-    """``base`` with ``--from FILE``'s settings and the command line's overrides; the lines of what was read and
-    ignored are emitted as notices (stderr)."""
+    """``base`` with ``--from FILE``'s settings and the command line's overrides; the import's summary line (with
+    ``-v``: a line per setting read or ignored) is emitted as notices (stderr)."""
     from vramplan.core.files.importers.apply import import_config
 
     imported = import_config(args.from_file, base, args.model, args.gpu, args.sets, args.hf_config)
-    for line in imported.lines():
+    for line in imported.lines() if getattr(args, "verbose", False) else [f"{imported.summary()} (-v lists each)"]:
         warnings.warn(line, PlanNotice, stacklevel=2)
     args.imported = imported
     return imported.plan

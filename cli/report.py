@@ -8,7 +8,7 @@ from vramplan.core.memory.kinds import KIND_LABELS
 from vramplan.core.memory.record import Estimate
 from vramplan.core.plan.catalogue import presets
 from vramplan.core.plan.catalogue.presets import Registry
-from vramplan.core.plan.describe import gpu_name, method_label, model_name, parallel_summary
+from vramplan.core.plan.describe import batch_label, gpu_name, method_label, model_name, parallel_summary
 from vramplan.core.plan.helpers.errors import PlanError
 from vramplan.core.plan.helpers.units import GiB, fmt_count, fmt_seconds, fmt_steps, gib_text
 from vramplan.core.plan.resolved import choices_text
@@ -40,13 +40,8 @@ def _g(n: int) -> str:
 def _batch_lines(p: Plan) -> list[str]:
     """The training line: an SFT plan's micro-batch, a DPO/GRPO/PPO plan's objective (wrapped at 80 columns)."""
     t = p.training
-    head = f"{method_label(t)}, {t.regime}, {t.optimizer}; "
-    if not t.objective_spec.post_training:
-        return [f"{head}micro-batch {t.micro_batch_size} x {t.seq_len} tokens, accumulation {t.grad_accum_steps}"]
-    from vramplan.core.memory.rl.estimate import settings  # DPO/GRPO/PPO only: an SFT plan never loads it
-
-    text = f"{head}{settings(p).summary(t.micro_batch_size)}, accumulation {t.grad_accum_steps}"
-    return _wrap(text, 0, hang=2)
+    text = f"{method_label(t)}, {t.regime}, {t.optimizer}; {batch_label(p)}"
+    return [text] if not t.objective_spec.post_training else _wrap(text, 0, hang=2)
 
 
 def plan_summary(est: Estimate) -> list[str]:
@@ -56,7 +51,8 @@ def plan_summary(est: Estimate) -> list[str]:
     return [
         f"{name} on {hw.total_gpus} x {gpu_name(p)} ({hw.nodes} node{'s' if hw.nodes > 1 else ''})",
         *_batch_lines(p),
-        f"{parallel_summary(p, offload=True)}; checkpointing {s.gradient_checkpointing}, {s.attention} attention"
+        f"{parallel_summary(p, offload=True, framework_words=True)}; checkpointing {s.gradient_checkpointing}, "
+        f"{s.attention} attention"
         + (", fused cross-entropy" if s.fused_cross_entropy else "")
         + (", int8 activations" if s.activation_compression == "int8" else "")
         + stack_summary(p),
@@ -268,13 +264,14 @@ def model_listing(reg: Registry) -> str:
 
 
 def hardware_listing(reg: Registry) -> str:
-    rows = ["hardware", f"  {'id':<13} {'name':<30} {'memory':>9} {'bf16 TF':>8} {'HBM GB/s':>8} {'link GB/s':>9}"]
+    rows = ["hardware", f"  {'id':<13} {'name':<30} {'memory':>9} {'bf16 TF':>8} {'memory GB/s':>12} {'link GB/s':>9}"]
     for g in reg.sorted_gpus():
         tf = f"{g.bf16_tflops:g}" if g.bf16 else f"{g.fp16_tflops:g}*"
         origin = reg.origin.get(f"hardware/{g.id}", "built-in")
         user = "  (user)" if reg.is_user("hardware", g.id) else "  (detected)" if origin == "detected" else ""
         rows.append(
-            f"  {g.id:<13} {g.name:<30} {g.memory_mib / 1024:>5.1f} GiB {tf:>8} {g.memory_bandwidth_gbs:>8g} "
+            f"  {g.id:<13} {g.name:<30} {g.memory_mib / 1024:>5.1f} GiB {tf:>8} "
+            f"{f'{g.memory_type} {g.memory_bandwidth_gbs:g}':>12} "
             f"{g.gpu_link_gbs:>9g}{user}"
         )
     rows.append("  * no bf16: fp16 figure; TFLOP/s are dense; link bandwidth per direction")
@@ -384,7 +381,10 @@ def advice_text(a: Advice, title: str) -> str:
     kept = f"with {a.goal_headroom:.0%} free"
     lines.append(f"Largest micro-batch that fits as is ({kept}): {mb if mb else 'none, not even 1'}")
     lines += _wrap(
-        f"Largest sequence length that fits as is ({kept}): {seq_len_text(a.max_seq_len, a.context_len)}", 0, hang=2
+        f"Largest sequence length that fits as is ({kept}): "
+        f"{seq_len_text(a.max_seq_len, a.context_len, a.max_seq_changes)}",
+        0,
+        hang=2,
     )
     if a.min_gpus is None:
         lines.append("Fewest GPUs that fit with these strategies: none (more GPUs do not shrink what each holds)")

@@ -25,7 +25,7 @@ strategies (filling a node of the GPU preset's size first).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any
 
@@ -90,8 +90,9 @@ class Advice:
     min_gpus: int | None  # None: no number of GPUs fits with these strategies
     min_gpus_changes: dict[str, int]
     searched: int  # candidate plans estimated
-    max_seq_len: int = 0  # the largest sequence length that fits as is (0: not even 1 token)
+    max_seq_len: int = 0  # the largest sequence (RL: prompt + completion) that fits as is (0: not even 1 token)
     context_len: int | None = None  # the model's trained context, where max_seq_len stopped at it (else None)
+    max_seq_changes: dict[str, int] = field(default_factory=dict)  # the key that sets it (RL: its own length)
 
     @property
     def goal_headroom(self) -> float:
@@ -122,6 +123,7 @@ class Advice:
             "suggestions": [s.to_json() for s in self.suggestions],
             "max_micro_batch_size": self.max_micro_batch_size,
             "max_seq_len": self.max_seq_len,
+            "max_seq_changes": self.max_seq_changes,
             "context_len": self.context_len,
             "min_gpus": self.min_gpus,
             "min_gpus_changes": self.min_gpus_changes,
@@ -247,6 +249,8 @@ def advise(
     if not margin.keeps(base):
         found, _ = suggestions(w, margin, limit, max_moves, framework)
     mb = max_micro_batch_size(w, margin)
-    seq, context = max_seq_len(w, margin)
+    seq, context, seq_changes = max_seq_len(w, margin)
     gpus, layout = min_gpus(w, margin)
-    return Advice(plan, base, w.st.step_seconds, margin, found, mb, gpus, layout, w.estimated, seq, context)
+    return Advice(
+        plan, base, w.st.step_seconds, margin, found, mb, gpus, layout, w.estimated, seq, context, seq_changes
+    )

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 from vramplan.core.advice.margin import Margin
 from vramplan.core.advice.whatif import WhatIf
 from vramplan.core.plan.catalogue import presets
+from vramplan.core.plan.resolved import plan_rl_settings
 from vramplan.core.plan.schema.plan import Plan
 
 MAX_MICRO_BATCH = 1_000_000  # the plan's own limit (training.micro_batch_size)
@@ -60,19 +61,35 @@ def trained_context(plan: Plan) -> int | None:
         return None
 
 
-def max_seq_len(w: WhatIf, margin: Margin) -> tuple[int, int | None]:
-    """The largest sequence length that fits with the margin free and everything else as is (0 if not even 1
-    token), and the model's trained context when that is what stopped it (`trained_context`; else None): a longer
-    sequence runs, but the model was never trained on it (learned positions: there is no row for it)."""
+def sequence_search(plan: Plan) -> tuple[str, int]:
+    """The key the largest-sequence search varies and the tokens beside it in the trained sequence: an SFT plan's
+    ``training.seq_len``; DPO's ``rl.max_length`` (chosen and rejected each); GRPO's and PPO's
+    ``rl.max_completion_length`` after the ``max_prompt_length`` prompt (the trained sequence is prompt +
+    completion: `core.plan.schema.rl.rl_settings`). An RL plan's ``training.seq_len`` trains nothing."""
+    spec = plan.training.objective_spec
+    if not spec.post_training:
+        return "training.seq_len", 0
+    if not spec.generates:
+        return "rl.max_length", 0
+    return "rl.max_completion_length", plan_rl_settings(plan).prompt_len
+
+
+def max_seq_len(w: WhatIf, margin: Margin) -> tuple[int, int | None, dict[str, int]]:
+    """The largest sequence (prompt + completion for GRPO/PPO) that fits with the margin free and everything else
+    as is (0 if not even 1 token), the model's trained context when that is what stopped it (`trained_context`;
+    else None): a longer sequence runs, but the model was never trained on it (learned positions: there is no row
+    for it), and the change that sets it (`sequence_search`'s key)."""
+    key, prompt = sequence_search(w.plan)
 
     def fits(s: int) -> bool:
-        t = w.tried({"training.seq_len": s}, margin.keeps)
+        t = w.tried({key: s}, margin.keeps)
         return t is not None and t.ok
 
     context = trained_context(w.plan)
-    ceiling = min(MAX_SEQ_LEN, context) if context else MAX_SEQ_LEN
-    seq = largest_fitting(fits, ceiling)
-    return seq, (context if context and seq == context else None)
+    ceiling = min(MAX_SEQ_LEN, context) - prompt if context else MAX_SEQ_LEN
+    found = largest_fitting(fits, ceiling) if ceiling >= 1 else 0
+    seq = prompt + found if found else 0
+    return seq, (context if context and seq == context else None), ({key: found} if found else {})
 
 
 def node_size(plan: Plan) -> int:
@@ -138,8 +155,16 @@ def layout_text(layout: dict[str, int]) -> str:
     return f"{nodes} node{'s' if nodes > 1 else ''} x {per_node} GPU{'s' if per_node > 1 else ''}"
 
 
-def seq_len_text(seq: int, context: int | None) -> str:
-    """``2,048 (capped at the model's 2,048-token context)``: `max_seq_len`'s answer."""
+def seq_len_text(seq: int, context: int | None, changes: dict[str, int] | None = None) -> str:
+    """``2,048 (capped at the model's 2,048-token context)``: `max_seq_len`'s answer; for an RL plan with its key
+    (``1,536: prompt 512 + rl.max_completion_length 1,024``)."""
     if not seq:
         return "none, not even 1 token"
-    return f"{seq:,}" + (f" (capped at the model's {context:,}-token context)" if context else "")
+    ((key, value),) = (changes or {"training.seq_len": seq}).items()
+    prompt = seq - value
+    what = (
+        f"{seq:,}"
+        if key == "training.seq_len"
+        else f"{seq:,} tokens: " + (f"prompt {prompt:,} + {key} {value:,}" if prompt else f"{key} {value:,}")
+    )
+    return what + (f" (capped at the model's {context:,}-token context)" if context else "")

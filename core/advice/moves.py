@@ -149,6 +149,13 @@ def _stack_moves(plan: Plan) -> list[Move]:
     return out
 
 
+# A 4-bit (bitsandbytes) base can only be sharded, and so offloaded, with its packed weights stored in the
+# parameters' dtype: PEFT docs accelerate/fsdp.md "Use PEFT QLoRA and FSDP" (70B on 2 x 24 GB with
+# fsdp_offload_params, bitsandbytes >= 0.43.3) and accelerate/deepspeed.md (ZeRO-3 QLoRA); an 8-bit base cannot
+# (FSDP: "Must flatten tensors with uniform dtype", bitsandbytes issue #1709; peft issue #2833)
+QUANT_STORAGE = "a 4-bit base needs bnb_4bit_quant_storage=bfloat16 under FSDP or DeepSpeed ZeRO-3"
+
+
 def _offload_moves(plan: Plan) -> list[Move]:
     s = plan.strategy
     out: list[Move] = []
@@ -160,19 +167,21 @@ def _offload_moves(plan: Plan) -> list[Move]:
             changes = {"strategy.zero_stage": stage, **changes}
         suffix = f" with ZeRO-{stage}" if stage != zero else ""
         out.append(_move(f"optimizer offload to CPU{suffix}", changes, "offload", ("optimizer_states",)))
-    if s.offload_parameters == "none" and plan.strategy.pipeline_parallel == 1:
+    base = plan.training.base_quantization
+    if s.offload_parameters == "none" and plan.strategy.pipeline_parallel == 1 and base != "int8":
         changes = {"strategy.zero_stage": 3} if zero != 3 else {}
         if s.offload_optimizer == "none":
             changes["strategy.offload_optimizer"] = "cpu"
         changes["strategy.offload_parameters"] = "cpu"
         what = "optimizer and parameter" if s.offload_optimizer == "none" else "parameter"
         suffix = " with ZeRO-3" if zero != 3 else ""
-        out.append(_move(f"{what} offload to CPU{suffix}", changes, "offload", ("optimizer_states", "weights")))
-        nvme: dict[str, Any] = {"strategy.zero_stage": 3} if zero != 3 else {}
-        nvme |= {"strategy.offload_optimizer": "nvme", "strategy.offload_parameters": "nvme"}
-        out.append(
-            _move(f"optimizer and parameter offload to NVMe{suffix}", nvme, "offload", ("optimizer_states", "weights"))
-        )
+        needs = f" ({QUANT_STORAGE})" if base != "none" else ""
+        out.append(_move(f"{what} offload to CPU{suffix}{needs}", changes, "offload", ("optimizer_states", "weights")))
+        if base == "none":  # a 4-bit base offloads through FSDP's CPUOffload, which has no NVMe (QUANT_STORAGE)
+            nvme: dict[str, Any] = {"strategy.zero_stage": 3} if zero != 3 else {}
+            nvme |= {"strategy.offload_optimizer": "nvme", "strategy.offload_parameters": "nvme"}
+            title = f"optimizer and parameter offload to NVMe{suffix}"
+            out.append(_move(title, nvme, "offload", ("optimizer_states", "weights")))
     return out
 
 

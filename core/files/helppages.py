@@ -17,27 +17,35 @@ from vramplan.core.plan.helpers.errors import suggest
 # (vramplan/core/files -> vramplan/core -> vramplan): the same two levels up either way.
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 
-# The order `vramplan help` lists them in: what a new user reads first; any other page follows by name.
+# The order `vramplan help` lists them in: what a new user reads first; any other user page follows by name, and
+# the pages for developers of vramplan itself come last, marked (`DEVELOPER`).
 ORDER = (
     "getting-started",
     "planner",
     "keys",
     "advice",
     "estimate",
+    "rl",
+    "imports-exports",
+    "measure",
     "stacks",
     "accuracy",
-    "imports-exports",
-    "benchmarks",
-    "development",
 )
+DEVELOPER = ("development", "benchmarks", "data")  # the layout, the measurement scripts, the test data
 
 
 class Topic(NamedTuple):
-    """One page: ``keys``, ``Every key of a plan``, its file."""
+    """One page: ``keys``, ``Every key of a plan``, its file; ``developer``: a page for vramplan's developers."""
 
     name: str
     title: str
     path: Path
+    developer: bool = False
+
+    @property
+    def listed(self) -> str:
+        """The title as the topic lists show it: a developer page marked."""
+        return f"{self.title} (for developers)" if self.developer else self.title
 
 
 class UnknownTopic(ValueError):
@@ -53,10 +61,14 @@ def page_title(text: str) -> str:
 
 
 def topics(folder: Path = DOCS) -> tuple[Topic, ...]:
-    """Every page of ``folder``, the usual ones first (`ORDER`), the rest by name."""
+    """Every page of ``folder``: the user pages, the usual ones first (`ORDER`), the rest by name; then the
+    developer pages (`DEVELOPER`)."""
     pages = {p.stem: p for p in folder.glob("*.md") if p.is_file()}
-    names = [n for n in ORDER if n in pages] + sorted(set(pages) - set(ORDER))
-    return tuple(Topic(n, page_title(pages[n].read_text(encoding="utf-8")) or n, pages[n]) for n in names)
+    rest = sorted(set(pages) - set(ORDER) - set(DEVELOPER))
+    names = [n for n in ORDER if n in pages] + rest + [n for n in DEVELOPER if n in pages]
+    return tuple(
+        Topic(n, page_title(pages[n].read_text(encoding="utf-8")) or n, pages[n], n in DEVELOPER) for n in names
+    )
 
 
 def find_topic(name: str, folder: Path = DOCS) -> Topic:

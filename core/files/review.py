@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from vramplan.core.advice.checklist import checklist
-from vramplan.core.files.planfile import utc_now, vramplan_version
+from vramplan.core.files.planfile import utc_now, vramplan_version, without_adapter_defaults
 from vramplan.core.memory.kinds import KIND_LABELS
 from vramplan.core.memory.record import Estimate
-from vramplan.core.plan.describe import gpu_name, method_label, model_name, plan_title
+from vramplan.core.plan.describe import batch_label, gpu_name, method_label, model_name, plan_title, sharding_label
 from vramplan.core.plan.helpers.units import fmt_count, gib_text
 from vramplan.core.plan.schema.plan import Plan
 from vramplan.core.time.step import step_time
@@ -131,12 +131,13 @@ def _inputs(est: Estimate) -> list[str]:
     method = method_label(t)
     parallel = f"data parallel {plan.data_parallel}, tensor parallel {s.tensor_parallel}, "
     parallel += f"pipeline parallel {s.pipeline_parallel}, ZeRO stage {s.zero_stage}"
+    if s.zero_stage and sharding_label(plan) != f"ZeRO-{s.zero_stage}":
+        parallel += f" ({sharding_label(plan).rpartition(' (')[0]})"  # FSDP2 full shard
     lines = [
         f"- Model: {model_name(m)}, "
         f"{fmt_count(est.params_total)} parameters ({fmt_count(est.params_trainable)} trainable)",
         f"- Hardware: {hw.nodes} node(s) x {hw.gpus_per_node} {gpu_name(plan)}",
-        f"- Training: {method}, {t.regime}, {t.optimizer}; micro-batch {t.micro_batch_size} x {t.seq_len} "
-        f"tokens, gradient accumulation {t.grad_accum_steps}",
+        f"- Training: {method}, {t.regime}, {t.optimizer}; {batch_label(plan)}",
         f"- Parallelism: {parallel}; offload optimizer {s.offload_optimizer}, parameters {s.offload_parameters}",
         f"- Memory savers: checkpointing {s.gradient_checkpointing}, {s.attention} attention, activation "
         f"compression {s.activation_compression}, fused cross-entropy {_value(s.fused_cross_entropy)}",
@@ -146,7 +147,10 @@ def _inputs(est: Estimate) -> list[str]:
         "| key | value |",
         "|---|---|",
     ]
-    for table, values in plan.dump().items():
+    data = plan.dump()
+    if t.method == "full":  # the adapter keys a full fine-tune never reads, as the TOML export leaves them out
+        data["training"] = without_adapter_defaults(data["training"])
+    for table, values in data.items():
         if isinstance(values, dict):
             lines += [f"| `{table}.{k}` | {_cell(_value(v))} |" for k, v in values.items()]
         else:

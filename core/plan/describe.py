@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from vramplan.core.plan.architecture.config import ModelConfig
 from vramplan.core.plan.catalogue import presets
 from vramplan.core.plan.helpers.errors import PlanError
+from vramplan.core.plan.resolved import fsdp_sharded, plan_rl_settings
 from vramplan.core.plan.schema.plan import Plan
 from vramplan.core.plan.schema.training import TrainingConfig
 
@@ -86,10 +87,35 @@ def method_label(training: TrainingConfig, *, compact: bool = False) -> str:
     return {"full": "full fine-tuning", "lora": f"LoRA r={r}", "qlora": f"QLoRA r={r}"}[training.method]
 
 
-def parallel_summary(plan: Plan, *, offload: bool = False, data_parallel: bool = True) -> str:
+def batch_label(plan: Plan, *, grouped: bool = False) -> str:
+    """``micro-batch 1 x 2048 tokens, accumulation 4`` (``grouped``: ``2,048``); a DPO/GRPO/PPO plan by its own
+    sequences (``GRPO: 8 completions/GPU of 512 + 1024 tokens, 8 per prompt, ..., accumulation 4``), never the SFT
+    ``seq_len`` it does not train on."""
+    t = plan.training
+    if not t.objective_spec.post_training:
+        seq = f"{t.seq_len:,}" if grouped else str(t.seq_len)
+        return f"micro-batch {t.micro_batch_size} x {seq} tokens, accumulation {t.grad_accum_steps}"
+    return f"{plan_rl_settings(plan).summary(t.micro_batch_size)}, accumulation {t.grad_accum_steps}"
+
+
+def sharding_label(plan: Plan) -> str:
+    """``ZeRO-3``; a plan that shards with FSDP (`fsdp_sharded`: bf16/fp32 regimes, not DeepSpeed's master-weight
+    ones) in FSDP's words with the stage its key names, ``FSDP2 full shard (ZeRO-3)``, so that a report never says
+    ZeRO-3 and then fsdp_version 2 of the same plan."""
+    s = plan.strategy
+    if not fsdp_sharded(plan):
+        return f"ZeRO-{s.zero_stage}"
+    how = "full shard" if s.zero_stage == 3 else "shard grad + optimizer"  # FULL_SHARD / SHARD_GRAD_OP
+    return f"FSDP{s.fsdp_version} {how} (ZeRO-{s.zero_stage})"
+
+
+def parallel_summary(
+    plan: Plan, *, offload: bool = False, data_parallel: bool = True, framework_words: bool = False
+) -> str:
     """``DP 4, TP 2+SP, ZeRO-1``; with `offload`, where the optimizer and parameters are offloaded to; without
-    `data_parallel`, no DP (the GPU guide varies the GPU count). One data-parallel rank has nothing to shard: no
-    ZeRO stage is named then, unless it offloads (DeepSpeed offloads through its ZeRO stage)."""
+    `data_parallel`, no DP (the GPU guide varies the GPU count); with `framework_words`, FSDP sharding in FSDP's
+    words (`sharding_label`). One data-parallel rank has nothing to shard: no ZeRO stage is named then, unless it
+    offloads (DeepSpeed offloads through its ZeRO stage)."""
     s = plan.strategy
     parts = [f"DP {plan.data_parallel}"] if data_parallel else []
     if s.tensor_parallel > 1:
@@ -100,7 +126,7 @@ def parallel_summary(plan: Plan, *, offload: bool = False, data_parallel: bool =
         parts.append(f"EP {s.expert_parallel}")
     offloads = (s.offload_optimizer, s.offload_parameters) != ("none", "none")
     if s.zero_stage and (plan.data_parallel > 1 or not data_parallel or offloads):
-        parts.append(f"ZeRO-{s.zero_stage}")
+        parts.append(sharding_label(plan) if framework_words else f"ZeRO-{s.zero_stage}")
     if offload and s.offload_optimizer != "none":
         parts.append(f"optimizer->{s.offload_optimizer}")
     if offload and s.offload_parameters != "none":

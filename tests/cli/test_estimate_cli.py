@@ -252,3 +252,21 @@ def test_counts_take_suffixes_exponents_and_underscores() -> None:
     assert strict_json(got.stdout)["plan"]["hardware"]["gpus_per_node"] == 4
     bad = cli("estimate", "--set", "training.seq_len=4x")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "enter a number: 2048, 4k" in bad.stderr
+
+
+def test_a_sequence_past_the_trained_context_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 40.7: `estimate` said nothing of an 8,192-token sequence on Llama-2-7B (a 4,096-token context); an RL
+    plan is judged by its own sequence (prompt + completion)."""
+    base = ["estimate", "--model", "llama-2-7b", "--gpu", "h100-80gb", "--gpus", "8", "--brief"]
+    run([*base, "--set", "training.seq_len=8192"])
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("vramplan: training.seq_len 8,192 is past Llama-2-7B's trained context of 4,096 tokens")
+    run([*base, "--set", "training.seq_len=4096"])
+    assert capsys.readouterr().err == ""
+    rl = ["--set", "training.objective=grpo", "--set", "rl.max_completion_length=4000", "--set", "training.seq_len=99"]
+    run([*base, *rl])
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "prompt 512 + rl.max_completion_length 4,000 = 4,512 tokens is past Llama-2-7B's trained context" in line
+    run([*base[:-1], "--json", "--set", "training.seq_len=8192"])
+    out, err = capsys.readouterr()
+    assert strict_json(out)["plan"]["training"]["seq_len"] == 8192 and len(err.splitlines()) == 1

@@ -123,9 +123,9 @@ def test_gpus_takes_a_config_with_from(capsys: pytest.CaptureFixture[str], tmp_p
     """`gpus --from FILE` plans with the imported settings (issue 17: --from beside the other plan flags)."""
     ds = tmp_path / "ds.json"
     ds.write_text(json.dumps({"train_batch_size": 32, "gradient_accumulation_steps": 4, "fp16": {"enabled": True}}))
-    assert run(["gpus", "--json", "--no-advice", "--from", str(ds), "--model", "llama-2-13b", "--gpus", "4"]) == 0
+    assert run(["gpus", "--json", "--no-advice", "--from", str(ds), "--model", "llama-2-13b", "--gpus", "4", "-v"]) == 0
     captured = capsys.readouterr()
-    assert "read from" in captured.err and "gradient_accumulation_steps" in captured.err
+    assert "read from" in captured.err and "gradient_accumulation_steps" in captured.err  # -v: each setting
     data = strict_json(captured.out)
     plain = strict_json(out_of(["gpus", "--json", "--no-advice", "--model", "llama-2-13b", "--gpus", "4"], capsys))
     assert data["gpus"] != plain["gpus"]  # micro-batch 2, accumulation 4, fp16 master weights

@@ -26,7 +26,8 @@ def test_help_lists_every_page_with_its_title(capsys: pytest.CaptureFixture[str]
     assert listed[: len(ORDER)] == list(ORDER)  # the usual pages first, in reading order
     for line in lines[1:]:
         name = line.split()[0]
-        assert line.strip().endswith(page_title((DOCS / f"{name}.md").read_text())), line
+        title = page_title((DOCS / f"{name}.md").read_text())
+        assert line.strip().removesuffix(" (for developers)").endswith(title), line
 
 
 @pytest.mark.parametrize("name", [t.name for t in topics()])
@@ -87,3 +88,24 @@ def test_help_through_a_pipe_loads_neither_rich_nor_textual() -> None:
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("# The planner")
+
+
+def test_user_topics_come_first_and_developer_pages_last_and_marked(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 40.7: `vramplan help` listed the developer pages beside the user ones."""
+    assert run(["help"]) == 0
+    lines = capsys.readouterr().out.splitlines()[1:]
+    marked = [line.split()[0] for line in lines if line.endswith("(for developers)")]
+    assert marked == ["development", "benchmarks", "data"]
+    assert [line.split()[0] for line in lines[-3:]] == marked  # after every user page
+    assert lines[0].split()[0] == "getting-started"
+
+
+def test_the_readme_links_every_page() -> None:
+    """The README's list of pages is up to date: every docs/ page is linked in its Documentation section (and its
+    `vramplan help` block is generated: tests/core/files/test_docpages.py)."""
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("## Documentation", 1)[1]
+    missing = [t.name for t in topics() if f"(docs/{t.name}.md)" not in section]
+    assert not missing, f"docs pages the README's Documentation section does not link: {missing}"

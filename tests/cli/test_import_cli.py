@@ -12,6 +12,8 @@ import pytest
 
 from tests.hostile import strict_json
 from vramplan.cli.parser import run
+from vramplan.core.files.importers.apply import import_config
+from vramplan.core.plan.schema.plan import default_plan
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "import"
@@ -25,11 +27,17 @@ def test_the_seed_config_estimate_says_it_fits_and_what_it_read(capsys: pytest.C
     assert "fp16-master, adamw; micro-batch 2 x 2048 tokens, accumulation 4" in out
     assert "DP 4, ZeRO-3, optimizer->cpu; checkpointing full" in out
     assert "of 80.0 GiB per GPU: fits" in out
+    (line,) = err.splitlines()  # one summary line by default (issue 40.1)
+    assert line.startswith("vramplan: imported seed_13b_zero3.json (DeepSpeed JSON): 11 settings read, 2 ignored; ")
+    assert "sharding ZeRO-3" in line and line.endswith("(-v lists each)")
+    assert run(["estimate", "-v", "--from", SEED, "--model", "llama-2-13b", "--gpu", "a100-80gb", "--gpus", "4"]) == 0
+    err = capsys.readouterr().err
     assert (
         "vramplan: read from seed_13b_zero3.json: train_batch_size=32 -> training.micro_batch_size=2 "
         "(32 / (accumulation 4 x 4 data-parallel GPUs))"
     ) in err.splitlines()
     assert "vramplan: seed_13b_zero3.json: ignored fp16.loss_scale_window=100: " in err
+    assert len(err.splitlines()) == 13  # 11 read + 2 ignored
 
 
 def test_json_carries_the_import(capsys: pytest.CaptureFixture[str]) -> None:
@@ -96,3 +104,15 @@ def test_bad_files_are_one_line_and_exit_2(tmp_path: Path, content: str, name: s
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
     assert lines[0].startswith(f"vramplan: {path}") and message in lines[0]
+
+
+def test_one_summary_line_by_default_and_each_setting_with_v(capsys: pytest.CaptureFixture[str]) -> None:
+    """An axolotl import printed 40 stderr lines (issue 40.7): now one, and -v lists each."""
+    path = str(DATA / "axolotl_llama2_qlora_fsdp.yml")
+    assert run(["estimate", "--from", path, "--gpus", "2", "--brief"]) in (0, 1)
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("vramplan: imported axolotl_llama2_qlora_fsdp.yml (axolotl config): ")
+    assert run(["estimate", "-v", "--from", path, "--gpus", "2", "--brief"]) in (0, 1)
+    lines = capsys.readouterr().err.splitlines()
+    im = import_config(path, default_plan(), sets=["hardware.gpus_per_node=2"])
+    assert len(lines) == len(im.reads) + len(im.ignored) > 30

@@ -88,7 +88,7 @@ def test_an_import_sets_the_framework_and_the_environment_the_versions(
 ) -> None:
     env = make_env(tmp_path / "venv", VERSIONS)
     config = ROOT / "tests" / "data" / "import" / "axolotl_llama2_qlora_fsdp.yml"
-    data, err = estimate_json(capsys, "--from", str(config), "--stack-from", str(env))
+    data, err = estimate_json(capsys, "--from", str(config), "--stack-from", str(env), "-v")
     assert data["plan"]["stack"]["framework"] == "axolotl" and data["plan"]["stack"]["peft"] == "0.10.0"
     assert data["plan"]["strategy"]["checkpoint_impl"] == "reentrant"  # the file's use_reentrant: true
     assert "(axolotl config) -> stack.framework=axolotl" in err

@@ -25,7 +25,7 @@ class TopicsScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         every = topics()
         width = max((len(t.name) for t in every), default=0)
-        yield OptionList(*(Option(f"{t.name:<{width}}  {t.title}", id=t.name) for t in every), id="topics")
+        yield OptionList(*(Option(f"{t.name:<{width}}  {t.listed}", id=t.name) for t in every), id="topics")
 
     def on_mount(self) -> None:
         box = self.query_one("#topics", OptionList)

@@ -112,6 +112,14 @@ class Context:
         test: no fix proposes a plan at 0% free)."""
         return self.margin.keeps(estimate(e.plan))
 
+    @property
+    def batch(self) -> tuple[int, int]:
+        """(sequences, tokens each) of one micro-batch as the step trains it: a DPO/GRPO/PPO plan's update
+        sequences (DPO's chosen + rejected of max_length, GRPO's prompt + completion: `core.memory.rl`), else
+        ``micro_batch_size x seq_len``; the words every rule describes the batch with."""
+        rl, t = self.est.rl, self.plan.training
+        return (t.micro_batch_size, t.seq_len) if rl is None else (rl.update_sequences, rl.update_seq_len)
+
     def share(self, kinds: Iterable[str]) -> int:
         live = self.est.live_at_peak
         return sum(live.get(k, 0) for k in kinds)

@@ -84,7 +84,8 @@ def expert_imbalance(c: Context) -> Item | None:
     moe = c.arch.moe
     if moe is None:
         return None
-    T = c.plan.training.micro_batch_size * c.plan.training.seq_len
+    n, seq = c.batch
+    T = n * seq
     detail = (
         f"the estimate routes evenly ({T * moe.top_k:,} token-expert pairs reach each GPU's experts per "
         f"micro-batch, {T * moe.top_k // moe.n_experts:,} per expert); a hot "

@@ -6,6 +6,8 @@ learning rate cost nothing); they are still measured, so a precision change show
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from vramplan.core.advice.checks.base import Context, Item, Rule
 from vramplan.core.plan.helpers.units import fmt_count
 from vramplan.core.plan.schema.precision import REGIMES
@@ -29,11 +31,18 @@ CLIP_SRC = (
     "Pascanu et al. 2013 (exploding gradients); GPT-3 (Brown et al. 2020, App. B) and LLaMA (Touvron et al. 2023 "
     "§2.3) clip the global norm at 1.0; HF TrainingArguments max_grad_norm = 1.0"
 )
+PRETRAIN_LR_SRC = (
+    "pretraining peaks for AdamW: GPT-3 (Brown et al. 2020) Table 2.1 (125M 6e-4 ... 175B 0.6e-4), LLaMA (Touvron "
+    "et al. 2023) Table 2 (7B/13B 3e-4, 33B/65B 1.5e-4)"
+)
 LR_SRC = (
-    "peak pretraining learning rates for AdamW: GPT-3 Table 2.1 (125M 6e-4 ... 175B 0.6e-4), LLaMA Table 2 "
-    "(7B/13B 3e-4, 33B/65B 1.5e-4); LoRA/QLoRA: the QLoRA paper's hyperparameters (Dettmers et al. 2023: 7B/13B "
-    "2e-4, 33B/65B 1e-4); Lion takes a 3-10x smaller rate than AdamW (Chen et al. 2023); fine-tuning every "
-    "weight usually runs at 1e-5 to 2e-5 (Alpaca, Vicuna)"
+    "fine-tuning every weight: 2e-5 (Llama 2 SFT, Touvron et al. 2023b §3.1; TRL SFTConfig's default; Tulu 2, "
+    "Ivison et al. 2023: 2e-5 for 7B/13B, 1e-5 for 70B); LoRA/QLoRA SFT: the QLoRA paper's hyperparameters "
+    "(Dettmers et al. 2023: 7B/13B 2e-4, 33B/65B 1e-4); DPO: 5e-7 to 1e-6 (Zephyr, Tunstall et al. 2023; TRL "
+    "DPOConfig's default 1e-6), QLoRA DPO 5e-6 (alignment-handbook zephyr-7b-beta config_qlora.yaml); GRPO: 1e-6 "
+    "(DeepSeekMath, Shao et al. 2024 §4.2; TRL GRPOConfig's default); PPO: 3e-6 (TRL PPOConfig's default); LoRA "
+    "in RL about 10x the full rate (TRL docs lora_without_regret.md: 1e-5 against 1e-6, after Schulman et al. "
+    "2025); Lion takes a 3-10x smaller rate than AdamW (Chen et al. 2023); " + PRETRAIN_LR_SRC
 )
 LONG_SEQUENCE = 16_384
 LARGE_MODEL = 6_700_000_000
@@ -97,14 +106,15 @@ def fp16_range(c: Context) -> Item:
     risks = []
     if params >= LARGE_MODEL:
         risks.append(f"{fmt_count(params)} parameters (outlier activations grow with scale)")
-    if t.seq_len >= LONG_SEQUENCE:
-        risks.append(f"sequences of {t.seq_len:,} tokens (long sums in attention and the loss)")
+    seq = c.batch[1]
+    if seq >= LONG_SEQUENCE:
+        risks.append(f"sequences of {seq:,} tokens (long sums in attention and the loss)")
     fix = None
     if not fp16:
         status, detail = "ok", f"{t.regime} does not compute in fp16."
     elif not risks:
         status = "ok"
-        detail = f"fp16 with {fmt_count(params)} parameters and {t.seq_len:,}-token sequences: within common practice."
+        detail = f"fp16 with {fmt_count(params)} parameters and {seq:,}-token sequences: within common practice."
     else:
         status = "warn"
         detail = f"fp16 (max 65504) with {' and '.join(risks)}: overflow to inf/NaN is likely."
@@ -130,58 +140,90 @@ def grad_clip(c: Context) -> Item:
     return Item("nan.grad_clip", "nan", status, "Gradient clipping", detail, CLIP_SRC, fix)
 
 
-def reference_lr(method: str, optimizer: str, params: int) -> float | None:
-    """The published peak learning rate for AdamW at this size and method (see `LR_SRC`); None when vramplan has
-    no reference (SGD, Adafactor)."""
-    if optimizer not in ("adamw", "adamw-8bit", "lion"):
+class LrRule(NamedTuple):
+    """The usual peak learning rate for a plan's objective, method, size and optimizer (`LR_SRC`): ``low`` to
+    ``high`` (equal: "about"), what it is for, and the pretraining peak at this size (full SFT only; 0 otherwise)."""
+
+    low: float
+    high: float
+    what: str
+    pretrain: float = 0.0
+
+    def text(self) -> str:
+        return f"about {self.high:.0e}" if self.low == self.high else f"{self.low:.0e} to {self.high:.0e}"
+
+
+ADAMW_LIKE = ("adamw", "adamw-8bit", "paged-adamw", "paged-adamw-8bit")
+# objective -> (full fine-tuning rates, LoRA/QLoRA rates), AdamW (see LR_SRC)
+RL_RATES: dict[str, tuple[tuple[float, float], tuple[float, float]]] = {
+    "dpo": ((5e-7, 1e-6), (5e-6, 1e-5)),
+    "grpo": ((1e-6, 1e-6), (1e-5, 1e-5)),
+    "ppo": ((1e-6, 3e-6), (1e-5, 3e-5)),
+}
+WARN_FACTOR = 2.5  # above 2.5x the usual high end: warn; above 10x that (or 10x the pretraining peak): fail
+
+
+def lr_rule(objective: str, method: str, optimizer: str, params: int) -> LrRule | None:
+    """The usual learning rate for this objective, method, size and optimizer (see `LR_SRC`); None when vramplan
+    has no reference (SGD, Adafactor)."""
+    if optimizer not in (*ADAMW_LIKE, "lion"):
         return None
-    if method == "full":
-        ref = 6e-4 if params < 1e9 else 3e-4 if params < 2e10 else 1.5e-4 if params < 1e11 else 6e-5
+    adapters = method != "full"
+    kind = "LoRA" if method == "lora" else "QLoRA" if method == "qlora" else "full fine-tuning"
+    if objective in RL_RATES:
+        low, high = RL_RATES[objective][adapters]
+        rule = LrRule(low, high, f"{objective.upper()} with {kind}")
+    elif adapters:
+        rule = LrRule(1e-4, 2e-4, f"{kind} SFT") if params < 2e10 else LrRule(5e-5, 1e-4, f"{kind} SFT")
     else:
-        ref = 2e-4 if params < 2e10 else 1e-4
-    return ref / 3 if optimizer == "lion" else ref
-
-
-HIGH_FACTOR = {"full": 1.0, "lora": 2.5, "qlora": 2.5}  # above factor x reference: warn; 10x that: fail
+        pretrain = 6e-4 if params < 1e9 else 3e-4 if params < 2e10 else 1.5e-4 if params < 1e11 else 6e-5
+        low, high = (1e-5, 2e-5) if params < 3e10 else (5e-6, 1e-5)
+        rule = LrRule(low, high, "full fine-tuning (SFT)", pretrain)
+    if optimizer == "lion":
+        return rule._replace(low=rule.low / 3, high=rule.high / 3, pretrain=rule.pretrain / 3)
+    return rule
 
 
 def learning_rate(c: Context) -> Item:
     t = c.plan.training
     lr = t.learning_rate
-    ref = reference_lr(t.method, t.optimizer, c.est.params_total)
+    rule = lr_rule(t.objective, t.method, t.optimizer, c.est.params_total)
     ticked = _ticked(c, "nan.learning_rate")
     title = "Learning rate"
-    if lr is None:
-        hint = f"; about {ref:.0e} or less for {t.method} with {t.optimizer} at this size" if ref else ""
-        detail = f"not set in the plan (training.learning_rate): check yours by hand{hint}."
-        return Item("nan.learning_rate", "nan", "manual", title, detail, LR_SRC, ticked=ticked)
-    if ref is None:
-        detail = f"{lr:g} with {t.optimizer}: vramplan has no reference rate for it; check it by hand."
-        return Item("nan.learning_rate", "nan", "manual", title, detail, LR_SRC, ticked=ticked)
-    high = ref * HIGH_FACTOR[t.method]
     size = fmt_count(c.est.params_total)
+    if rule is None:
+        said = "not set in the plan (training.learning_rate)" if lr is None else f"{lr:g}"
+        detail = f"{said} with {t.optimizer}: vramplan has no reference rate for it; check it by hand."
+        return Item("nan.learning_rate", "nan", "manual", title, detail, LR_SRC, ticked=ticked)
+    what = f"{rule.what} of {size} parameters with {t.optimizer}"
+    scratch = f"pretraining from scratch: about {rule.pretrain:.0e}" if rule.pretrain else ""
+    if lr is None:
+        detail = f"not set in the plan (training.learning_rate): check yours by hand; usual for {what}: "
+        detail += rule.text() + (f" ({scratch})" if scratch else "")
+        return Item("nan.learning_rate", "nan", "manual", title, detail + ".", LR_SRC, ticked=ticked)
+    warn_above = rule.high * WARN_FACTOR
     fix = None
-    if lr <= high:
-        status = "ok"
-        detail = f"{lr:g} for {t.method} training of {size} parameters with {t.optimizer} (published: {ref:g})."
+    if lr <= warn_above:
+        status, detail = "ok", f"{lr:g} for {what} (usual: {rule.text()}{'; ' + scratch if scratch else ''})."
     else:
-        status = "fail" if lr > 10 * high else "warn"
+        status = "fail" if lr > 10 * max(warn_above, rule.pretrain) else "warn"
+        top = f"the usual {rule.high:.0e}" if rule.low == rule.high else f"the top of the usual {rule.text()}"
         detail = (
-            f"{lr:g} is {lr / ref:.1f}x the published peak rate for {t.method} training of {size} parameters with "
-            f"{t.optimizer} ({ref:g}): a common cause of loss spikes and NaN."
+            f"{lr:g} is {lr / rule.high:.1f}x {top} for {what}{f' ({scratch})' if scratch else ''}: a "
+            "common cause of loss spikes and NaN."
         )
-        fix = c.measure(f"learning rate {ref:g}", {"training.learning_rate": ref})
+        fix = c.measure(f"learning rate {rule.high:g}", {"training.learning_rate": rule.high})
     return Item("nan.learning_rate", "nan", status, title, detail, LR_SRC, fix)
 
 
 def data(c: Context) -> Item:
-    t = c.plan.training
+    n, seq = c.batch
     return Item(
         "nan.data",
         "nan",
         "manual",
         "Every batch has targets",
-        f"a micro-batch of {t.micro_batch_size} x {t.seq_len} tokens whose labels are all -100 (padding, or a "
+        f"a micro-batch of {n} x {seq} tokens whose labels are all -100 (padding, or a "
         "prompt masked out by completion-only training) gives a mean loss of 0/0 = NaN; so do inf/NaN inputs "
         "and empty sequences: check the data pipeline.",
         "PyTorch CrossEntropyLoss docs: reduction='mean' divides by the number of non-ignored targets",

@@ -103,9 +103,8 @@ def _what(c: Context, target: str) -> str:
     p, est = c.plan, c.est
     t, s = p.training, p.strategy
     if target == "activations":
-        rl = est.rl  # DPO/GRPO/PPO: the update's sequences, not training.seq_len
-        batch = f"{t.micro_batch_size} x {t.seq_len}" if rl is None else f"{rl.update_sequences} x {rl.update_seq_len}"
-        return f"micro-batch {batch} tokens, checkpointing {s.gradient_checkpointing}, {s.attention} attention" + (
+        n, seq = c.batch  # DPO/GRPO/PPO: the update's sequences, not training.seq_len
+        return f"micro-batch {n} x {seq} tokens, checkpointing {s.gradient_checkpointing}, {s.attention} attention" + (
             ", int8" if s.activation_compression == "int8" else ""
         )
     if target == "logits":

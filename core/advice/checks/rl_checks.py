@@ -27,7 +27,7 @@ VLLM_SRC = (
     "is left, and preempts sequences when the cache is full (vllm/v1/core/sched/scheduler.py)"
 )
 GEN_SRC = (
-    "decoding reads every weight and the KV cache per token (Pope et al. 2022 §2): bound by HBM bandwidth at "
+    "decoding reads every weight and the KV cache per token (Pope et al. 2022 §2): bound by memory bandwidth at "
     "small batches; vLLM's paged KV cache runs the whole batch at once, model.generate a static batch "
     "(TRL docs, 'Speeding up training' with vLLM)"
 )

@@ -40,7 +40,7 @@ RECOMPUTE_SRC = (
     "selective recomputation of the attention core costs a few percent"
 )
 STREAM_SRC = (
-    "roofline (Williams et al. 2009): every micro-batch reads all its weights from HBM; with few tokens per "
+    "roofline (Williams et al. 2009): every micro-batch reads all its weights from GPU memory; with few tokens per "
     "micro-batch that read, not the math, sets the time (core/time/step.py weight streaming)"
 )
 BUBBLE_SRC = "1F1B schedule (Narayanan et al. 2021 §2.2): the bubble is (p - 1)/m of the ideal time; keep m >= 4 x p"
@@ -49,7 +49,10 @@ QUANT_SRC = (
     "int8 activations are quantized when saved and dequantized in the backward (core/time/flops.py); 8-bit optimizers "
     "(Dettmers et al. 2022) update 1-byte states in one fused kernel, no slower than 32-bit Adam"
 )
-EAGER_SRC = "Dao et al. 2022 (FlashAttention) §2.2, Theorem 2: eager attention reads and writes s x s matrices in HBM"
+EAGER_SRC = (
+    "Dao et al. 2022 (FlashAttention) §2.2, Theorem 2: eager attention reads and writes s x s matrices in GPU memory "
+    "(the paper's HBM)"
+)
 DATA_SRC = (
     "PyTorch DataLoader docs (num_workers, pin_memory); an input pipeline slower than the step idles the GPU, "
     "which no GPU-side change fixes"
@@ -194,7 +197,13 @@ def recomputation(c: Context) -> Item:
         options.append(("checkpoint every 2nd block", {"strategy.checkpoint_every": 2}))
     fix, alts = _fix(c, options)
     none = next((e for e in alts if e.changes.get("strategy.gradient_checkpointing") == "none"), None)
-    cost = f"{ckpt} recomputation costs {pct(1 / none.relative_step_time - 1)} of the step" if none else ""
+    # the share of this step it takes (1 - t_none / t), which the step-time table shows, and the increase over none
+    cost = (
+        f"{ckpt} recomputation takes {pct(1 - none.relative_step_time)} of the step (the step is "
+        f"{pct(1 / none.relative_step_time - 1)} longer than without checkpointing)"
+        if none
+        else ""
+    )
     if fix is None:
         need = min(alts, key=lambda e: e.memory_total, default=None)
         why = f"; {need.title} would need {need.memory_total / 2**30:.1f} GiB" if need and not _safe(c, need) else ""
@@ -215,17 +224,15 @@ def _bigger_micro_batches(c: Context) -> list[tuple[str, dict[str, Any]]]:
 
 def micro_batch(c: Context) -> Item:
     t = c.plan.training
+    n, seq = c.batch
     stream = c.st.seconds("weight_streaming")
     share = _share(c, stream)
-    tokens = t.micro_batch_size * t.seq_len
+    tokens = n * seq
     gathers = c.st.seconds("zero3_comm")
     waits = [f"{what} {fmt_seconds(x)} ({pct(_share(c, x))})" for what, x in
-             (("weight reads from HBM", stream), ("ZeRO-3 gathers", gathers)) if x > 0]  # fmt: skip
+             ((f"weight reads from {c.gpu.memory_label}", stream), ("ZeRO-3 gathers", gathers)) if x > 0]  # fmt: skip
     waits_text = f"the step waits on {' and '.join(waits)}" if waits else "the math hides the weight reads"
-    detail = (
-        f"{_mbs(t.grad_accum_steps)} of {t.micro_batch_size} x {t.seq_len} = {tokens:,} tokens per step; for each, "
-        f"{waits_text}."
-    )
+    detail = f"{_mbs(t.grad_accum_steps)} of {n} x {seq} = {tokens:,} tokens per step; for each, {waits_text}."
     fix, alts = _fix(c, _bigger_micro_batches(c))
     if fix is None and share < STREAM_SHARE:
         return _item(c, "micro_batch", "ok", "Micro-batch size", detail, STREAM_SRC, alternatives=alts)
@@ -298,11 +305,11 @@ def eager_attention(c: Context) -> Item:
 
 
 def data_loading(c: Context) -> Item:
-    t, st = c.plan.training, c.st
-    per_gpu = st.tokens_per_second_per_gpu / t.seq_len
+    st, seq = c.st, c.batch[1]
+    per_gpu = st.tokens_per_second_per_gpu / seq
     detail = (
         f"at {st.tokens_per_second:,.0f} tokens/s the input pipeline must deliver "
-        f"{st.tokens_per_second / t.seq_len:,.1f} sequences of {t.seq_len:,} tokens per second ({per_gpu:,.2f} per "
+        f"{st.tokens_per_second / seq:,.1f} sequences of {seq:,} tokens per second ({per_gpu:,.2f} per "
         "GPU): pre-tokenize, use DataLoader workers and pinned memory, and check the GPU never idles between steps."
     )
     return Item("slow.data_loading", "slow", "manual", "Data loading keeps up", detail, DATA_SRC,

@@ -6,7 +6,8 @@ them: ``distributed_type`` (NO, MULTI_GPU = DDP, FSDP, DEEPSPEED), ``mixed_preci
 default, 2 = ``fully_shard``), ``fsdp_sharding_strategy`` (FULL_SHARD = ZeRO-3, SHARD_GRAD_OP = ZeRO-2, NO_SHARD =
 DDP) or ``fsdp_reshard_after_forward`` (true = ZeRO-3, false = ZeRO-2), ``fsdp_offload_params`` (CPUOffload moves
 parameters, gradients and the optimizer step to the host), ``fsdp_activation_checkpointing``; ``deepspeed_config``
-(zero_stage, offload_*_device, gradient_accumulation_steps, gradient_clipping); ``dynamo_config.dynamo_backend``.
+(zero_stage, ZeRO-2 when absent as in DeepSpeedPlugin.__post_init__; offload_*_device, gradient_accumulation_steps,
+gradient_clipping, both possibly ``"auto"``: the Accelerator's own, the plan's); ``dynamo_config.dynamo_backend``.
 
 FSDP with bf16 mixed precision and full sharding is the ``bf16-fsdp`` regime (fp32 sharded parameters, gradients
 and optimizer, bf16 gathered weights and compute); without full sharding, bf16/fp16 is autocast over fp32 weights.
@@ -14,10 +15,14 @@ and optimizer, bf16 gathered weights and compute); without full sharding, bf16/f
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from vramplan.core.files.importers.config_values import count, flag, number
+from vramplan.core.files.importers.config_values import AUTO, count, flag, number
 from vramplan.core.files.importers.record import ImportLog, Section
+from vramplan.core.plan.resolved import plan_value
+
+if TYPE_CHECKING:
+    from vramplan.core.plan.schema.plan import Plan
 
 STRATEGIES = {
     "FULL_SHARD": 3,
@@ -38,7 +43,7 @@ WRAP = "how modules are wrapped or checkpoints saved; the estimate assumes one F
 def read(data: dict[str, Any], log: ImportLog) -> None:
     top = log.section(data)
     kind = str(top.get("distributed_type", "NO")).upper()
-    if top.has("distributed_type"):
+    if top.has("distributed_type") and kind in ("FSDP", "DEEPSPEED"):
         log.used("distributed_type", top.data["distributed_type"], "how the sections below are read")
     _hardware(top, log, kind)
     zero = 0
@@ -163,13 +168,12 @@ def _fsdp(fsdp: Section, log: ImportLog) -> int:
     offload = flag(fsdp.get("fsdp_offload_params", False))
     off_key = fsdp.key("fsdp_offload_params") if fsdp.has("fsdp_offload_params") else "(no fsdp_offload_params)"
     device = "cpu" if offload else "none"
-    log.set(off_key, offload, "strategy.offload_optimizer", device, "CPUOffload: the optimizer step runs on the host")
+    how = "CPUOffload: the optimizer step runs on the host"
     if zero == 3 or not offload:
         log.set(off_key, offload, "strategy.offload_parameters", device)
     else:
-        log.ignore(
-            off_key, offload, "parameter offload without full sharding is not a plan (offload_parameters needs ZeRO-3)"
-        )
+        how += "; its parameter offload is not a plan without full sharding (offload_parameters needs ZeRO-3)"
+    log.set(off_key, offload, "strategy.offload_optimizer", device, how)
     ac = flag(fsdp.get("fsdp_activation_checkpointing", False))
     ac_key = fsdp.key("fsdp_activation_checkpointing")
     log.set(
@@ -182,15 +186,29 @@ def _fsdp(fsdp: Section, log: ImportLog) -> int:
     return zero
 
 
+def _plans(plan_key: str) -> Any:
+    """The resolver of an ``"auto"`` accelerate's DeepSpeedPlugin fills from the Accelerator's own argument (the HF
+    Trainer's under the Trainer): the plan's value, said."""
+
+    def resolve(plan: Plan) -> tuple[Any, str]:
+        return plan_value(
+            plan, plan_key
+        ), "\"auto\": accelerate fills it from the Accelerator's (the Trainer's): the plan's"
+
+    return resolve
+
+
 def _deepspeed(ds: Section, log: ImportLog) -> int:
     if ds.has("deepspeed_config_file"):
         ds.ignore(
             "deepspeed_config_file",
             "NOT FOLLOWED: import that DeepSpeed JSON with --from to read its settings (the keys here are read)",
         )
-    raw = ds.get("zero_stage", 0)
-    zero = raw if isinstance(raw, int) and 0 <= raw <= 3 else 0
-    log.set(ds.key("zero_stage"), raw, "strategy.zero_stage", zero)
+    raw = ds.get("zero_stage", 2)
+    zero = raw if isinstance(raw, int) and 0 <= raw <= 3 else 2
+    key = ds.key("zero_stage") if ds.has("zero_stage") else f"(no {ds.key('zero_stage')})"
+    note = "" if ds.has("zero_stage") and zero == raw else "accelerate's DeepSpeedPlugin default (ZeRO-2)"
+    log.set(key, raw if ds.has("zero_stage") else None, "strategy.zero_stage", zero, note)
     for name, plan_key in (
         ("offload_optimizer_device", "strategy.offload_optimizer"),
         ("offload_param_device", "strategy.offload_parameters"),
@@ -207,5 +225,11 @@ def _deepspeed(ds: Section, log: ImportLog) -> int:
     clip = number(ds.get("gradient_clipping"))
     if clip is not None:
         log.set(ds.key("gradient_clipping"), clip, "training.grad_clip", clip if clip > 0 else None)
+    for name, plan_key in (
+        ("gradient_accumulation_steps", "training.grad_accum_steps"),
+        ("gradient_clipping", "training.grad_clip"),
+    ):
+        if ds.data.get(name) == AUTO:  # DeepSpeedPlugin.__post_init__: filled from the Accelerator's (the Trainer's)
+            log.auto(ds.key(name), plan_key, _plans(plan_key))
     ds.rest("a DeepSpeed launch or save option, no memory effect")
     return zero

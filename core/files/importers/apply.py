@@ -5,6 +5,7 @@ resolve against the resulting data-parallel size: ``train_batch_size = micro x a
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -13,7 +14,7 @@ from typing import Any
 from vramplan.core.files.importers import accelerate, axolotl, deepspeed, llamafactory, torchtune, trl, verl
 from vramplan.core.files.importers.config_format import FORMATS, FRAMEWORK_OF, detect_format, is_config_path
 from vramplan.core.files.importers.reading import read_data
-from vramplan.core.files.importers.record import Batch, Ignored, ImportLog, Read, shown
+from vramplan.core.files.importers.record import Auto, Batch, Ignored, ImportLog, Read, shown
 from vramplan.core.files.planio import PlanFile, load_plan_file
 from vramplan.core.plan.helpers.errors import PlanError
 from vramplan.core.plan.keys import apply_overrides, parse_set, set_value
@@ -62,15 +63,45 @@ class Imported:
         return out
 
     def summary(self) -> str:
-        return (
-            f"imported {self.name} ({FORMATS[self.format]}): {len(self.reads)} settings read, "
-            f"{len(self.ignored)} ignored"
-        )
+        """One line: what was read and ignored, how the plan shards and who launches it (said as assumed where
+        the file is silent), what each ``"auto"`` became, how many defaults were assumed (`lines` has each)."""
+        parts = [f"imported {self.name} ({FORMATS[self.format]}): {len(self.reads)} settings read, "
+                 f"{len(self.ignored)} ignored", self._sharding()]  # fmt: skip
+        autos = [r for r in self.reads if r.value == "auto"]
+        laid = [f"{r.key} -> {r.plan_key}={'unset' if r.plan_value is None else set_value(r.plan_value)}"
+                for r in autos if r.plan_key and r.sets]  # fmt: skip
+        rest = len(autos) - len(laid)
+        if autos:
+            said = ", ".join(
+                laid + ([f"{rest} {'other is' if rest == 1 else 'others are'} the plan's"] if rest else [])
+            )
+            parts.append(f'"auto" read as {self._filler()} fills it: {said}')
+        defaults = sum(1 for r in self.reads if r.key.startswith("("))
+        if defaults:
+            parts.append(f"{defaults} default{'s' if defaults > 1 else ''} assumed where the file is silent")
+        if self.overridden:
+            parts.append(f"the command line wins for {', '.join(self.overridden)}")
+        return "; ".join(parts)
+
+    def _filler(self) -> str:
+        """Who fills the file's ``"auto"`` values: the HF Trainer (DeepSpeed JSON, and the trainers that hand their
+        settings to TrainingArguments)."""
+        return "the HF Trainer" if self.format in ("deepspeed", "axolotl", "llamafactory", "trl") else "accelerate"
+
+    def _sharding(self) -> str:
+        """``sharding ZeRO-2``, ``no sharding: DDP (assumed: ...)``, ``the plan's ZeRO-3 (the file does not say)``."""
+        s = self.plan.strategy
+        what = f"sharding ZeRO-{s.zero_stage}" if s.zero_stage else "no sharding"
+        read = next((r for r in self.reads if r.plan_key == "strategy.zero_stage"), None)
+        if read is None:
+            return f"{what}: the plan's (the file does not say)"
+        return f"{what} (assumed: {read.note})" if read.key.startswith("(") and read.note else what
 
     def to_json(self) -> dict[str, Any]:
         return {
             "file": self.path,
             "format": self.format,
+            "summary": self.summary(),
             "read": [r.to_json() for r in self.reads],
             "ignored": [i.to_json() for i in self.ignored],
             "overridden": list(self.overridden),
@@ -89,11 +120,23 @@ def read_config(path: str | Path) -> ImportLog:
         framework, how = "hf-trainer", how + ' (its "auto" values are the HF Trainer\'s)'
     log.set(f"({FORMATS[fmt]})", None, "stack.framework", framework, how)
     READERS[fmt](data, log)
+    if fmt == "deepspeed":  # an "auto" the plan does not take: say what the HF Trainer fills it with
+        log.ignored = [
+            replace(i, why=f"{deepspeed.auto_why(i.key)}; {i.why}") if i.value == "auto" and "HF Trainer" not in i.why
+            else i for i in log.ignored
+        ]  # fmt: skip
     named = [r.key for r in log.reads] + [i.key for i in log.ignored] + list(log.batch.keys.values())
+    parts = [part for n in named + [a.key for a in log.autos] for part in named_parts(n)]
     for key, value in data.items():  # the net under every reader: no top-level key goes unmentioned
-        if not any(n == key or n.startswith((f"{key}.", f"(no {key}", f"{key} +")) for n in named):
+        if not any(n == key or n.startswith((f"{key}.", f"{key}[", f"(no {key}")) for n in parts):
             log.ignore(str(key), value, "its value gave no plan setting (empty, off or not understood)")
     return log
+
+
+def named_parts(name: str) -> list[str]:
+    """The file keys one record names: ``use_vllm + vllm_mode`` names both, ``bf16/fp16`` both; a default (``(no
+    fp16/bf16 enabled)``) names none but itself."""
+    return [name] if name.startswith("(") else re.split(r" \+ |/", name)
 
 
 def _has_auto(data: Any, depth: int = 0) -> bool:
@@ -143,12 +186,32 @@ def import_config(
         batch_changes, batch_reads = resolve_batch(log.batch, plan, user, deepspeed_defaults=log.format == "deepspeed")
         batch_reads = shard_reads + batch_reads
         plan = plan.with_changes(batch_changes)
+        plan, auto_reads, auto_overridden = resolve_autos(log.autos, plan, user)
     except PlanError as exc:
         raise exc.at(where) from None
     plan = apply_overrides(plan, None, None, tuple(sets))
-    reads = [r for r in log.reads if not r.plan_key or r.plan_key in file_changes] + batch_reads
+    overridden += auto_overridden
+    reads = [r for r in log.reads if not r.plan_key or r.plan_key in file_changes] + batch_reads + auto_reads
     plan, reads = _auto_impl(plan, reads, user)
     return Imported(where, log.format, plan, tuple(reads), tuple(log.ignored), overridden)
+
+
+def resolve_autos(autos: Sequence[Auto], plan: Plan, user: set[str]) -> tuple[Plan, list[Read], tuple[str, ...]]:
+    """The file's ``"auto"`` values against ``plan`` (which stands for the arguments of the tool that fills them):
+    those that set a plan key are laid on it unless the command line set that key; each is a `Read` saying what it
+    became."""
+    changes: dict[str, Any] = {}
+    reads: list[Read] = []
+    overridden: list[str] = []
+    for a in autos:
+        value, how = a.resolve(plan)
+        if a.sets and a.plan_key in user:
+            overridden.append(a.plan_key)
+            continue
+        if a.sets:
+            changes[a.plan_key] = value
+        reads.append(Read(a.key, "auto", a.plan_key, value, how, sets=a.sets))
+    return (plan.with_changes(changes) if changes else plan), reads, tuple(overridden)
 
 
 def _auto_impl(plan: Plan, reads: list[Read], user: set[str]) -> tuple[Plan, list[Read]]:
@@ -205,7 +268,7 @@ def resolve_batch(b: Batch, plan: Plan, user: set[str], deepspeed_defaults: bool
             m = _exact(total, dp, f"train_batch_size {total} is not a multiple of {gpus}")
             take("total", "training.micro_batch_size", m, f"{total} / {gpus}, accumulation 1")
             take("total", "training.grad_accum_steps", 1, "DeepSpeed's default with only a total")
-    elif m is not None and g is None and deepspeed_defaults:
+    elif m is not None and g is None and deepspeed_defaults and "accum" not in b.auto:
         take("accum", "training.grad_accum_steps", 1, "DeepSpeed's default")
     if b.micro is not None:
         take("micro", "training.micro_batch_size", b.micro)

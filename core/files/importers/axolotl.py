@@ -7,7 +7,7 @@ bitsandbytes) or ``load_in_8bit``, ``lora_r``, ``lora_dropout``, ``lora_target_m
 ``gradient_checkpointing_kwargs.use_reentrant``), ``activation_offloading``, ``optimizer`` (HF Trainer names),
 ``bf16``/``fp16``, ``flash_attention``/``sdp_attention``/``xformers_attention``/``attention``, ``torch_compile``,
 ``max_grad_norm``, Liger's fused cross-entropy; ``fsdp`` / ``fsdp_config`` (both key spellings, with or without
-``fsdp_``) and ``deepspeed`` (a path: named, not followed).
+``fsdp_``) and ``deepspeed`` (a path: named, not followed); with neither, DDP (`trainer.plain_ddp`).
 """
 
 from __future__ import annotations
@@ -52,7 +52,8 @@ def read(data: dict[str, Any], log: ImportLog) -> None:
             "cpu" if on or on is None else "none",
         )
     uses_ds = trainer.trainer_arguments(top, log, "optimizer")
-    _fsdp(top, log)
+    if not _fsdp(top, log) and not uses_ds:
+        trainer.plain_ddp(log, "axolotl")
     zero3 = log.changes.get("strategy.zero_stage") == 3 and not uses_ds
     trainer.precision(top, log, method, uses_ds, fsdp_zero3=zero3)
     top.ignore("tf32", "TF32 matmuls change speed, not memory (fp32 runs only)")
@@ -132,14 +133,15 @@ def _checkpoint_kwargs(top: Section, log: ImportLog) -> None:
     kwargs.rest("a checkpointing option that does not change what is kept")
 
 
-def _fsdp(top: Section, log: ImportLog) -> None:
+def _fsdp(top: Section, log: ImportLog) -> bool:
+    """axolotl's ``fsdp`` words or FSDP2 ``fsdp_config``; whether FSDP is on."""
     on = trainer.fsdp_words(top, "fsdp", log)
     cfg = top.sub("fsdp_config")
     version = top.get("fsdp_version") or cfg.get("fsdp_version") or cfg.get("version")
     if version is not None:
         log.ignore("fsdp_version", version, "FSDP1 and FSDP2 shard alike (the plan's ZeRO stage)")
     if not cfg.data:
-        return
+        return on
     get = {str(k).removeprefix("fsdp_"): str(k) for k in cfg.data}
     if not on and version is not None:  # axolotl's FSDP2 form: fsdp_version + fsdp_config, no fsdp words
         reshard = flag(cfg.get(get.get("reshard_after_forward", "reshard_after_forward"), True))
@@ -150,7 +152,7 @@ def _fsdp(top: Section, log: ImportLog) -> None:
         on = True
     if not on:
         cfg.rest("fsdp is off")
-        return
+        return False
     if "offload_params" in get:
         off = flag(cfg.get(get["offload_params"]))
         device = "cpu" if off else "none"
@@ -166,6 +168,7 @@ def _fsdp(top: Section, log: ImportLog) -> None:
             "full" if ac else log.changes.get("strategy.gradient_checkpointing", "none"),
         )
     cfg.rest("how modules are wrapped, loaded or saved; the estimate assumes one FSDP unit per block")
+    return True
 
 
 def _attention(top: Section, log: ImportLog) -> None:

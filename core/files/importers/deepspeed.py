@@ -3,7 +3,12 @@ activation_checkpointing/config.py, as `core.files.deepspeed_export` writes them
 
 - ``train_batch_size = train_micro_batch_size_per_gpu x gradient_accumulation_steps x data-parallel size``
   (`_batch_assertion`): the sizes given resolve against the plan's data-parallel GPU count (`core.files.importers.
-  apply`); ``"auto"`` (HF Trainer fills it) keeps the plan's value.
+  apply`).
+- ``"auto"`` is read as the HF Trainer fills it (transformers integrations/deepspeed.py
+  ``HfTrainerDeepSpeedConfig.trainer_config_process`` and ``trainer_config_finalize``, `TRAINER_FILLS`): the plan
+  stands for the Trainer's arguments, so ``bf16.enabled: "auto"`` is on when the plan computes in bf16 (the
+  Trainer's ``--bf16``) and DeepSpeed then keeps bf16 weights with an fp32 master (bf16-master); the batch sizes,
+  the learning rate and the clipping are the plan's; ``reduce_bucket_size`` is ``hidden_size x hidden_size``.
 - ``fp16.enabled`` -> fp16-master, ``bf16.enabled`` -> bf16-master (bf16-pure with ``bf16_master_weights_and_grads``
   and ``bf16_optimizer_states``), ``torch_autocast`` -> bf16/fp16-autocast, none of them -> fp32 (DeepSpeed's
   default); ``fp16.loss_scale`` 0 -> dynamic, 1 -> none, other -> static.
@@ -14,12 +19,38 @@ activation_checkpointing/config.py, as `core.files.deepspeed_export` writes them
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vramplan.core.files.importers.config_values import AUTO, count, flag, number
 from vramplan.core.files.importers.record import ImportLog, Section
+from vramplan.core.plan.schema.precision import REGIMES
 
-AUTO_WHY = '"auto": HF Trainer / accelerate fill it from TrainingArguments; the plan\'s value is kept'
+if TYPE_CHECKING:
+    from vramplan.core.plan.schema.plan import Plan
+
+# What the HF Trainer fills each "auto" with: transformers integrations/deepspeed.py HfTrainerDeepSpeedConfig
+# trainer_config_process (from TrainingArguments) and trainer_config_finalize (from the model and the step count)
+TRAINER_FILLS: dict[str, str] = {
+    "train_micro_batch_size_per_gpu": "per_device_train_batch_size",
+    "gradient_accumulation_steps": "gradient_accumulation_steps",
+    "train_batch_size": "world_size x per_device_train_batch_size x gradient_accumulation_steps",
+    "gradient_clipping": "max_grad_norm",
+    "optimizer.params.lr": "learning_rate",
+    "optimizer.params.betas": "[adam_beta1, adam_beta2]",
+    "optimizer.params.eps": "adam_epsilon",
+    "optimizer.params.weight_decay": "weight_decay",
+    "scheduler.params.warmup_min_lr": "0",
+    "scheduler.params.warmup_max_lr": "learning_rate",
+    "scheduler.params.warmup_num_steps": "the warmup steps",
+    "scheduler.params.total_num_steps": "num_training_steps",
+    "fp16.enabled": "--fp16 (amp backend)",
+    "bf16.enabled": "--bf16",
+    "amp.enabled": "--fp16 with the apex backend",
+    "amp.opt_level": "fp16_opt_level",
+    "zero_optimization.reduce_bucket_size": "hidden_size x hidden_size",
+    "zero_optimization.stage3_prefetch_bucket_size": "0.9 x hidden_size x hidden_size",
+    "zero_optimization.stage3_param_persistence_threshold": "10 x hidden_size",
+}
 NOT_PRECISION = "not modelled (the precision regime is read from enabled)"
 TUNING = "a DeepSpeed tuning knob the estimate does not model (it assumes DeepSpeed's defaults)"
 
@@ -30,8 +61,10 @@ def read(data: dict[str, Any], log: ImportLog) -> None:
     clip = top.get("gradient_clipping")
     if clip is not None:
         value = number(clip)
-        if value is None:
-            log.ignore("gradient_clipping", clip, AUTO_WHY if clip == AUTO else "not a number")
+        if clip == AUTO:
+            log.auto("gradient_clipping", "training.grad_clip", _plans("gradient_clipping", "grad_clip"))
+        elif value is None:
+            log.ignore("gradient_clipping", clip, "not a number")
         else:
             log.set(
                 "gradient_clipping",
@@ -55,6 +88,41 @@ def read(data: dict[str, Any], log: ImportLog) -> None:
     top.rest()
 
 
+def auto_why(key: str) -> str:
+    """``"auto": the HF Trainer fills it with max_grad_norm``: what an ``"auto"`` the plan does not take becomes."""
+    return f'"auto": the HF Trainer fills it with {TRAINER_FILLS.get(key, "a TrainingArguments value")}'
+
+
+def _plans(key: str, name: str, unset: str = "") -> Any:
+    """A resolver (`ImportLog.auto`) of an ``"auto"`` the HF Trainer fills from an argument the plan holds as
+    ``training.<name>``: the plan's value, said."""
+
+    def resolve(plan: Plan) -> tuple[Any, str]:
+        value = getattr(plan.training, name)
+        how = f"{auto_why(key)}: the plan's"
+        return value, how + (f" (unset; {unset})" if value is None and unset else "")
+
+    return resolve
+
+
+def _batch_size(slot: str) -> Any:
+    """The resolver of an ``"auto"`` batch size: the plan's (the total: data-parallel x micro x accumulation)."""
+    key = {"micro": "train_micro_batch_size_per_gpu", "accum": "gradient_accumulation_steps"}.get(
+        slot, "train_batch_size"
+    )
+
+    def resolve(plan: Plan) -> tuple[Any, str]:
+        t = plan.training
+        if slot == "micro":
+            return t.micro_batch_size, f"{auto_why(key)}: the plan's"
+        if slot == "accum":
+            return t.grad_accum_steps, f"{auto_why(key)}: the plan's"
+        dp, m, g = plan.data_parallel, t.micro_batch_size, t.grad_accum_steps
+        return None, f"{auto_why(key)} = {dp} x {m} x {g} = {dp * m * g}"
+
+    return resolve
+
+
 def _batch(top: Section, log: ImportLog) -> None:
     for name, slot in (
         ("train_micro_batch_size_per_gpu", "micro"),
@@ -65,48 +133,80 @@ def _batch(top: Section, log: ImportLog) -> None:
             continue
         value = top.get(name)
         n = count(value)
+        if value == AUTO:
+            log.batch.auto.add(slot)
+            plan_key = {"micro": "training.micro_batch_size", "accum": "training.grad_accum_steps"}.get(slot, "")
+            log.auto(name, plan_key, _batch_size(slot))
+            continue
         if n is None:
-            log.ignore(name, value, AUTO_WHY if value == AUTO else "not a whole number >= 1")
+            log.ignore(name, value, "not a whole number >= 1")
             continue
         setattr(log.batch, slot, n)
         log.batch.keys[slot] = name
 
 
+def _regime(fp16: bool, bf16: bool, pure: bool) -> tuple[str, str]:
+    """The regime DeepSpeed runs with these switches on (fp16 first, as DeepSpeed's engine checks it), and how."""
+    if fp16:
+        return "fp16-master", "fp16 weights and gradients, fp32 master"
+    if bf16 and pure:
+        return "bf16-pure", "bf16_master_weights_and_grads with bf16_optimizer_states: no fp32 copy"
+    if bf16:
+        return "bf16-master", "bf16 weights and gradients, fp32 master"
+    return "fp32", "DeepSpeed's default: neither fp16 nor bf16 enabled"
+
+
 def _precision(top: Section, log: ImportLog) -> None:
     fp16, bf16, autocast = top.sub("fp16"), top.sub("bf16"), top.sub("torch_autocast")
-    on = {
-        name: flag(sec.get("enabled")) for name, sec in (("fp16", fp16), ("bf16", bf16), ("torch_autocast", autocast))
-    }
+    raw = {sec.prefix: sec.get("enabled") for sec in (fp16, bf16, autocast)}
+    on = {name: bool(flag(value)) for name, value in raw.items()}
+    autos = tuple(name for name in ("fp16", "bf16") if raw[name] == AUTO)
+    pure = bool(flag(bf16.get("bf16_master_weights_and_grads")) and flag(bf16.get("bf16_optimizer_states")))
+    if raw["torch_autocast"] == AUTO:
+        log.ignore("torch_autocast.enabled", AUTO, "the HF Trainer fills only fp16.enabled and bf16.enabled")
     for sec in (fp16, bf16, autocast):
-        if sec.get("enabled") == AUTO:
-            log.ignore(sec.key("enabled"), AUTO, AUTO_WHY)
-        elif sec.has("enabled") and not on[sec.prefix]:
+        if sec.has("enabled") and raw[sec.prefix] != AUTO and not on[sec.prefix]:
             log.used(sec.key("enabled"), sec.data["enabled"], "off")
-    if on["fp16"]:
-        log.set("fp16.enabled", True, "training.precision", "fp16-master", "fp16 weights and gradients, fp32 master")
+    if autos and not (on["fp16"] or on["bf16"]):
+        log.auto(
+            " + ".join(f"{name}.enabled" for name in autos),
+            "training.precision",
+            _trainer_precision(autos, on, pure),
+            sets=True,
+        )
+    elif on["fp16"]:
+        log.set("fp16.enabled", True, "training.precision", *_regime(True, False, pure))
         _loss_scale(fp16, log)
     elif on["bf16"]:
-        pure = flag(bf16.get("bf16_master_weights_and_grads")) and flag(bf16.get("bf16_optimizer_states"))
-        if pure:
-            log.set(
-                "bf16.bf16_master_weights_and_grads",
-                True,
-                "training.precision",
-                "bf16-pure",
-                "with bf16_optimizer_states: no fp32 copy",
-            )
-        else:
-            log.set(
-                "bf16.enabled", True, "training.precision", "bf16-master", "bf16 weights and gradients, fp32 master"
-            )
+        key = "bf16.bf16_master_weights_and_grads" if pure else "bf16.enabled"
+        log.set(key, True, "training.precision", *_regime(False, True, pure))
     elif on["torch_autocast"]:
         dtype = str(autocast.get("dtype", "bfloat16")).lower()
         regime = "fp16-autocast" if dtype in ("float16", "fp16", "half", "torch.float16") else "bf16-autocast"
         log.set("torch_autocast.enabled", True, "training.precision", regime, f"dtype {dtype}")
-    elif not any(sec.get("enabled") == AUTO for sec in (fp16, bf16)):
-        log.set("(no fp16/bf16/torch_autocast enabled)", None, "training.precision", "fp32", "DeepSpeed's default")
+    else:
+        log.set("(no fp16/bf16/torch_autocast enabled)", None, "training.precision", *_regime(False, False, False))
     for sec in (fp16, bf16, autocast):
         sec.rest("a loss-scaling or dtype detail with no memory effect" if sec.prefix == "fp16" else NOT_PRECISION)
+
+
+def _trainer_precision(autos: tuple[str, ...], on: dict[str, bool], pure: bool) -> Any:
+    """The resolver of ``fp16.enabled``/``bf16.enabled: "auto"``: the HF Trainer sets them from its ``--fp16`` and
+    ``--bf16`` (``fill_match("bf16.enabled", args.bf16 or args.bf16_full_eval)``), which the plan's compute dtype
+    stands for; DeepSpeed's engine then keeps 16-bit weights with an fp32 master."""
+
+    def resolve(plan: Plan) -> tuple[Any, str]:
+        half = REGIMES[plan.training.regime].half
+        fp16 = half == "fp16" if "fp16" in autos else on["fp16"]
+        bf16 = half == "bf16" if "bf16" in autos else on["bf16"]
+        regime, how = _regime(fp16, bf16, pure)
+        trainer = f"--{half}" if half else "neither --bf16 nor --fp16"
+        filled = ", ".join(
+            f"{name}.enabled {'true' if {'fp16': fp16, 'bf16': bf16}[name] else 'false'}" for name in autos
+        )
+        return regime, f'"auto": the HF Trainer\'s {trainer} (the plan computes in {half or "fp32"}): {filled}; {how}'
+
+    return resolve
 
 
 def _loss_scale(fp16: Section, log: ImportLog) -> None:
@@ -155,10 +255,12 @@ def _optimizer(top: Section, log: ImportLog) -> None:
     lr = params.get("lr")
     if lr is not None:
         value = number(lr)
-        if value is not None and value > 0:
+        if lr == AUTO:
+            log.auto(params.key("lr"), "training.learning_rate", _plans(params.key("lr"), "learning_rate"))
+        elif value is not None and value > 0:
             log.set(params.key("lr"), lr, "training.learning_rate", value)
         else:
-            log.ignore(params.key("lr"), lr, AUTO_WHY if lr == AUTO else "not a positive number")
+            log.ignore(params.key("lr"), lr, "not a positive number")
     params.rest("an optimizer hyperparameter with no memory effect")
     opt.rest()
 
@@ -196,13 +298,22 @@ def _zero(top: Section, log: ImportLog) -> None:
             log.ignore(off.key("device"), device, "not an offload device (none, cpu, nvme)")
         off.rest("where and how it offloads, not how much")
     bucket = zero.get("reduce_bucket_size")
-    if bucket is not None:
+    if bucket == AUTO:
+        log.auto(zero.key("reduce_bucket_size"), "overhead.zero_bucket_elements", _hidden_squared, sets=True)
+    elif bucket is not None:
         n = number(bucket)
         if n is not None and n >= 0:
             log.set(zero.key("reduce_bucket_size"), bucket, "overhead.zero_bucket_elements", int(n))
         else:
-            log.ignore(zero.key("reduce_bucket_size"), bucket, AUTO_WHY if bucket == AUTO else "not a number")
+            log.ignore(zero.key("reduce_bucket_size"), bucket, "not a number")
     zero.rest(TUNING)
+
+
+def _hidden_squared(plan: Plan) -> tuple[Any, str]:
+    """``reduce_bucket_size: "auto"``: ``hidden_size x hidden_size`` (trainer_config_finalize), which is also the
+    plan's default (``overhead.zero_bucket_elements`` unset)."""
+    h = plan.model.hidden_size
+    return None, f"{auto_why('zero_optimization.reduce_bucket_size')} = {h:,} x {h:,} = {h * h:,} elements"
 
 
 def _checkpointing(top: Section, log: ImportLog) -> None:
@@ -214,6 +325,8 @@ def _checkpointing(top: Section, log: ImportLog) -> None:
         )
         return
     ac = top.sub("activation_checkpointing")
+    if not ac.data:  # empty or not a table: named as ignored by `sub`, the plan's checkpointing kept
+        return
     how = "partition_activations" if flag(ac.get("partition_activations")) else ""
     key = ac.key(how) if how else "activation_checkpointing"
     log.set(

@@ -6,7 +6,7 @@
 ``gradient_accumulation_steps``, ``cutoff_len``; ``bf16``/``fp16``/``pure_bf16``, ``optim``, ``flash_attn``,
 ``enable_liger_kernel``, ``max_grad_norm``; gradient checkpointing is on unless ``disable_gradient_checkpointing``
 (LLaMA-Factory's model loader enables it by default), reentrant unless ``use_reentrant_gc: false``; ``deepspeed`` (a
-path: named, not followed).
+path: named, not followed), without it DDP (`trainer.plain_ddp`).
 """
 
 from __future__ import annotations
@@ -63,6 +63,8 @@ def read(data: dict[str, Any], log: ImportLog) -> None:
             impl = "reentrant" if on else "non-reentrant"
             log.set("use_reentrant_gc", on, "strategy.checkpoint_impl", impl, "torch.utils.checkpoint's use_reentrant")
     uses_ds = trainer.trainer_arguments(top, log, "optim")
+    if not uses_ds:
+        trainer.plain_ddp(log, "llamafactory")
     trainer.precision(top, log, method, uses_ds, pure_key="pure_bf16")
     if top.has("flash_attn"):
         raw = str(top.get("flash_attn")).lower()

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from vramplan.core.plan.schema.plan import Plan
 
 NOT_PLANNED = "not a memory or step-time setting"
 
@@ -42,6 +45,7 @@ class Read:
     plan_key: str
     plan_value: Any
     note: str = ""
+    sets: bool = True  # False: an "auto" that is the plan's own value, said (`Auto`)
 
     def to_json(self) -> dict[str, Any]:
         out = {"key": self.key, "value": plain(self.value), "plan_key": self.plan_key, "plan_value": self.plan_value}
@@ -60,6 +64,19 @@ class Ignored:
         return {"key": self.key, "value": plain(self.value), "why": self.why}
 
 
+@dataclass(frozen=True)
+class Auto:
+    """A setting the file leaves ``"auto"``, which the tool that reads the file fills from its own arguments (the HF
+    Trainer from TrainingArguments: transformers integrations/deepspeed.py ``trainer_config_process``). It resolves
+    once the plan is known: ``resolve(plan)`` gives the plan value and how it was found; with ``sets`` the value is
+    laid on the plan (``bf16.enabled`` -> ``training.precision``), else it is the plan's own, and only said."""
+
+    key: str
+    plan_key: str
+    resolve: Callable[[Plan], tuple[Any, str]]
+    sets: bool = False
+
+
 @dataclass
 class Batch:
     """The batch sizes a file states (DeepSpeed's three, which resolve against the data-parallel size)."""
@@ -68,6 +85,7 @@ class Batch:
     accum: int | None = None
     total: int | None = None
     keys: dict[str, str] = field(default_factory=dict)  # micro/accum/total -> the file's key
+    auto: set[str] = field(default_factory=set)  # the sizes left "auto": the tool that reads the file fills them
 
 
 class ImportLog:
@@ -79,6 +97,7 @@ class ImportLog:
         self.reads: list[Read] = []
         self.ignored: list[Ignored] = []
         self.batch = Batch()
+        self.autos: list[Auto] = []  # "auto" values, resolved against the plan (`core.files.importers.apply`)
         self.shard_by_gpus = False  # torchtune: the sharding follows the plan's GPU count (`apply`)
 
     def set(self, key: str, value: Any, plan_key: str, plan_value: Any, note: str = "") -> None:
@@ -88,6 +107,10 @@ class ImportLog:
 
     def ignore(self, key: str, value: Any, why: str) -> None:
         self.ignored.append(Ignored(key, value, why))
+
+    def auto(self, key: str, plan_key: str, resolve: Callable[[Plan], tuple[Any, str]], sets: bool = False) -> None:
+        """``key`` is ``"auto"``: `Auto` resolves it once the plan is known."""
+        self.autos.append(Auto(key, plan_key, resolve, sets))
 
     def used(self, key: str, value: Any, how: str) -> None:
         """A setting read that sets no plan key itself but decides how others are read (``distributed_type``)."""

@@ -94,6 +94,24 @@ def fsdp_words(sec: Section, name: str, log: ImportLog) -> bool:
     return True
 
 
+# Launched without a DeepSpeed or FSDP config, each of these runs one process per GPU under DDP: transformers
+# trainer.py Trainer._wrap_model wraps the model in nn.parallel.DistributedDataParallel when neither is set
+LAUNCHERS = {
+    "trl": "accelerate launch without a DeepSpeed or FSDP config",
+    "axolotl": "axolotl train (accelerate launch)",
+    "llamafactory": "llamafactory-cli train (torchrun)",
+}
+
+
+def plain_ddp(log: ImportLog, tool: str) -> None:
+    """No ``deepspeed`` and no ``fsdp`` in the file: the HF Trainer runs DDP, every GPU holding the whole model and
+    its optimizer (said as the default assumed: an accelerate config given on the command line would change it)."""
+    key, how = "(no deepspeed or fsdp)", f"DDP under {LAUNCHERS[tool]}: every GPU holds the whole model"
+    log.set(key, None, "strategy.zero_stage", 0, how)
+    log.set(key, None, "strategy.offload_optimizer", "none", "DDP does not offload")
+    log.set(key, None, "strategy.offload_parameters", "none", "DDP does not offload")
+
+
 def grad_clip(sec: Section, name: str, log: ImportLog) -> None:
     if sec.has(name):
         value = number(sec.get(name))
@@ -135,8 +153,8 @@ def lora_target_modules(sec: Section, log: ImportLog, key: str) -> None:
     targets, unknown = lora_targets(sec.get(key))
     if targets:
         log.set(key, sec.data[key], "training.lora_targets", list(targets))
-    for name in unknown:
-        log.ignore(key, name, "not a projection the plan adapts")
+    for name in unknown:  # the entry, not the key: the key itself was read
+        log.ignore(f"{key}[{name}]", name, "not a projection the plan adapts")
 
 
 def lora_rank_and_dropout(sec: Section, log: ImportLog, rank_key: str) -> None:

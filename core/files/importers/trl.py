@@ -8,7 +8,8 @@ Objective: GRPO when a GRPO-only key is present (``num_generations``, ``max_comp
 ``lora_target_modules`` and ``load_in_4bit`` (QLoRA, ``bnb_4bit_quant_type``) or ``load_in_8bit``. Trainer:
 ``per_device_train_batch_size`` (DPO: pairs; GRPO: completions), ``gradient_accumulation_steps``,
 ``gradient_checkpointing`` (TRL's configs default it to true), ``bf16``/``fp16`` (TRL defaults bf16 to true),
-``optim``, ``learning_rate``, ``max_grad_norm``, ``deepspeed`` (named, not followed). DPO: ``beta``, ``max_length``,
+``optim``, ``learning_rate``, ``max_grad_norm``, ``deepspeed`` (named, not followed), ``fsdp``; with neither, the
+run is DDP (`trainer.plain_ddp`: plain ``accelerate launch``). DPO: ``beta``, ``max_length``,
 ``precompute_ref_log_probs``. GRPO: ``beta``, ``num_generations``, ``num_iterations``, ``max_prompt_length``,
 ``max_completion_length``, ``use_vllm`` + ``vllm_mode`` (colocate by default in TRL 1.x; the older
 ``vllm_device`` put vLLM on a GPU of its own: the server mode), ``vllm_gpu_memory_utilization``,
@@ -82,6 +83,8 @@ def read(data: dict[str, Any], log: ImportLog) -> None:
     log.set(key, on, "strategy.gradient_checkpointing", "none" if on is False else "full", note)
     top.ignore("gradient_checkpointing_kwargs", "use_reentrant or not, the same checkpoints are kept")
     uses_ds = trainer.trainer_arguments(top, log, "optim")
+    if not trainer.fsdp_words(top, "fsdp", log) and not uses_ds:
+        trainer.plain_ddp(log, "trl")
     _precision(top, log, method, uses_ds)
     if top.has("attn_implementation"):
         raw = str(top.get("attn_implementation")).lower()

@@ -4,6 +4,7 @@ looking them up by id is `core.plan.catalogue.presets`."""
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -17,6 +18,9 @@ MAX_TFLOPS = 1e6  # 1 EFLOP/s on one chip
 MIN_TFLOPS = 0.01
 MAX_GBS = 1e6  # 1 PB/s
 MAX_NODE_GIB = 1 << 30  # 1 EiB of host memory or NVMe in one node: past any machine
+
+
+MEMORY_TYPE = re.compile(r"\b(HBM\d?[eE]?|GDDR\d?X?)\b")  # HBM2e, HBM3e, GDDR6, GDDR6X as datasheets name them
 
 
 class GpuSpec(BaseModel):
@@ -85,6 +89,21 @@ class GpuSpec(BaseModel):
     @property
     def memory_bytes(self) -> int:
         return self.memory_mib * MiB
+
+    @property
+    def memory_type(self) -> str:
+        """``HBM3``, ``GDDR6``: the device memory's kind as the preset's datasheet ``source`` names it (the most
+        specific name, then the one named most); ``""`` when the source names none (a user preset). An RTX A6000 is
+        GDDR6, not HBM: words about memory reads say which (`memory_label`)."""
+        found: list[str] = MEMORY_TYPE.findall(self.source)
+        if not found:
+            return ""
+        return max(found, key=lambda m: (len(m), found.count(m)))
+
+    @property
+    def memory_label(self) -> str:
+        """The device memory as a report names it: its type (``GDDR6``), else ``device memory``."""
+        return self.memory_type or "device memory"
 
     def tflops(self, dtype: str) -> float:
         """Dense peak for the compute dtype of a regime: bf16, fp16 or fp32."""

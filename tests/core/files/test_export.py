@@ -129,3 +129,16 @@ def test_export_plan_writes_atomically_and_refuses_to_overwrite(tmp_path: Path) 
     assert path.read_bytes() == first
     export_plan(path, "markdown", plan, overwrite=True)
     assert path.read_text().startswith("# Qwen")
+
+
+def test_markdown_of_a_full_fine_tune_lists_no_adapter_keys() -> None:
+    """Issue 40.7: the report's "every plan key" listed lora_rank, lora_targets, ... for a full fine-tune (the TOML
+    export already left them out); a LoRA plan keeps them. The parallel line names FSDP where FSDP shards."""
+    full = render("markdown", default_plan()).text
+    assert "| `training.seq_len` |" in full
+    assert not [line for line in full.splitlines() if line.startswith(("| `training.lora", "| `training.quant"))]
+    assert "ZeRO stage 3 (FSDP2 full shard)" in full
+    lora = render("markdown", default_plan().with_changes({"training.method": "lora"})).text
+    assert "| `training.lora_rank` | 8 |" in lora and "| `training.lora_targets` |" in lora
+    master = render("markdown", default_plan().with_changes({"training.precision": "bf16-master"})).text
+    assert "ZeRO stage 3;" in master  # DeepSpeed's ZeRO: no FSDP words

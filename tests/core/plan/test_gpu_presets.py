@@ -42,3 +42,26 @@ def test_fp8_only_where_the_hardware_has_it() -> None:
     for gpu in ("l4", "l40", "rtx-6000-ada", "h100-nvl", "h20", "gh200", "b300", "mi325x", "mi355x"):
         fp8 = presets.gpu(gpu).fp8_tflops
         assert fp8 is not None and fp8 >= presets.gpu(gpu).bf16_tflops
+
+
+def test_every_preset_names_its_memory_type_and_reports_say_it() -> None:
+    """Issue 40.7: the RTX A6000 was described as HBM; it is GDDR6 (its datasheet, as the preset's source says).
+    The type is read from each preset's source, so every built-in preset has one."""
+    from vramplan.cli.report import hardware_listing
+
+    reg = presets.registry()
+    kinds = {g.id: g.memory_type for g in reg.sorted_gpus()}
+    assert all(kinds.values()), [k for k, v in kinds.items() if not v]
+    assert (kinds["rtx-a6000"], kinds["rtx-4090"], kinds["l40s"]) == ("GDDR6", "GDDR6X", "GDDR6")
+    assert (kinds["h100-80gb"], kinds["a100-80gb"], kinds["mi325x"], kinds["v100-32gb"]) == (
+        "HBM3",
+        "HBM2e",
+        "HBM3e",
+        "HBM2",
+    )
+    listing = hardware_listing(reg)
+    assert "HBM GB/s" not in listing
+    (row,) = [line for line in listing.splitlines() if line.split()[:1] == ["rtx-a6000"]]
+    assert "GDDR6 768" in row
+    plain = presets.gpu("rtx-a6000").model_copy(update={"source": "a user's own figures"})
+    assert (plain.memory_type, plain.memory_label) == ("", "device memory")

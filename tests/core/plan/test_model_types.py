@@ -170,3 +170,15 @@ def test_the_cli_notes_ignored_keys(tmp_path: Path) -> None:
     )
     assert r.returncode == 0
     assert "note: config.json keys not modelled, ignored: fancy_new_thing" in r.stdout
+
+
+@pytest.mark.parametrize("name", IDS)
+def test_each_presets_trained_context_is_its_config_jsons(name: str) -> None:
+    """Issue 40.4: the largest-sequence searches stop at the trained context (a GRPO plan offered 16,777,216 tokens,
+    the search's bound, where its preset had none): config.json's max_position_embeddings (Gemma 3's under
+    text_config)."""
+    from vramplan.core.plan.catalogue import presets
+
+    raw = _raw(name)
+    context = raw.get("max_position_embeddings", raw.get("text_config", {}).get("max_position_embeddings"))
+    assert presets.model_preset(name).context == context

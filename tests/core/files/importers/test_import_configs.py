@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import DATA as TEST_DATA
 from vramplan.core.files.deepspeed_export import deepspeed_config
-from vramplan.core.files.importers.apply import Imported, import_config
+from vramplan.core.files.importers.apply import Imported, import_config, named_parts
 from vramplan.core.memory.peak import estimate
 from vramplan.core.plan.helpers.errors import PlanError
 from vramplan.core.plan.schema.plan import Plan, default_plan, plan_from_dict
@@ -32,10 +32,14 @@ def read_keys(im: Imported) -> dict[str, Any]:
 
 
 def every_key_accounted(im: Imported, data: dict[str, Any]) -> None:
-    """Each top-level key of the file is read or named as ignored (possibly through its sub-keys)."""
-    named = [r.key for r in im.reads] + [i.key for i in im.ignored]
+    """Each top-level key of the file is read or named as ignored (possibly through its sub-keys, or as one of the
+    keys a record names together: ``use_vllm + vllm_mode``), and no key is both read and ignored."""
+    named = [part for n in [r.key for r in im.reads] + [i.key for i in im.ignored] for part in named_parts(n)]
     for key in data:
-        assert any(n == key or n.startswith(f"{key}.") or n.startswith(f"(no {key}") for n in named), key
+        assert any(n == key or n.startswith((f"{key}.", f"{key}[", f"(no {key}")) for n in named), key
+    read = {part for r in im.reads for part in named_parts(r.key) if not part.startswith("(")}
+    both = read & {i.key for i in im.ignored}
+    assert not both, f"read and ignored: {both}"
 
 
 def test_the_seeds_deepspeed_config_on_4_a100s() -> None:
@@ -90,8 +94,15 @@ def test_a_total_batch_resolves_against_the_gpu_count_or_says_it_does_not(tmp_pa
         json.dumps({"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto", "bf16": {"enabled": "auto"}})
     )
     im = import_config(cfg, base)
-    assert im.plan.training == base.training  # "auto": HF Trainer's, the plan's values kept
-    assert set(ignored(im)) >= {"train_batch_size", "train_micro_batch_size_per_gpu", "bf16.enabled"}
+    t, b = im.plan.training, base.training
+    assert (t.micro_batch_size, t.grad_accum_steps) == (
+        b.micro_batch_size,
+        b.grad_accum_steps,
+    )  # the Trainer's: the plan's
+    assert t.precision == "bf16-master"  # bf16.enabled "auto" is the Trainer's --bf16: DeepSpeed's bf16, fp32 master
+    autos = {r.key for r in im.reads if r.value == "auto"}
+    assert autos == {"train_batch_size", "train_micro_batch_size_per_gpu", "bf16.enabled"}
+    assert not autos & set(ignored(im))
 
 
 def test_the_command_line_wins_over_the_file() -> None:

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import DATA as TEST_DATA
-from vramplan.core.files.importers.apply import Imported, import_config
+from vramplan.core.files.importers.apply import Imported, import_config, named_parts
 from vramplan.core.memory.peak import estimate
 from vramplan.core.plan.helpers.errors import PlanError
 from vramplan.core.plan.schema.plan import default_plan
@@ -27,9 +27,14 @@ def ignored(im: Imported) -> dict[str, str]:
 
 
 def every_key_accounted(im: Imported, data: dict[str, Any]) -> None:
-    named = [r.key for r in im.reads] + [i.key for i in im.ignored]
+    """Each top-level key of the file is read or named as ignored (possibly through its sub-keys, or as one of the
+    keys a record names together: ``use_vllm + vllm_mode``), and no key is both read and ignored."""
+    named = [part for n in [r.key for r in im.reads] + [i.key for i in im.ignored] for part in named_parts(n)]
     for key in data:
-        assert any(n == key or n.startswith((f"{key}.", f"(no {key}", f"{key} +")) for n in named), key
+        assert any(n == key or n.startswith((f"{key}.", f"{key}[", f"(no {key}")) for n in named), key
+    read = {part for r in im.reads for part in named_parts(r.key) if not part.startswith("(")}
+    both = read & {i.key for i in im.ignored}
+    assert not both, f"read and ignored: {both}"
 
 
 def test_open_r1_grpo_recipe() -> None:
