@@ -53,7 +53,12 @@ class VramplanApp(App[int]):
             show=False,
             priority=True,
             tooltip="Open the command palette",
-        )
+        ),
+        # Textual's quit binding (its key, action and place), shown in the footer: `q` quits too where no text field
+        # has the focus (the command table), and a user looks for one of them there
+        Binding(
+            "ctrl+q", "quit", "Quit", show=True, priority=True, tooltip="Quit (q where no text field has the focus)"
+        ),
     ]
 
     def __init__(
@@ -145,12 +150,12 @@ class VramplanApp(App[int]):
         return apply_calibration(plan, self.calibration)
 
     async def action_quit(self) -> None:
-        """``ctrl+q``: with a changed plan not exported as a TOML plan file, ask once (the notice says so; a second
-        ``ctrl+q`` quits)."""
+        """``ctrl+q`` (or ``q`` where no text field has the focus): with a changed plan not exported as a TOML plan
+        file, ask once (the notice says so; a second one quits)."""
         planner = self.planner
         if planner.plan != planner.saved_plan and not self._quit_asked:
             self._quit_asked = True
-            planner.notice = "! the plan has changes not saved as a plan file: ctrl+q again quits, ctrl+s exports"
+            planner.notice = "! the plan has changes not saved as a plan file: q or ctrl+q again quits, ctrl+s exports"
             return
         await super().action_quit()
 

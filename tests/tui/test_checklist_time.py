@@ -259,7 +259,28 @@ async def test_largest_sequence_length_stops_at_the_trained_context() -> None:
         await app.workers.wait_for_complete()
         await pilot.pause()
         text = " ".join(row_text(app, "advice.seq_len").split())
-        assert "fits as is: 2,048 (capped at the model's 2,048-token context) (this plan's)" in text
+        assert "fits as is: this plan's, 2,048 (capped at the model's 2,048-token context)" in text
+
+
+async def test_an_rl_plans_largest_sequence_is_its_own_and_enter_sets_its_key() -> None:
+    """Issue 40.4 in the Checks pane: a GRPO plan's row says prompt + completion and enter sets
+    rl.max_completion_length (training.seq_len trains nothing in an RL plan)."""
+    plan = default_plan().with_changes({"training.objective": "grpo"})
+    advice = advise(plan)
+    ((key, value),) = advice.max_seq_changes.items()
+    assert key == "rl.max_completion_length" and advice.max_seq_len == 512 + value
+    app = VramplanApp(plan=plan)
+    async with app.run_test(size=(100, 40)) as pilot:
+        await pilot.press("5")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert f"{advice.max_seq_len:,} tokens: prompt 512 + rl.max_completion_length {value:,}" in row_text(
+            app, "advice.seq_len"
+        )
+        await highlight(app, pilot, "advice.seq_len")
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.planner.plan == plan.with_changes({key: value})
 
 
 async def test_f_restricts_the_advice_to_a_framework() -> None:

@@ -23,7 +23,8 @@ async def test_every_footer_key_shows_whole_at_80x24() -> None:
         keys = list(app.planner.query(FooterKey))
         palette = next(k for k in keys if k.has_class("-command-palette"))
         shown = [k for k in keys if k is not palette]
-        assert len(shown) == sum(c.footer for c in COMMANDS) == 7
+        assert len(shown) == sum(c.footer for c in COMMANDS) + 1 == 8  # and Textual's ctrl+q, shown (issue 40.6)
+        assert shown[-1].description == "Quit" and shown[-1].key == "ctrl+q"
         for key in shown:  # whole, left of the palette key docked at the right
             region = key.region
             assert region.width >= len(key.description) + 2, key.description
@@ -92,8 +93,8 @@ def test_the_summary_fits_the_gauges_at_80x24() -> None:
             "hardware.nodes": 2,
         }
     )
-    line = plan_summary(estimate(plan), 33)
-    assert len(line) <= 33 and " QLoRA r8, 16 x RTX 6000" in line, line
+    line = plan_summary(estimate(plan), 33)  # the model's name first, the GPU's cut to 7 (issue 40.6)
+    assert line == "Qwen1.5-M… QLoRA r8, 16 x RTX 60…", line
     assert plan_summary(estimate(plan), 80) == "Qwen1.5-MoE-A2.7B QLoRA r8, 16 x RTX 6000 Ada Generation"
     assert plan_summary(estimate(default_plan()), 33) == "LLaMA-7B full, 8 x A100 80GB SXM4"
 

@@ -240,8 +240,8 @@ class ChecklistPane(PlanPane):
                 return {}
             if row == "advice.micro_batch":
                 return {"training.micro_batch_size": advice.max_micro_batch_size}
-            if row == "advice.seq_len":
-                return {"training.seq_len": advice.max_seq_len}
+            if row == "advice.seq_len":  # training.seq_len, or an RL plan's own length (`sequence_search`)
+                return dict(advice.max_seq_changes)
             if row == "advice.min_gpus":
                 return dict(advice.min_gpus_changes)
             index = int(row.removeprefix("advice.s"))

@@ -16,6 +16,7 @@ from vramplan.core.advice.fit_limits import layout_text, seq_len_text
 from vramplan.core.advice.moves import TIER_TEXT
 from vramplan.core.memory.record import Estimate
 from vramplan.core.plan.helpers.units import gib_text as gib
+from vramplan.core.plan.resolved import plan_rl_settings
 
 # Where the advisor's safety margin comes from (`core.advice.margin`), in a word for the pane's heading.
 MARGIN_WORDS = {"set": "as set", "expected error": "the estimate's error", "fragmentation": "fragmentation"}
@@ -131,13 +132,16 @@ def _limits(advice: Advice, width: int, current: bool) -> list[Row]:
         can = mb != now
         text = f"largest micro-batch that fits as is: {mb}" + (" (this plan's)" if not can else "")
     rows = [Row("advice.micro_batch", _action(text, can, width), current and can)]
-    seq, now_seq = advice.max_seq_len, plan.training.seq_len
+    # an RL plan's own sequence (GRPO/PPO: prompt + completion, DPO: max_length; `fit_limits.sequence_search`)
+    seq = advice.max_seq_len
+    now_seq = plan_rl_settings(plan).seq_len if plan.training.objective_spec.post_training else plan.training.seq_len
     if seq == 0:
         text, can = "no sequence length fits as is, not even 1 token", False
     else:
         can = seq != now_seq
-        text = f"largest sequence length that fits as is: {seq_len_text(seq, advice.context_len)}"
-        text += " (this plan's)" if not can else ""
+        mine = "" if can else "this plan's, "
+        what = seq_len_text(seq, advice.context_len, advice.max_seq_changes)
+        text = f"largest sequence length that fits as is: {mine}{what}"
     rows.append(Row("advice.seq_len", _action(text, can, width), current and can))
     gpus, layout = advice.min_gpus, advice.min_gpus_changes
     if gpus is None:

@@ -82,10 +82,14 @@ def headline(est: Estimate, error: bool = True) -> Content:
 SUMMARY_WIDTH = 33  # the gauges' columns at 80x24, before they are laid out
 
 
+GPU_MIN_WIDTH = 7  # the GPU's name at its shortest beside a long model name: ``H100 8…``, ``RTX A6…``, ``MI300X``
+
+
 def plan_summary(est: Estimate, width: int = SUMMARY_WIDTH) -> str:
-    """One line of context whatever pane is shown: model, method, GPUs, in ``width`` columns where it can: the GPU's
-    name and the model's are abbreviated (`names`: still unique among the presets), the GPU's to half the room at
-    most."""
+    """One line of context whatever pane is shown: model, method, GPUs, in ``width`` columns where it can. The
+    model's name is kept whole where the GPU's keeps `GPU_MIN_WIDTH` columns, and the GPU's is cut first
+    (`names`: both still unique among the presets): the GPU is on the Hardware pane and in the headline's
+    capacity, where a cut model name (``Llama-3.1-7…`` for a 70B) is misread."""
     p = est.plan
     t, hw = p.training, p.hardware
     method = method_label(t, compact=True)
@@ -94,9 +98,9 @@ def plan_summary(est: Estimate, width: int = SUMMARY_WIDTH) -> str:
     def line(model_text: str, gpu_text: str) -> str:
         return f"{model_text} {method}, {hw.total_gpus} x {gpu_text}"
 
-    room = width - len(line("", ""))  # for the two names: the GPU takes at least half, the model what is left
-    gpu_text = short_gpu(gpu, max(6, room - len(model), (room + 1) // 2 + 1))
-    return line(short_model(model, max(6, room - len(gpu_text))), gpu_text)
+    room = width - len(line("", ""))  # for the two names: the model first, the GPU what is left
+    model_text = short_model(model, max(6, min(len(model), room - GPU_MIN_WIDTH)))
+    return line(model_text, short_gpu(gpu, max(6, room - len(model_text))))
 
 
 def legend_rows(est: Estimate) -> list[tuple[str, int, int]]:
@@ -144,10 +148,12 @@ def explanation(est: Estimate, kind: str) -> Content:
     return Content("\n").join(lines)
 
 
-class MemoryGauges(VerticalScroll):
+class MemoryGauges(VerticalScroll, can_focus=False):
     """Shows one estimate and its step time; the planner binds `estimate` and `timing` into it. It holds the
     colours of the kinds of memory that its bars and legend draw in (`bars.KIND_CLASSES`, styled by
-    `bars.KIND_CSS` from each kind's theme variable)."""
+    `bars.KIND_CSS` from each kind's theme variable). The column itself takes no focus (the mouse still scrolls
+    it): `tab` goes to its legend, where the headline stays docked at the top (`-explaining`); focused itself, `↓`
+    scrolled the fits / does-not-fit headline out of view, and it stayed there."""
 
     COMPONENT_CLASSES: ClassVar[set[str]] = set(KIND_CLASSES)
     DEFAULT_CSS = KIND_CSS

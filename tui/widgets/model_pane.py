@@ -185,7 +185,8 @@ class ModelPane(PlanPane):
     def _show_list(self) -> None:
         query = self.query_one("#model-filter", Input).value
         current = self.estimate.plan.model.preset if self.estimate else None
-        self.query_one("#model-list", PresetList).show_rows(model_rows(query), current, broken_notes("models"))
+        rows = model_rows(query)
+        self.query_one("#model-list", PresetList).show_rows(rows, current, broken_notes("models"), bool(query.strip()))
 
     @on(Input.Changed, "#model-filter")
     def _filter(self, event: Input.Changed) -> None:

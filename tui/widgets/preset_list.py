@@ -22,14 +22,23 @@ class PresetList(OptionList):
         self._shown: tuple[tuple[str, str], ...] = ()
         self._current: str | None = None
         self._notes: tuple[str, ...] = ()
+        self._best_first = False
 
-    def show_rows(self, rows: Sequence[tuple[str, str]], current: str | None, notes: tuple[str, ...] = ()) -> None:
-        """The presets (id, text), the current one marked; `notes` (broken user files) follow, not selectable."""
+    def show_rows(
+        self,
+        rows: Sequence[tuple[str, str]],
+        current: str | None,
+        notes: tuple[str, ...] = (),
+        best_first: bool = False,
+    ) -> None:
+        """The presets (id, text), the current one marked; `notes` (broken user files) follow, not selectable. The
+        highlight is on the current one, or with ``best_first`` (a filter typed) on the first row, the best match,
+        which enter in the filter picks: the current one kept in a filtered list would be picked again."""
         new = tuple(rows)
-        if new == self._shown and current == self._current and notes == self._notes:
+        if (new, current, notes, best_first) == (self._shown, self._current, self._notes, self._best_first):
             return
         keep = self.highlighted_option.id if self.highlighted_option is not None else None
-        self._shown, self._current, self._notes = new, current, notes
+        self._shown, self._current, self._notes, self._best_first = new, current, notes, best_first
         self.set_options(
             [
                 *(
@@ -40,7 +49,7 @@ class PresetList(OptionList):
             ]
         )
         ids = [pid for pid, _ in new]
-        target = keep if keep in ids and self.has_focus else current if current in ids else None
+        target = keep if keep in ids and self.has_focus else current if current in ids and not best_first else None
         if target is not None:
             self.highlighted = ids.index(target)
         elif ids:

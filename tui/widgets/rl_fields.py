@@ -11,10 +11,11 @@ from textual.widgets import Label, Static
 
 from vramplan.core.memory.record import Estimate
 from vramplan.core.plan.helpers.units import gib_text
+from vramplan.core.plan.schema.objectives import objective as objective_spec
 from vramplan.core.plan.schema.rl import APPLIES, VLLM_KEYS
 from vramplan.core.time.step_record import StepTime
 from vramplan.tui.choices import Choice
-from vramplan.tui.widgets.fields import ChoiceField, IntField, NumberField, TextField, field_id
+from vramplan.tui.widgets.fields import ChoiceField, InputField, IntField, NumberField, TextField, field_id
 from vramplan.tui.widgets.text import show_text
 
 GENERATION = (
@@ -56,15 +57,14 @@ def rl_rows() -> Iterator[Widget]:
     yield ChoiceField("training.objective", "objective", tooltip="sft: next-token loss; dpo/grpo/ppo: [rl] keys")
     yield _count("rl.max_length", "max_length", "1024 (DPOConfig)", "DPO: prompt + longest response, tokens")
     yield _count("rl.max_prompt_length", "prompt tokens", "512", "GRPO/PPO: max_prompt_length")
-    yield _count("rl.max_completion_length", "completion tokens", "GRPO 512, PPO 53", "max_completion_length")
+    yield _count("rl.max_completion_length", "completion tokens", "512 (GRPOConfig)", "max_completion_length")
     yield _count("rl.num_generations", "generations", "8 (GRPOConfig)", "GRPO: completions per prompt (>= 2)")
     yield _count("rl.num_iterations", "iterations (mu)", "1 (GRPOConfig)", "GRPO: updates per generated batch")
-    yield NumberField("rl.beta", "beta", placeholder="DPO 0.1, GRPO 0, PPO 0.05", tooltip="KL coefficient")
+    # the placeholders of beta, completion tokens and the vLLM share say the objective's default (`show_rl`)
+    yield NumberField("rl.beta", "beta", placeholder="0.1 (DPOConfig)", tooltip="KL coefficient")
     yield ChoiceField("rl.reference", "reference", REFERENCE, tooltip="the reference model's log-probs")
     yield ChoiceField("rl.generation", "generation", GENERATION, tooltip="TRL use_vllm + vllm_mode")
-    yield NumberField(
-        "rl.vllm_gpu_memory_utilization", "vLLM share", placeholder="0.3 colocate, 0.9 server", tooltip="(0, 1]"
-    )
+    yield NumberField("rl.vllm_gpu_memory_utilization", "vLLM share", placeholder="0.3 (GRPOConfig)", tooltip="(0, 1]")
     yield _count("rl.vllm_tensor_parallel_size", "vLLM TP", "1", "GPUs per vLLM engine")
     yield ChoiceField("rl.vllm_enable_sleep_mode", "vLLM sleep", SLEEP, tooltip="free vLLM outside generation")
     yield ChoiceField("rl.padding_free", "padding", PADDING, tooltip="TRL padding_free: the update batch")
@@ -72,7 +72,7 @@ def rl_rows() -> Iterator[Widget]:
     yield ChoiceField("rl.frozen_offload", "frozen offload", FROZEN_OFFLOAD, tooltip="reference and reward weights")
     yield TextField("rl.reward_model", "reward model", placeholder="the policy's", tooltip="PPO: a model preset")
     yield TextField("rl.value_model", "value model", placeholder="the policy's", tooltip="PPO: a model preset")
-    yield _count("rl.prompts", "prompts", "unset (the token budget)", "prompts to train on, for the time to train")
+    yield _count("rl.prompts", "prompts", "from the token budget", "prompts to train on, for the time to train")
     yield Static(id="rl-details", classes="details")
 
 
@@ -87,11 +87,28 @@ def rl_visible(objective: str, generation: str | None) -> dict[str, bool]:
     return out
 
 
+def default_texts(objective: str, generation: str | None) -> dict[str, str]:
+    """What an unset key means for this objective, in a placeholder that fits an 80-column pane (one objective's
+    default, not every objective's: ``0.05 (PPOConfig)``, not ``DPO 0.1, GRPO 0, PPO 0.05`` cut mid-word)."""
+    spec = objective_spec(objective)
+    if not spec.post_training:
+        return {}
+    config = f"({spec.label}Config)"
+    texts = {"rl.beta": f"{spec.default_beta:g} {config}"}
+    if spec.generates:
+        texts["rl.max_completion_length"] = f"{spec.default_completion_len} {config}"
+        server = generation == "vllm-server"
+        texts["rl.vllm_gpu_memory_utilization"] = "0.9 (vllm-serve)" if server else f"0.3 {config}"
+    return texts
+
+
 def show_rl(pane: Widget, est: Estimate, st: StepTime) -> None:
     """Show the rows of the plan's objective, and its memory and time by phase."""
     plan = est.plan
     for key, shown in rl_visible(plan.training.objective, plan.rl.generation).items():
         pane.query_one(f"#{field_id(key)}").display = shown
+    for key, text in default_texts(plan.training.objective, plan.rl.generation).items():
+        pane.query_one(f"#{field_id(key)}", InputField).set_placeholder(text)
     details = pane.query_one("#rl-details", Static)
     rl, tt = est.rl, st.rl
     details.display = rl is not None

@@ -59,8 +59,8 @@ class TrainingPane(PlanPane):
         yield NumberField(
             "training.mfu",
             "MFU setting",
-            placeholder="auto (published MFU by GPU)",
-            tooltip="fraction of the GPU's dense peak the math reaches: 0.3-0.55 (also 40%); empty: the default",
+            placeholder="auto (by GPU)",
+            tooltip="fraction of the GPU's dense peak the math reaches: 0.3-0.55 (also 40%); empty: by GPU",
         )
         yield NumberField(
             "training.tokens",

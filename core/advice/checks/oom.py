@@ -80,8 +80,8 @@ def capacity(c: Context) -> Item:
                 else f"{gib(est.reserved - est.allocated)} for the caching allocator's rounding and segments"
             )
             detail += (
-                f" The estimate reserves {reserve}: set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, or free "
-                "memory."
+                f" The estimate reserves {reserve}: set PYTORCH_CUDA_ALLOC_CONF to expandable_segments:True, or free"
+                " memory."  # not VAR=value: 44 columns, longer than a Checks pane line at 80x24, cut mid-word
             )
     else:
         status = "ok"

@@ -89,7 +89,7 @@ def test_capacity_ok_warn_fail() -> None:
     tight = with_headroom(0.04)
     assert 0.03 < estimate(tight).headroom_fraction < FRAGMENTATION_RISK
     warn = check(tight, "oom.capacity")
-    assert warn.status == "warn" and "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" in warn.detail
+    assert warn.status == "warn" and "PYTORCH_CUDA_ALLOC_CONF to expandable_segments:True" in warn.detail
     assert warn.fix is not None and warn.fix.headroom_fraction >= FRAGMENTATION_RISK  # solves it: leaves 10%
     over = plan(strategy__zero_stage=0, strategy__gradient_checkpointing="none", training__micro_batch_size=4)
     fail = check(over, "oom.capacity")
