@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.hostile import strict_json
+from tests.waiting import HANG_S
 from vramplan.cli.parser import run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,15 +72,13 @@ def test_gpus_bad_input_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert "unknown GPU preset 'nope'" in capsys.readouterr().err
 
 
-def test_gpus_headless_command_is_fast() -> None:
-    start = time.perf_counter()
+def test_gpus_headless_command_runs_in_its_own_process() -> None:
+    """How fast, against `vramplan estimate --json`, is bench/bench_gpus.py's."""
     r = subprocess.run(
-        [sys.executable, "-m", "vramplan", "gpus", "--json"], capture_output=True, text=True, cwd=ROOT, timeout=60
+        [sys.executable, "-m", "vramplan", "gpus", "--json"], capture_output=True, text=True, cwd=ROOT, timeout=HANG_S
     )
-    elapsed = time.perf_counter() - start
     assert r.returncode == 0, r.stderr
     assert len(strict_json(r.stdout)["gpus"]) >= 28
-    assert elapsed < 15  # about 0.6 s on an idle core (docs/advice.md); generous for a loaded CI machine
 
 
 A = '[model]\npreset = "llama-7b"\n'
