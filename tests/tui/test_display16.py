@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 
+from tests.waiting import eventually, until
 from vramplan.core.memory.peak import estimate
 from vramplan.core.plan.plan import default_plan
 from vramplan.core.plan.units import GiB
@@ -170,7 +171,8 @@ async def test_the_palette_reaches_numeric_settings() -> None:
         for query, key in (("micro", "training.micro_batch_size"), ("seq", "training.seq_len"),
                            ("rank", "training.lora_rank"), ("gpus per node", "hardware.gpus_per_node")):  # fmt: skip
             await pilot.press("ctrl+p", *query)
-            await pilot.pause(0.3)
+            await app.workers.wait_for_complete()  # the palette's search is a worker per keystroke
+            await pilot.pause()
             await pilot.press("enter")
             await pilot.pause()
             focused = app.planner.focused
@@ -197,10 +199,12 @@ async def test_the_verdict_stays_in_view_while_explaining() -> None:
     app = VramplanApp()
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("e")
-        await pilot.pause(0.3)
-        rows = screen_rows(app)
-        assert any("✔ fits" in row for row in rows), "\\n".join(rows)
-        assert any("Parameters: 3.14 GiB at the" in row for row in rows)  # the explanation is shown too
+
+        def in_view() -> None:  # the explanation is scrolled into view after the frame that lays it out
+            rows = screen_rows(app)
+            assert any("✔ fits" in row for row in rows), "\\n".join(rows)
+            assert any("Parameters: 3.14 GiB at the" in row for row in rows)  # the explanation is shown too
+
+        await eventually(pilot, in_view)
         await pilot.press("1")  # focus leaves the legend: the column is as before
-        await pilot.pause(0.3)
-        assert not app.planner.query_one("#gauges").has_class("-explaining")
+        await until(pilot, lambda: not app.planner.query_one("#gauges").has_class("-explaining"), "the column back")

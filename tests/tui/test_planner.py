@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import re
 
-from textual.widgets import Input
+from textual.widgets import Input, Static
 
 from tests.tui.conftest import figure, text_of
+from tests.waiting import until
 from vramplan.cli import parser as cli
 from vramplan.core.memory.peak import estimate
 from vramplan.core.plan.plan import default_plan
@@ -83,6 +84,8 @@ async def test_click_a_strategy_choice() -> None:
         await pilot.press("4")
         bar = app.planner.query_one("#f-strategy-fused_cross_entropy ChoiceBar", ChoiceBar)
         assert bar.labels == ["off", "on"] and bar.index == 0
+        effect = app.planner.query_one("#f-strategy-fused_cross_entropy .field-effect", Static)
+        await until(pilot, lambda: str(effect.visual), "the effects")  # shown after the frame: the layout settles
         await pilot.click(bar, offset=(7, 0))  # " off " then " on "
         await pilot.pause()
         plan = app.planner.plan
@@ -258,13 +261,14 @@ async def test_host_ram_bar_when_offloading() -> None:
         await pilot.pause()
         est = estimate(app.planner.plan)
         assert app.planner.plan.strategy.offload_optimizer == "cpu"
+        await until(pilot, lambda: app.planner.query("#host"), "the host RAM bar")  # built after the frame
         host = app.planner.query_one("#host")
-        assert host.has_class("-on") and host.display
+        await until(pilot, lambda: host.has_class("-on") and host.display, "the host RAM bar shown")
         assert f"host RAM per node {est.cpu_per_node / GiB:.1f} GiB" in text_of(app, "#host-label")
         while app.planner.plan.strategy.offload_optimizer != "none":  # back to no offloading: the bar goes
             await pilot.press("o")
             await pilot.pause()
-        assert not host.has_class("-on") and not host.display
+        await until(pilot, lambda: not host.has_class("-on") and not host.display, "the host RAM bar hidden")
 
 
 async def test_plan_file_opens_and_errors_are_shown(tmp_plan) -> None:
@@ -289,7 +293,8 @@ async def test_command_palette_sets_a_strategy() -> None:
         await pilot.press("ctrl+p")
         await pilot.pause()
         await pilot.press(*"strategy: ZeRO-1")
-        await pilot.pause(0.5)
+        await app.workers.wait_for_complete()  # the palette's search is a worker per keystroke
+        await pilot.pause()
         await pilot.press("enter")
         await pilot.pause()
         assert app.planner.plan.strategy.zero_stage == 1
@@ -389,10 +394,11 @@ async def test_moe_experts_path_is_a_strategy_with_its_effect() -> None:
         await pilot.pause()
         row = app.planner.query_one("#f-strategy-experts")
         assert row.display
-        await app.workers.wait_for_complete()
-        await pilot.pause(0.3)
-        effect = str(row.query_one(".field-effect").visual)
-        assert "loop:" in effect and "batched:" in effect, effect
+
+        def effect() -> str:  # shown after the frame (`Settled`)
+            return str(row.query_one(".field-effect").visual)
+
+        await until(pilot, lambda: "loop:" in effect() and "batched:" in effect(), "the experts' effects")
         before = estimate(app.planner.plan).total
         app.planner.set_focus(row.query_one(ChoiceBar))
         await pilot.press("right")
