@@ -1,12 +1,20 @@
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 import pytest
+from textual.app import App
+from textual.pilot import Pilot
 from textual.widgets import Static
 from textual.widgets.option_list import OptionDoesNotExist
 
+from tests.waiting import HANG_S, POLL_S
 from vramplan.core.plan.units import GiB
 from vramplan.tui.app import VramplanApp
 from vramplan.tui.widgets.checklist_pane import ChecklistList, ChecklistPane
+from vramplan.tui.widgets.fields import PlanPane
+from vramplan.tui.widgets.settle import Settled
 
 
 def text_of(app: VramplanApp, selector: str) -> str:
@@ -42,3 +50,43 @@ def _plain_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     """Snapshots must not depend on the caller's NO_COLOR (read when an App is made; Textual's TEXTUAL_* settings
     are read at import, before any fixture)."""
     monkeypatch.delenv("NO_COLOR", raising=False)
+
+
+def deferred(app: App[Any]) -> list[str]:
+    """What the app has left to do on its current screen once its messages are processed: callbacks waiting for
+    the next frame (``call_after_refresh``: a pane's sync, the footer's recompose, a scroll into view), a layout
+    not yet done, a pane's sync, a `Settled` callback waiting for its frame or its timer. Read from Textual's
+    screen (8.2: `textual==` is pinned in the test extra, so a rename fails here, loudly) and the panes' state."""
+    screen = app.screen
+    left = [f"{len(screen._callbacks)} callbacks after the frame"] if screen._callbacks else []
+    if screen._layout_required or screen._scroll_required or screen._recompose_required:
+        left.append("a layout")
+    for widget in screen.walk_children():
+        if isinstance(widget, PlanPane) and widget._sync_pending:
+            left.append(f"{widget.id}'s sync")
+        for value in vars(widget).values():
+            if isinstance(value, Settled) and (value._timer is not None or value._queued):
+                left.append(f"{widget.id}: {getattr(value.callback, '__name__', 'settled')}")
+    return left
+
+
+@pytest.fixture(autouse=True)
+def _pause_settles(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In this suite ``await pilot.pause()`` (no delay) also waits until nothing is `deferred`: Textual's own pause
+    waits for the messages queued and a moment of idle CPU, which a loaded machine fakes (the process, starved,
+    uses no CPU while work is left), and the app leaves work for after the frame by design. ``pause(delay)`` is
+    left as it is (`tests.waiting.until` polls with it)."""
+    textual_pause = Pilot.pause
+
+    async def pause(self: Pilot[Any], delay: float | None = None) -> None:
+        await textual_pause(self, delay)
+        if delay is not None or not self.app.is_running:
+            return
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + HANG_S
+        while left := deferred(self.app):
+            if loop.time() > give_up:
+                raise AssertionError(f"after {HANG_S:g} s the app still has to do: {left}")
+            await textual_pause(self, POLL_S)
+
+    monkeypatch.setattr(Pilot, "pause", pause)

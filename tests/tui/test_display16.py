@@ -42,9 +42,9 @@ async def test_the_current_choice_reads_without_colour(monkeypatch) -> None:
         ckpt = app.planner.query_one("#f-strategy-gradient_checkpointing ChoiceBar")
         text = str(ckpt.render())
         assert "[full]" in text and " none " in text and "[none]" not in text
-        await pilot.press("c")  # cycle checkpointing: the brackets follow
-        await pilot.pause()
-        assert "[full]" not in str(ckpt.render()) and str(ckpt.render()).count("[") == 1
+        await pilot.press("c")  # cycle checkpointing: the brackets follow (the pane syncs after the frame)
+        await until(pilot, lambda: "[full]" not in str(ckpt.render()), "the pane's sync")
+        assert str(ckpt.render()).count("[") == 1
 
 
 def screen_rows(app: VramplanApp) -> list[str]:
@@ -69,9 +69,12 @@ async def test_no_stray_character_after_the_cut_footer() -> None:
     (`^p paletteO`). The footer now fits (issue 32): the palette key, labelled for the commands it holds, ends it."""
     app = VramplanApp()
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.pause()
-        last = screen_rows(app)[-1]
-        assert re.search(r"\^p all commands\s*$", last), last
+
+        def footer_ends_with_the_palette_key() -> None:  # the footer is composed again after a frame
+            last = screen_rows(app)[-1]
+            assert re.search(r"\^p all commands\s*$", last), last
+
+        await eventually(pilot, footer_ends_with_the_palette_key)
 
 
 async def test_the_headline_follows_the_headroom() -> None:

@@ -119,7 +119,8 @@ async def test_a_config_json_through_the_model_pane(tmp_path: Path) -> None:
         plan = app.planner.plan
         assert plan.model.use_parallel_residual is False
         assert figure(estimate(plan).total) in text_of(app, "#headline")
-        assert "changed from the config.json: use_parallel_residual" in text_of(app, "#model-details")
+        changed = "changed from the config.json: use_parallel_residual"
+        await until(pilot, lambda: changed in text_of(app, "#model-details"), "the pane's sync")
         rotary.value = "50%"  # a structure number takes what every number field takes
         await pilot.pause()
         assert app.planner.plan.model.partial_rotary_factor == 0.5

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 
-from textual.widgets import Input, Static
+from textual.widgets import Input
 
 from tests.tui.conftest import figure, text_of
 from tests.waiting import until
@@ -84,8 +84,7 @@ async def test_click_a_strategy_choice() -> None:
         await pilot.press("4")
         bar = app.planner.query_one("#f-strategy-fused_cross_entropy ChoiceBar", ChoiceBar)
         assert bar.labels == ["off", "on"] and bar.index == 0
-        effect = app.planner.query_one("#f-strategy-fused_cross_entropy .field-effect", Static)
-        await until(pilot, lambda: str(effect.visual), "the effects")  # shown after the frame: the layout settles
+        await pilot.pause()  # the pane as shown: its effects and sync after the frame done, its layout settled
         await pilot.click(bar, offset=(7, 0))  # " off " then " on "
         await pilot.pause()
         plan = app.planner.plan
@@ -374,8 +373,7 @@ async def test_moe_model_shows_active_parameters_and_the_expert_parallel_control
         ep = app.planner.query_one("#f-strategy-expert_parallel")
         assert not ep.display  # LLaMA-7B: dense
         app.planner.apply_changes({"model.preset": "mixtral-8x7b"})
-        await pilot.pause()
-        assert ep.display
+        await until(pilot, lambda: ep.display, "the expert-parallel control (the pane syncs after the frame)")
         app.planner.apply_changes({"strategy.expert_parallel": 8})
         await pilot.pause()
         assert app.planner.plan.strategy.expert_parallel == 8
@@ -408,8 +406,7 @@ async def test_moe_experts_path_is_a_strategy_with_its_effect() -> None:
         assert estimate(plan).total != before
         assert figure(estimate(plan).total) in text_of(app, "#headline")
         app.planner.apply_changes({"model.preset": "llama-7b", "strategy.experts": "grouped"})
-        await pilot.pause()
-        assert not row.display  # a dense model has no experts
+        await until(pilot, lambda: not row.display, "the experts' row hidden")  # a dense model has no experts
 
 
 async def test_moe_experts_are_named_under_the_legend() -> None:

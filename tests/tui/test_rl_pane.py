@@ -28,9 +28,12 @@ async def test_choose_grpo_and_vllm_by_keyboard_and_see_the_phases() -> None:
     app = VramplanApp()
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("3")
+        await pilot.pause()  # the pane as shown (its first sync done) before typing
         bar = app.planner.query_one("#f-training-objective ChoiceBar", ChoiceBar)
         bar.focus()
-        await pilot.press("right", "right")  # SFT -> DPO -> GRPO
+        for _ in range(2):  # SFT -> DPO -> GRPO
+            await pilot.press("right")
+            await pilot.pause()  # an arrow moves from the choice the bar shows: the plan's, after the frame
         await pilot.pause()
         assert app.planner.plan.training.objective == "grpo"
         assert shown(app, "rl.num_generations") and shown(app, "rl.generation")

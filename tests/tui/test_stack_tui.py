@@ -22,6 +22,7 @@ async def test_changing_the_framework_rechooses_the_stack_keys_and_the_estimate(
     app = VramplanApp(plan=default_plan().with_changes(QLORA))
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("2")
+        await pilot.pause()  # the pane as shown (its first sync done) before typing
         custom = app.planner.plan
         assert custom.stack.framework == "custom" and custom.training.lora_dtype == "fp32"
         bar = app.planner.query_one("#f-stack-framework ChoiceBar", ChoiceBar)
@@ -29,7 +30,7 @@ async def test_changing_the_framework_rechooses_the_stack_keys_and_the_estimate(
         # from custom (the last) round to torchtune, one key at a time: each is a plan the estimate follows
         for _ in range(FRAMEWORKS.index("torchtune") + 1):
             await pilot.press("right")
-        await pilot.pause()
+            await pilot.pause()  # an arrow moves from the choice the bar shows: the plan's, after the frame
         plan = app.planner.plan
         assert plan.stack.framework == "torchtune"
         assert plan.training.lora_dtype == "bf16" and "training.lora_dtype" in plan.stack_chosen  # re-chosen
@@ -129,7 +130,8 @@ async def test_typed_host_memory_makes_an_offload_plan_fit_or_not() -> None:
         plan = app.planner.plan
         assert plan.hardware.host_memory_gib == int(need_gib) + 10 and estimate(plan).fits
         assert text_of(app, "#headline").startswith("✔ fits")
-        assert not app.planner.query_one(f"{row} .field-note").display
+        note = app.planner.query_one(f"{row} .field-note")
+        await until(pilot, lambda: not note.display, "the note hidden (the pane syncs after the frame)")
         await pilot.press("ctrl+a", "ctrl+k", "minus", "1")  # not a limit: the error at the field, the plan kept
         await pilot.pause()
         assert "greater than 0" in text_of(app, f"{row} .field-error")
@@ -183,13 +185,15 @@ async def test_the_other_stack_keys_and_the_fsdp_version_have_fields_of_their_ow
     app = VramplanApp(plan=default_plan().with_changes(QLORA))
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("3")
+        await pilot.pause()  # the pane as shown (its first sync done) before typing
         planner = app.planner
         for key in ("training.lora_dropout", "training.quantized_modules", "training.bnb_generation"):
             assert planner.query_one(f"#f-{key.replace('.', '-')}").display, key
         bar = planner.query_one("#f-training-bnb_generation ChoiceBar", ChoiceBar)
         bar.focus()
-        await pilot.press("right", "right")  # stack's -> current -> legacy
-        await pilot.pause()
+        for _ in range(2):  # stack's -> current -> legacy
+            await pilot.press("right")
+            await pilot.pause()  # an arrow moves from the choice the bar shows: the plan's, after the frame
         assert planner.plan.training.bnb_generation == "legacy"
         assert "training.bnb_generation" not in planner.plan.stack_chosen
         dropout = planner.query_one("#f-training-lora_dropout Input", Input)
@@ -199,6 +203,7 @@ async def test_the_other_stack_keys_and_the_fsdp_version_have_fields_of_their_ow
         assert planner.plan.training.lora_dropout == 0.1
         bar.focus()  # out of the text field, where "4" is a digit
         await pilot.press("4")
+        await pilot.pause()  # the pane as shown (its first sync done) before typing
         assert planner.query_one("#f-strategy-fsdp_version").display  # ZeRO-3 over 8 GPUs
         version = planner.query_one("#f-strategy-fsdp_version ChoiceBar", ChoiceBar)
         version.focus()
