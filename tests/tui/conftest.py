@@ -40,6 +40,15 @@ def advised(app: VramplanApp) -> bool:
     return current and bool(head) and "working…" not in head and "updating…" not in head
 
 
+async def type_keys(pilot: Pilot[Any], *keys: str) -> None:
+    """Press ``keys`` one at a time, each key's frame let through (a settling `pause`): a pane's sync after the
+    frame shows the plan as of the key before, and would rewrite a field typed faster than frames come (at 3
+    frames a second, "110" typed at once into host memory became 10)."""
+    for key in keys:
+        await pilot.press(key)
+        await pilot.pause()
+
+
 def figure(total_bytes: int) -> str:
     """The per-GPU total as the planner shows it: GiB with one decimal."""
     return f"{total_bytes / GiB:.1f} / "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.widgets import Input
 
-from tests.tui.conftest import text_of
+from tests.tui.conftest import text_of, type_keys
 from vramplan.core.plan.plan import default_plan
 from vramplan.tui.app import VramplanApp
 from vramplan.tui.widgets.choice_bar import ChoiceBar
@@ -47,7 +47,7 @@ async def test_choose_grpo_and_vllm_by_keyboard_and_see_the_phases() -> None:
         assert shown(app, "rl.vllm_gpu_memory_utilization")
         field = app.planner.query_one("#f-rl-vllm_gpu_memory_utilization Input", Input)
         field.focus()
-        await pilot.press(*"0.5")
+        await type_keys(pilot, *"0.5")
         await pilot.pause()
         assert app.planner.plan.rl.vllm_gpu_memory_utilization == 0.5
         await pilot.press("backspace", "backspace", "backspace", *"1.5")

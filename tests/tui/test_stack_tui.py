@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from textual.widgets import Input
 
-from tests.tui.conftest import figure, text_of
+from tests.tui.conftest import figure, text_of, type_keys
 from tests.waiting import until
 from vramplan.core.memory.peak import estimate
 from vramplan.core.plan.plan import default_plan
@@ -55,7 +55,7 @@ async def test_an_invalid_version_is_shown_at_its_field_and_the_plan_kept() -> N
         assert before.strategy.checkpoint_impl == "non-reentrant"  # transformers unset: the newest (5.x)
         field = app.planner.query_one("#f-stack-transformers Input", Input)
         field.focus()
-        await pilot.press(*"v4.40")  # no prefix of it is a version
+        await type_keys(pilot, *"v4.40")  # no prefix of it is a version
         await pilot.pause()
         row = app.planner.query_one("#f-stack-transformers")
         assert row.has_class("-error")
@@ -109,6 +109,7 @@ async def test_typed_host_memory_makes_an_offload_plan_fit_or_not() -> None:
     app = VramplanApp(plan=default_plan().with_changes({"strategy.offload_optimizer": "cpu"}))
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("2")
+        await pilot.pause()
         est = estimate(app.planner.plan)
         need_gib = est.cpu_per_node / GiB
         assert est.fits and est.node.host.bytes > est.cpu_per_node  # the typical node's share holds it
@@ -118,15 +119,13 @@ async def test_typed_host_memory_makes_an_offload_plan_fit_or_not() -> None:
         assert field.placeholder.startswith(f"{est.node.host.bytes / GiB:.0f} (typical node")
         field.focus()
         small = int(need_gib // 2)
-        await pilot.press(*str(small))
-        await pilot.pause()
+        await type_keys(pilot, *str(small))
         plan = app.planner.plan
         assert plan.hardware.host_memory_gib == small
         assert not estimate(plan).fits and estimate(plan).gpu_fits
         assert text_of(app, "#headline").startswith("✘ does not fit in host RAM")
         assert f"over by {need_gib - small:.1f} GiB" in text_of(app, f"{row} .field-note")
-        await pilot.press("ctrl+a", "ctrl+k", *str(int(need_gib) + 10))
-        await pilot.pause()
+        await type_keys(pilot, "ctrl+a", "ctrl+k", *str(int(need_gib) + 10))
         plan = app.planner.plan
         assert plan.hardware.host_memory_gib == int(need_gib) + 10 and estimate(plan).fits
         assert text_of(app, "#headline").startswith("✔ fits")
@@ -174,7 +173,7 @@ async def test_the_stack_fields_at_40x12_no_color_and_from_the_palette(monkeypat
         await pilot.pause()
         assert app.planner.pane == "hardware"
         assert app.focused is app.planner.query_one("#f-stack-bitsandbytes Input")
-        await pilot.press(*"0.43.1")
+        await type_keys(pilot, *"0.43.1")
         await pilot.pause()
         assert app.planner.plan.stack.bitsandbytes == "0.43.1"
 
@@ -198,7 +197,7 @@ async def test_the_other_stack_keys_and_the_fsdp_version_have_fields_of_their_ow
         assert "training.bnb_generation" not in planner.plan.stack_chosen
         dropout = planner.query_one("#f-training-lora_dropout Input", Input)
         dropout.focus()
-        await pilot.press(*"0.1")
+        await type_keys(pilot, *"0.1")
         await pilot.pause()
         assert planner.plan.training.lora_dropout == 0.1
         bar.focus()  # out of the text field, where "4" is a digit
