@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -40,15 +41,6 @@ def advised(app: VramplanApp) -> bool:
     return current and bool(head) and "working…" not in head and "updating…" not in head
 
 
-async def type_keys(pilot: Pilot[Any], *keys: str) -> None:
-    """Press ``keys`` one at a time, each key's frame let through (a settling `pause`): a pane's sync after the
-    frame shows the plan as of the key before, and would rewrite a field typed faster than frames come (at 3
-    frames a second, "110" typed at once into host memory became 10)."""
-    for key in keys:
-        await pilot.press(key)
-        await pilot.pause()
-
-
 def figure(total_bytes: int) -> str:
     """The per-GPU total as the planner shows it: GiB with one decimal."""
     return f"{total_bytes / GiB:.1f} / "
@@ -62,15 +54,20 @@ def _plain_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def deferred(app: App[Any]) -> list[str]:
-    """What the app has left to do on its current screen once its messages are processed: callbacks waiting for
-    the next frame (``call_after_refresh``: a pane's sync, the footer's recompose, a scroll into view), a layout
-    not yet done, a pane's sync, a `Settled` callback waiting for its frame or its timer. Read from Textual's
-    screen (8.2: `textual==` is pinned in the test extra, so a rename fails here, loudly) and the panes' state."""
+    """What the app has left to do on its current screen once its messages are processed: widgets not mounted yet
+    (a screen just pushed, a pane being built), callbacks waiting for the next frame (``call_after_refresh``: a
+    pane's sync, the footer's recompose, a scroll into view), a layout not done, a `Settled` callback waiting for
+    its frame or its timer. Read from Textual's screen (8.2: `textual==` is pinned in the test extra, so a rename
+    fails here, loudly) and the panes' own state."""
     screen = app.screen
-    left = [f"{len(screen._callbacks)} callbacks after the frame"] if screen._callbacks else []
+    left = [] if screen.is_mounted else ["the screen's mount"]
+    if screen._callbacks:
+        left.append(f"{len(screen._callbacks)} callbacks after the frame")
     if screen._layout_required or screen._scroll_required or screen._recompose_required:
         left.append("a layout")
     for widget in screen.walk_children():
+        if not widget.is_mounted:
+            left.append(f"{widget!r}'s mount")
         if isinstance(widget, PlanPane) and widget._sync_pending:
             left.append(f"{widget.id}'s sync")
         for value in vars(widget).values():
@@ -79,23 +76,38 @@ def deferred(app: App[Any]) -> list[str]:
     return left
 
 
+async def settle(pilot: Pilot[Any], pause: Callable[[Pilot[Any], float], Awaitable[None]]) -> None:
+    """Let the app run until nothing is `deferred` (`HANG_S` at most), with Textual's own ``pause``."""
+    loop = asyncio.get_running_loop()
+    give_up = loop.time() + HANG_S
+    while pilot.app.is_running and (left := deferred(pilot.app)):
+        if loop.time() > give_up:
+            raise AssertionError(f"after {HANG_S:g} s the app still has to do: {left}")
+        await pause(pilot, POLL_S)
+
+
 @pytest.fixture(autouse=True)
-def _pause_settles(monkeypatch: pytest.MonkeyPatch) -> None:
-    """In this suite ``await pilot.pause()`` (no delay) also waits until nothing is `deferred`: Textual's own pause
-    waits for the messages queued and a moment of idle CPU, which a loaded machine fakes (the process, starved,
-    uses no CPU while work is left), and the app leaves work for after the frame by design. ``pause(delay)`` is
-    left as it is (`tests.waiting.until` polls with it)."""
-    textual_pause = Pilot.pause
+def _pilot_settles(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In this suite ``pilot.press(*keys)`` presses one key at a time and each key, like ``pilot.pause()`` (no
+    delay), is followed by the app settling: nothing `deferred`. Textual's own press and pause wait for the
+    messages queued and a moment of idle CPU, which a loaded machine fakes (a starved process uses no CPU while
+    its work waits), and the app leaves work for after the frame by design: a pane shows the plan after the
+    frame, a ChoiceBar's arrow moves from the choice it shows, a pushed screen mounts its inputs. Keys faster than
+    frames were lost at 3 frames a second ("110" typed into a field became 10; "right right" moved once; a path
+    typed after ctrl+o went nowhere). ``pause(delay)`` is left as it is (`tests.waiting.until` polls with it)."""
+    textual_pause, textual_press = Pilot.pause, Pilot.press
 
     async def pause(self: Pilot[Any], delay: float | None = None) -> None:
         await textual_pause(self, delay)
-        if delay is not None or not self.app.is_running:
-            return
-        loop = asyncio.get_running_loop()
-        give_up = loop.time() + HANG_S
-        while left := deferred(self.app):
-            if loop.time() > give_up:
-                raise AssertionError(f"after {HANG_S:g} s the app still has to do: {left}")
-            await textual_pause(self, POLL_S)
+        if delay is None:
+            await settle(self, textual_pause)
+
+    async def press(self: Pilot[Any], *keys: str) -> None:
+        for key in keys:
+            if not self.app.is_running:
+                return
+            await textual_press(self, key)
+            await settle(self, textual_pause)
 
     monkeypatch.setattr(Pilot, "pause", pause)
+    monkeypatch.setattr(Pilot, "press", press)

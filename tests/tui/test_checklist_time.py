@@ -9,7 +9,7 @@ from typing import Any
 from textual.pilot import Pilot
 from textual.widgets import Input
 
-from tests.tui.conftest import advised, figure, row_text, text_of, type_keys
+from tests.tui.conftest import advised, figure, row_text, text_of
 from tests.waiting import HANG_S, eventually, until
 from vramplan.core.advice import advisor as advisor_module
 from vramplan.core.advice.advisor import advise
@@ -167,14 +167,14 @@ async def test_time_figures_follow_the_plan_and_the_time_inputs() -> None:
         await pilot.pause()
         assert "less than or equal to 1" in text_of(app, "#f-training-mfu .field-error")
         assert app.planner.plan.training.mfu is None
-        await type_keys(pilot, "backspace", *".3")
+        await pilot.press("backspace", *".3")
         await pilot.pause()
         assert app.planner.plan.training.mfu == 0.3
         expect(step_time(app.planner.plan))
         assert f"MFU achieved {step_time(app.planner.plan).mfu:.1%}" in text_of(app, "#time-details")
         tokens = app.planner.query_one("#f-training-tokens Input", Input)
         tokens.focus()
-        await type_keys(pilot, *"2T")
+        await pilot.press(*"2T")
         await pilot.pause()
         st = step_time(app.planner.plan)
         assert app.planner.plan.training.tokens == 2 * 10**12 and st.train_seconds is not None

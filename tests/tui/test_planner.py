@@ -7,7 +7,7 @@ import re
 
 from textual.widgets import Input
 
-from tests.tui.conftest import figure, text_of, type_keys
+from tests.tui.conftest import figure, text_of
 from tests.waiting import until
 from vramplan.cli import parser as cli
 from vramplan.core.memory.peak import estimate
@@ -146,7 +146,7 @@ async def test_numeric_fields_take_what_the_cli_takes() -> None:
         field.focus()
         for typed, seq_len in (("4k", 4096), ("32K", 32768), ("1e3", 1000), ("2_048", 2048)):
             field.value = ""
-            await type_keys(pilot, *typed)
+            await pilot.press(*typed)
             await pilot.pause()
             assert field.value == typed and app.planner.plan.training.seq_len == seq_len, typed
         field.value = ""
@@ -160,7 +160,7 @@ async def test_numeric_fields_take_what_the_cli_takes() -> None:
         micro = app.planner.query_one("#f-training-micro_batch_size Input", Input)
         micro.focus()
         micro.value = ""
-        await type_keys(pilot, *"2e0")
+        await pilot.press(*"2e0")
         await pilot.pause()
         assert app.planner.plan.training.micro_batch_size == 2
 
@@ -205,7 +205,7 @@ async def test_typing_a_number_is_one_undo_step() -> None:
         await pilot.press("3")
         start = app.planner.plan
         app.planner.query_one("#f-training-seq_len Input", Input).focus()
-        await type_keys(pilot, *"4096")
+        await pilot.press(*"4096")
         await pilot.pause()
         assert app.planner.plan.training.seq_len == 4096
         await pilot.press("escape", "ctrl+z")

@@ -69,10 +69,4 @@ def test_checklist_and_advisor_80x24(snap_compare) -> None:
 
 def test_pinned_plan_80x24(snap_compare) -> None:
     """The pinned plan (P) above the edited one: its total, step time and bar, and the change from it."""
-
-    async def pin_then_change(pilot) -> None:  # the pinned plan shown (its line built after the frame) first
-        await pilot.press("P")
-        await pilot.pause()
-        await pilot.press("z")
-
-    assert snap_compare(VramplanApp(), terminal_size=(80, 24), run_before=pin_then_change)
+    assert snap_compare(VramplanApp(), terminal_size=(80, 24), press=["P", "z"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from textual.widgets import Input
 
-from tests.tui.conftest import figure, text_of, type_keys
+from tests.tui.conftest import figure, text_of
 from tests.waiting import until
 from vramplan.core.memory.peak import estimate
 from vramplan.core.plan.plan import default_plan
@@ -22,7 +22,6 @@ async def test_changing_the_framework_rechooses_the_stack_keys_and_the_estimate(
     app = VramplanApp(plan=default_plan().with_changes(QLORA))
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("2")
-        await pilot.pause()  # the pane as shown (its first sync done) before typing
         custom = app.planner.plan
         assert custom.stack.framework == "custom" and custom.training.lora_dtype == "fp32"
         bar = app.planner.query_one("#f-stack-framework ChoiceBar", ChoiceBar)
@@ -30,7 +29,7 @@ async def test_changing_the_framework_rechooses_the_stack_keys_and_the_estimate(
         # from custom (the last) round to torchtune, one key at a time: each is a plan the estimate follows
         for _ in range(FRAMEWORKS.index("torchtune") + 1):
             await pilot.press("right")
-            await pilot.pause()  # an arrow moves from the choice the bar shows: the plan's, after the frame
+        await pilot.pause()
         plan = app.planner.plan
         assert plan.stack.framework == "torchtune"
         assert plan.training.lora_dtype == "bf16" and "training.lora_dtype" in plan.stack_chosen  # re-chosen
@@ -55,7 +54,7 @@ async def test_an_invalid_version_is_shown_at_its_field_and_the_plan_kept() -> N
         assert before.strategy.checkpoint_impl == "non-reentrant"  # transformers unset: the newest (5.x)
         field = app.planner.query_one("#f-stack-transformers Input", Input)
         field.focus()
-        await type_keys(pilot, *"v4.40")  # no prefix of it is a version
+        await pilot.press(*"v4.40")  # no prefix of it is a version
         await pilot.pause()
         row = app.planner.query_one("#f-stack-transformers")
         assert row.has_class("-error")
@@ -119,13 +118,13 @@ async def test_typed_host_memory_makes_an_offload_plan_fit_or_not() -> None:
         assert field.placeholder.startswith(f"{est.node.host.bytes / GiB:.0f} (typical node")
         field.focus()
         small = int(need_gib // 2)
-        await type_keys(pilot, *str(small))
+        await pilot.press(*str(small))
         plan = app.planner.plan
         assert plan.hardware.host_memory_gib == small
         assert not estimate(plan).fits and estimate(plan).gpu_fits
         assert text_of(app, "#headline").startswith("✘ does not fit in host RAM")
         assert f"over by {need_gib - small:.1f} GiB" in text_of(app, f"{row} .field-note")
-        await type_keys(pilot, "ctrl+a", "ctrl+k", *str(int(need_gib) + 10))
+        await pilot.press("ctrl+a", "ctrl+k", *str(int(need_gib) + 10))
         plan = app.planner.plan
         assert plan.hardware.host_memory_gib == int(need_gib) + 10 and estimate(plan).fits
         assert text_of(app, "#headline").startswith("✔ fits")
@@ -173,7 +172,7 @@ async def test_the_stack_fields_at_40x12_no_color_and_from_the_palette(monkeypat
         await pilot.pause()
         assert app.planner.pane == "hardware"
         assert app.focused is app.planner.query_one("#f-stack-bitsandbytes Input")
-        await type_keys(pilot, *"0.43.1")
+        await pilot.press(*"0.43.1")
         await pilot.pause()
         assert app.planner.plan.stack.bitsandbytes == "0.43.1"
 
@@ -184,25 +183,22 @@ async def test_the_other_stack_keys_and_the_fsdp_version_have_fields_of_their_ow
     app = VramplanApp(plan=default_plan().with_changes(QLORA))
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("3")
-        await pilot.pause()  # the pane as shown (its first sync done) before typing
         planner = app.planner
         for key in ("training.lora_dropout", "training.quantized_modules", "training.bnb_generation"):
             assert planner.query_one(f"#f-{key.replace('.', '-')}").display, key
         bar = planner.query_one("#f-training-bnb_generation ChoiceBar", ChoiceBar)
         bar.focus()
-        for _ in range(2):  # stack's -> current -> legacy
-            await pilot.press("right")
-            await pilot.pause()  # an arrow moves from the choice the bar shows: the plan's, after the frame
+        await pilot.press("right", "right")  # stack's -> current -> legacy
+        await pilot.pause()
         assert planner.plan.training.bnb_generation == "legacy"
         assert "training.bnb_generation" not in planner.plan.stack_chosen
         dropout = planner.query_one("#f-training-lora_dropout Input", Input)
         dropout.focus()
-        await type_keys(pilot, *"0.1")
+        await pilot.press(*"0.1")
         await pilot.pause()
         assert planner.plan.training.lora_dropout == 0.1
         bar.focus()  # out of the text field, where "4" is a digit
         await pilot.press("4")
-        await pilot.pause()  # the pane as shown (its first sync done) before typing
         assert planner.query_one("#f-strategy-fsdp_version").display  # ZeRO-3 over 8 GPUs
         version = planner.query_one("#f-strategy-fsdp_version ChoiceBar", ChoiceBar)
         version.focus()
