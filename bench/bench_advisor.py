@@ -19,11 +19,8 @@ from pathlib import Path
 
 from vramplan.core.advice.advisor import advise
 from vramplan.core.advice.checklist import checklist
-from vramplan.core.plan import memo
-from vramplan.core.plan.plan import (
-    Plan,
-    default_plan,
-)
+from vramplan.core.plan.helpers import memo
+from vramplan.core.plan.schema.plan import Plan, default_plan
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -19,13 +19,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from vramplan.core.memory.peak import estimate
-from vramplan.core.plan import memo
-from vramplan.core.plan.errors import PlanError
-from vramplan.core.plan.plan import (
-    Plan,
-    default_plan,
-    plan_from_dict,
-)
+from vramplan.core.plan.helpers import memo
+from vramplan.core.plan.helpers.errors import PlanError
+from vramplan.core.plan.schema.plan import Plan, default_plan, plan_from_dict
 from vramplan.core.time.step import step_time
 
 ROOT = Path(__file__).resolve().parent.parent

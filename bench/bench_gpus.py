@@ -1,5 +1,5 @@
 """How long the GPU guide takes (`vramplan gpus`, `core.advice.gpuguide`), against floors run in the same loop (the
-bounds tests/core/test_gpuguide.py and tests/cli/test_gpus_diff_cli.py used to hold; they check the rows now).
+bounds tests/core/advice/test_gpuguide.py and tests/cli/test_gpus_diff_cli.py used to hold; they check the rows now).
 
 - in process, Llama-3.1-70B full fine-tuning (the plan the test timed): `gpu_guide(plan)` with the advisor (each
   GPU's change, within `ADVISOR_SECONDS`) against `gpu_guide(plan, advise=False)` (the plain estimates only, the
@@ -19,8 +19,8 @@ import time
 from collections.abc import Callable
 
 from vramplan.core.advice.gpuguide import ADVISOR_SECONDS, gpu_guide
-from vramplan.core.plan import memo
-from vramplan.core.plan.plan import default_plan
+from vramplan.core.plan.helpers import memo
+from vramplan.core.plan.schema.plan import default_plan
 
 
 def timed_ms(fn: Callable[[], object], times: list[float], clear: bool = False) -> None:

@@ -46,7 +46,7 @@ def cold_child() -> None:
         import pydantic  # noqa: F401
 
         marks.append(time.perf_counter())
-        import vramplan.core.plan.plan
+        import vramplan.core.plan.schema.plan
 
         marks.append(time.perf_counter())
         import vramplan.tui.app  # noqa: F401

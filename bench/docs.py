@@ -10,7 +10,7 @@
   (the accuracy summary; the five tasks' output, run by `bench.readme_examples`) and ``docs/planner.md`` (the
   planner's keys, from the command table ``tui/command_table.py``).
 
-``tests/core/test_docpages.py`` fails while any of them differs from what this module writes. Needs only the
+``tests/core/files/test_docpages.py`` fails while any of them differs from what this module writes. Needs only the
 repository (no ``../shared``) and vramplan's own dependencies.
 """
 
@@ -86,11 +86,11 @@ def accuracy_page() -> str:
         "statistics kept in bf16, the CPU flash output layout, autocast leaving `pow` in bf16).\n\n",
         _oracle_table(summary),
         "\nBeyond the peak, the suite holds parameters, gradients and optimizer states to within a few bytes, "
-        "activations within 0.1% and the per-block saved bytes exact (`tests/core/test_measured_accuracy.py`, "
-        "`test_activation_layers.py`, `test_families_measured.py`, `test_moe_measured.py`), and reproduces the "
-        "ZeRO paper's section 5 model-state figures (7.5B on 64 GPUs: 120, 31.4, 16.6 and 1.9 GB). The CPU cannot "
-        "exercise ZeRO, offload, TP/PP/SP, int8 activations or fused cross-entropy: those follow the frameworks' "
-        "code and papers cited in `core/` (each figure's `explain`).\n\n",
+        "activations within 0.1% and the per-block saved bytes exact (`tests/core/memory/test_measured_accuracy.py`, "
+        "`activations/test_activation_layers.py`, `test_families_measured.py`, `test_moe_measured.py`), and "
+        "reproduces the ZeRO paper's section 5 model-state figures (7.5B on 64 GPUs: 120, 31.4, 16.6 and 1.9 GB). "
+        "The CPU cannot exercise ZeRO, offload, TP/PP/SP, int8 activations or fused cross-entropy: those follow the "
+        "frameworks' code and papers cited in `core/` (each figure's `explain`).\n\n",
         "## Published GPU runs\n\n",
         f"{len(rows)} memory figures of real GPU runs (torchtune, torchtitan, litgpt, Answer.AI, PEFT and others; "
         "`tests/data/published`), each compared the way it was measured: `torch.cuda.max_memory_allocated` with "
@@ -112,7 +112,7 @@ def accuracy_page() -> str:
         "in their peak; torchtitan's 70B 2-D row keeps loss-parallel fp32 tensors vramplan does not model; "
         "torchtune's 3B \"8-bit AdamW\" row does not say which optimizer; torchtune's QLoRA tutorial reports a "
         "reserved peak set at model initialisation by torchao 0.1's quantization. "
-        "`tests/core/test_published_gpu.py` holds these figures to the issues' bounds.\n"
+        "`tests/core/memory/test_published_gpu.py` holds these figures to the issues' bounds.\n"
     )
     return "".join(out)
 

@@ -2,8 +2,8 @@
 running them in process (`vramplan.cli.parser.run`) in a scratch folder, with GPU detection and the reading of
 this environment's packages off and no user presets, as ``VRAMPLAN_DETECT=0`` on a fresh machine gives them.
 
-``python -m bench.docs`` writes them with the other generated parts; ``tests/core/test_docpages.py`` fails when the
-README's output is no longer what the commands print.
+``python -m bench.docs`` writes them with the other generated parts; ``tests/core/files/test_docpages.py`` fails when
+the README's output is no longer what the commands print.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from vramplan.cli.parser import run
-from vramplan.core.plan import presets
+from vramplan.core.plan.catalogue import presets
 
 Lines = list[str]
 

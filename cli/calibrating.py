@@ -9,10 +9,10 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from vramplan.core.plan.errors import PlanError
+from vramplan.core.plan.helpers.errors import PlanError
 
 if TYPE_CHECKING:
-    from vramplan.core.plan.plan import Plan
+    from vramplan.core.plan.schema.plan import Plan
     from vramplan.measure.records import MeasureReport
 
 

@@ -7,7 +7,7 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
-from vramplan.core.plan.units import fmt_seconds, gib_text
+from vramplan.core.plan.helpers.units import fmt_seconds, gib_text
 
 if TYPE_CHECKING:  # imported when the command runs: `vramplan --help` stays fast
     from vramplan.core.advice.plandiff import PlanDiff
@@ -44,7 +44,7 @@ def diff_text(d: PlanDiff, a_name: str = "A", b_name: str = "B") -> str:
     """The diff within 80 columns: the keys, the memory table by kind, the step time, each key alone."""
     from vramplan.cli.gpus import wrapped
     from vramplan.core.advice.plandiff import relative_text, signed_gib, value_text
-    from vramplan.core.memory.estimate_record import ALL_KINDS, KIND_LABELS
+    from vramplan.core.memory.kinds import ALL_KINDS, KIND_LABELS
     from vramplan.core.plan.describe import plan_title
 
     fa, fb = d.fa, d.fb

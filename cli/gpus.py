@@ -10,8 +10,8 @@ import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from vramplan.core.plan.errors import PlanError, PlanNotice
-from vramplan.core.plan.units import fmt_count, parse_number
+from vramplan.core.plan.helpers.errors import PlanError, PlanNotice
+from vramplan.core.plan.helpers.units import fmt_count, parse_number
 
 if TYPE_CHECKING:  # imported when the command runs: `vramplan --help` stays fast
     from vramplan.core.advice.gpuguide import GpuRow, Guide
@@ -66,11 +66,11 @@ def cmd_gpus(args: argparse.Namespace) -> int:
     if args.tokens is not None:
         args.sets = [f"training.tokens={args.tokens}", *args.sets]  # an explicit --set of the same key wins
     plan = resolve(args)  # PLAN.toml or the starting plan, --from FILE over it, then the command line
-    from vramplan.core.plan.presets import resolve_gpu_id
+    from vramplan.core.plan.catalogue.presets import resolve_gpu_id
 
     prices = {k if k == "*" else resolve_gpu_id(k)[0]: v for k, v in parse_prices(args.price).items()}
     guide = gpu_guide(plan, sort=args.sort, prices=prices, advise=not args.no_advice)
-    from vramplan.core.plan.presets import registry
+    from vramplan.core.plan.catalogue.presets import registry
 
     for problem in registry().problems:  # a broken user preset is not in the guide: say so
         warnings.warn(f"skipped user preset: {problem}", PlanNotice, stacklevel=1)

@@ -11,7 +11,7 @@ import warnings
 from pathlib import Path
 
 from vramplan.cli.importing import resolve, with_import
-from vramplan.core.plan.errors import PlanError, PlanNotice
+from vramplan.core.plan.helpers.errors import PlanError, PlanNotice
 
 
 def cmd_estimate(args: argparse.Namespace) -> int:
@@ -39,7 +39,7 @@ def cmd_estimate(args: argparse.Namespace) -> int:
 def _broken_presets() -> None:
     """A broken user preset file is said, as ``vramplan presets`` says it: one that has a built-in's id would
     otherwise be replaced by the built-in without a word."""
-    from vramplan.core.plan.presets import registry
+    from vramplan.core.plan.catalogue.presets import registry
 
     for line in registry().problem_lines():
         warnings.warn(line, PlanNotice, stacklevel=2)
@@ -100,7 +100,7 @@ def cmd_keys(args: argparse.Namespace) -> int:
 
 def cmd_presets(args: argparse.Namespace) -> int:
     from vramplan.cli.report import hardware_listing, model_listing
-    from vramplan.core.plan.presets import registry
+    from vramplan.core.plan.catalogue.presets import registry
 
     reg = registry()
     if args.json:

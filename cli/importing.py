@@ -8,10 +8,10 @@ import argparse
 import warnings
 from typing import TYPE_CHECKING, Any
 
-from vramplan.core.plan.errors import PlanNotice
+from vramplan.core.plan.helpers.errors import PlanNotice
 
 if TYPE_CHECKING:
-    from vramplan.core.plan.plan import Plan
+    from vramplan.core.plan.schema.plan import Plan
 
 FROM_HELP = (
     "read the training settings of a DeepSpeed JSON, accelerate, torchtune, axolotl, LLaMA-Factory, TRL DPO/GRPO "

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from vramplan.core.plan import presets
+from vramplan.core.plan.catalogue import presets
+from vramplan.core.plan.catalogue.presets import Registry
 from vramplan.core.plan.keyref import KeyInfo
-from vramplan.core.plan.presets import Registry
 
 
 def keys_text(keys: tuple[KeyInfo, ...]) -> str:

@@ -14,14 +14,14 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from vramplan.core.plan.errors import PlanError
-from vramplan.core.plan.units import fmt_bytes, fmt_seconds
+from vramplan.core.plan.helpers.errors import PlanError
+from vramplan.core.plan.helpers.units import fmt_bytes, fmt_seconds
 
 if TYPE_CHECKING:
     import threading
 
-    from vramplan.core.memory.estimate_record import Estimate
-    from vramplan.core.plan.plan import Plan
+    from vramplan.core.memory.record import Estimate
+    from vramplan.core.plan.schema.plan import Plan
     from vramplan.core.time.step_record import StepTime
     from vramplan.measure.comparison import ComparisonRow
     from vramplan.measure.records import Device, MeasureReport, Progress

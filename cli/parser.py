@@ -19,7 +19,7 @@ from vramplan.cli import COMMANDS
 from vramplan.cli.handlers import cmd_check, cmd_estimate, cmd_export, cmd_fit, cmd_keys, cmd_presets
 from vramplan.cli.importing import add_from_arg
 from vramplan.cli.stackfrom import add_stack_arg
-from vramplan.core.plan.errors import PlanError, PlanNotice, shown
+from vramplan.core.plan.helpers.errors import PlanError, PlanNotice, shown
 
 # `fit --framework` and `check --framework`: core.advice.frameworks.FRAMEWORKS' keys, named here so that building
 # the parser does not import the plan model (tests/cli/test_lazy_parser.py checks they agree)

@@ -4,19 +4,21 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from vramplan.core.memory.estimate_record import KIND_LABELS, Estimate
-from vramplan.core.plan import presets
+from vramplan.core.memory.kinds import KIND_LABELS
+from vramplan.core.memory.record import Estimate
+from vramplan.core.plan.catalogue import presets
+from vramplan.core.plan.catalogue.presets import Registry
 from vramplan.core.plan.describe import gpu_name, method_label, model_name, parallel_summary
-from vramplan.core.plan.errors import PlanError
-from vramplan.core.plan.presets import Registry
-from vramplan.core.plan.stack_defaults import choices_text
-from vramplan.core.plan.units import GiB, fmt_count, fmt_seconds, fmt_steps, gib_text
+from vramplan.core.plan.helpers.errors import PlanError
+from vramplan.core.plan.helpers.units import GiB, fmt_count, fmt_seconds, fmt_steps, gib_text
+from vramplan.core.plan.resolved import choices_text
+from vramplan.core.plan.schema.objectives import objective
 from vramplan.core.time.step_record import LABELS, StepTime
 
 if TYPE_CHECKING:
     from vramplan.core.advice.advisor import Advice
     from vramplan.core.advice.checklist import Checklist
-    from vramplan.core.plan.plan import Plan
+    from vramplan.core.plan.schema.plan import Plan
 
 
 def estimate_document(plan: Plan) -> dict[str, Any]:
@@ -39,7 +41,7 @@ def _batch_lines(p: Plan) -> list[str]:
     """The training line: an SFT plan's micro-batch, a DPO/GRPO/PPO plan's objective (wrapped at 80 columns)."""
     t = p.training
     head = f"{method_label(t)}, {t.regime}, {t.optimizer}; "
-    if t.objective == "sft":
+    if not t.objective_spec.post_training:
         return [f"{head}micro-batch {t.micro_batch_size} x {t.seq_len} tokens, accumulation {t.grad_accum_steps}"]
     from vramplan.core.memory.rl.estimate import settings  # DPO/GRPO/PPO only: an SFT plan never loads it
 
@@ -70,7 +72,7 @@ def _ignored_keys(path: str | None) -> list[str]:
     """The config.json keys the model ignores (neither read nor known to leave the estimate unchanged)."""
     if not path:
         return []
-    from vramplan.core.plan.hfconfig import read_hf_config  # a model from a config.json only
+    from vramplan.core.plan.architecture.hf_config import read_hf_config  # a model from a config.json only
 
     try:
         ignored = read_hf_config(path).ignored
@@ -237,7 +239,7 @@ def rl_time_lines(st: StepTime) -> list[str]:
     rl = st.rl
     if rl is None:
         return []
-    prompts = "pairs" if rl.objective == "dpo" else "prompts"
+    prompts = objective(rl.objective).prompt
     return _wrap(f"{', '.join(rl.phase_texts())}; {rl.prompts_per_step:,} {prompts} per step", 2, hang=2)
 
 

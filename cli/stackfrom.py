@@ -9,10 +9,10 @@ import argparse
 import warnings
 from typing import TYPE_CHECKING, Any
 
-from vramplan.core.plan.errors import PlanError, PlanNotice
+from vramplan.core.plan.helpers.errors import PlanError, PlanNotice
 
 if TYPE_CHECKING:
-    from vramplan.core.plan.plan import Plan
+    from vramplan.core.plan.schema.plan import Plan
 
 STACK_FROM_HELP = (
     "fill the unset stack.<package> versions from this Python environment's dist-info (a venv or conda prefix; "

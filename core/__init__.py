@@ -19,22 +19,22 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from vramplan.core.advice.checklist import checklist
     from vramplan.core.files.planio import load_plan
-    from vramplan.core.memory.estimate_record import Estimate
     from vramplan.core.memory.peak import estimate
-    from vramplan.core.plan.errors import PlanError
-    from vramplan.core.plan.plan import Plan, default_plan, plan_from_dict
+    from vramplan.core.memory.record import Estimate
+    from vramplan.core.plan.helpers.errors import PlanError
+    from vramplan.core.plan.schema.plan import Plan, default_plan, plan_from_dict
     from vramplan.core.time.step import step_time
     from vramplan.core.time.step_record import StepTime
 
 # name -> the module that defines it
 _HOME = {
-    "Plan": "vramplan.core.plan.plan",
-    "default_plan": "vramplan.core.plan.plan",
-    "plan_from_dict": "vramplan.core.plan.plan",
-    "PlanError": "vramplan.core.plan.errors",
+    "Plan": "vramplan.core.plan.schema.plan",
+    "default_plan": "vramplan.core.plan.schema.plan",
+    "plan_from_dict": "vramplan.core.plan.schema.plan",
+    "PlanError": "vramplan.core.plan.helpers.errors",
     "load_plan": "vramplan.core.files.planio",
     "estimate": "vramplan.core.memory.peak",
-    "Estimate": "vramplan.core.memory.estimate_record",
+    "Estimate": "vramplan.core.memory.record",
     "step_time": "vramplan.core.time.step",
     "StepTime": "vramplan.core.time.step_record",
     "checklist": "vramplan.core.advice.checklist",

@@ -105,7 +105,7 @@ def mistyped_command(arg: str) -> str:
     if os.sep in arg or (os.altsep and os.altsep in arg) or "." in arg or os.path.lexists(arg):
         return ""
     from vramplan.cli import COMMANDS
-    from vramplan.core.plan.errors import suggest
+    from vramplan.core.plan.helpers.errors import suggest
 
     return suggest(arg.lower(), (*COMMANDS, "--help", "--version"), cutoff=MISTYPED)
 
@@ -126,8 +126,8 @@ def _calibration_arg(args: list[str]) -> tuple[list[str], Calibration | str | No
     if path is None:
         return rest, None
     from vramplan.core.files.calibration import apply_calibration, read_calibration
-    from vramplan.core.plan.errors import PlanError
-    from vramplan.core.plan.plan import default_plan
+    from vramplan.core.plan.helpers.errors import PlanError
+    from vramplan.core.plan.schema.plan import default_plan
 
     try:
         if not path.strip():

@@ -23,7 +23,7 @@ from typing import NamedTuple
 
 from pydantic import ValidationError
 
-from vramplan.core.plan.stack import PACKAGES, StackConfig, version_tuple
+from vramplan.core.plan.stack.config import PACKAGES, StackConfig, version_tuple
 
 TIME_BUDGET_S = 1.0  # the whole scan, every site-packages folder together
 MAX_HEADER_BYTES = 8 * 1024  # of one METADATA: the Version: line is in its first lines (core metadata spec)
@@ -35,7 +35,7 @@ _PYTHON_DIR = re.compile(r"^(python|pypy)3(\.\d{1,3})?t?$")
 
 
 class EnvironmentStack(NamedTuple):
-    """What `read_environment` found: ``versions`` maps each package of `core.plan.stack.PACKAGES` found to its
+    """What `read_environment` found: ``versions`` maps each package of `core.plan.stack.config.PACKAGES` found to its
     version (valid for `StackConfig`); ``warning`` is one line naming what was skipped and why ("" when
     nothing was)."""
 
@@ -265,7 +265,7 @@ def _versions(scan: _Scan) -> tuple[dict[str, str], list[str]]:
 
 
 def read_environment(env_dir: str | os.PathLike[str], time_budget_s: float = TIME_BUDGET_S) -> EnvironmentStack:
-    """The versions of `core.plan.stack.PACKAGES` installed in the environment at ``env_dir`` (a venv or conda
+    """The versions of `core.plan.stack.config.PACKAGES` installed in the environment at ``env_dir`` (a venv or conda
     prefix), within ``time_budget_s`` and the byte and entry budgets; never raises."""
     shown = os.fspath(env_dir)
     root = Path(shown)

@@ -14,10 +14,10 @@ import re
 import stat
 from pathlib import Path
 
-from vramplan.core.plan import presets
-from vramplan.core.plan.gpu_match import DetectedGpus
-from vramplan.core.plan.preset_specs import MAX_NODE_GIB
-from vramplan.core.plan.units import GiB
+from vramplan.core.plan.catalogue import presets
+from vramplan.core.plan.catalogue.gpu_match import DetectedGpus
+from vramplan.core.plan.catalogue.specs import MAX_NODE_GIB
+from vramplan.core.plan.helpers.units import GiB
 
 MEMINFO = Path("/proc/meminfo")
 MAX_BYTES = 64 * 1024  # /proc/meminfo is about 1.5 KiB; more is not it

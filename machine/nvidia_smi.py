@@ -1,5 +1,5 @@
 """This machine's GPUs, from ``nvidia-smi``, matched to a hardware preset (the default plan's hardware): the half of
-GPU detection that runs a process (`vramplan.core.plan.gpu_match` parses and matches what it prints).
+GPU detection that runs a process (`vramplan.core.plan.catalogue.gpu_match` parses and matches what it prints).
 
 No ``nvidia-smi``, a failing or slow one (short timeout), or output that does not parse: None, and callers fall
 back silently to the documented default. ``VRAMPLAN_DETECT=0`` turns detection off. The result is cached per
@@ -15,9 +15,10 @@ import shutil
 import time
 from typing import TYPE_CHECKING
 
-from vramplan.core.plan.gpu_match import QUERY, DetectedGpus, detected_from, plan_on
-from vramplan.core.plan.memo import memoised
-from vramplan.core.plan.plan import Plan
+from vramplan.core.plan.catalogue.gpu_match import QUERY, DetectedGpus, detected_from
+from vramplan.core.plan.detected import plan_on
+from vramplan.core.plan.helpers.memo import memoised
+from vramplan.core.plan.schema.plan import Plan
 from vramplan.machine.host import detection_on
 
 if TYPE_CHECKING:

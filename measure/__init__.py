@@ -2,9 +2,12 @@
 measure what it allocates. The only part of vramplan that imports torch, transformers and peft (the ``measure``
 extra), and only inside its modules: importing this package imports nothing (the names below load on first use).
 
-Modules: `records` (the records, pure Python), `limits` (what this machine cannot reproduce), `build` (the model,
-adapters, checkpointing, optimizer), `cpu` (the CPU memory method: torch.profiler events, saved-tensor hooks),
-`cuda` (every torch.cuda call), `run` (`measure_plan`: warm-up and steps), `compare` (measured against the estimate).
+Modules: `records` (the records, pure Python), `recipe` (the plan as the step to run), `limitations` (what this
+machine cannot reproduce), `build` (the model, adapters, checkpointing, optimizer), `forward` (autocast and one
+micro-batch's forward), `tensors` (bytes by storage), `saved` (saved-tensor hooks: the activations), `cpu` (the CPU
+memory method: torch.profiler events), `cuda` (every torch.cuda call), `run` (`measure_plan`: warm-up and steps),
+`comparison` (measured against the estimate), `calibrate`, `distributed` (multi-GPU). The measurement scripts of
+bench/measure import these rather than copy them (tests/bench/test_bench_imports.py).
 """
 
 from __future__ import annotations

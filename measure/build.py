@@ -9,15 +9,14 @@ base: ``autocast_adapter_dtype``), the optimizer over the trainable parameters."
 from __future__ import annotations
 
 import warnings
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from vramplan.measure.forward import DTYPES, autocast_to
 from vramplan.measure.recipe import Recipe
-
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 @dataclass
@@ -46,16 +45,22 @@ def transformers_config(r: Recipe) -> Any:
     return cfg
 
 
-def build(r: Recipe, device: str, seed: int = 0) -> Built:
-    """Model (meta, then materialised on `device`), batch, checkpointing, LoRA and optimizer of the recipe."""
+def meta_model(cfg: Any, **kwargs: Any) -> Any:
+    """``AutoModelForCausalLM.from_config(cfg, **kwargs)`` on the meta device (shapes, no memory, no weights), its
+    warnings silenced."""
     import transformers
 
+    with torch.device("meta"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return transformers.AutoModelForCausalLM.from_config(cfg, **kwargs)
+
+
+def build(r: Recipe, device: str, seed: int = 0) -> Built:
+    """Model (meta, then materialised on `device`), batch, checkpointing, LoRA and optimizer of the recipe."""
     torch.manual_seed(seed)
     cfg = transformers_config(r)
     extra = {"experts_implementation": r.experts} if r.experts else {}
-    with torch.device("meta"), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        model = transformers.AutoModelForCausalLM.from_config(cfg, attn_implementation=r.attention, **extra)
+    model = meta_model(cfg, attn_implementation=r.attention, **extra)
     model.to(DTYPES[r.weights_dtype])
     model.to_empty(device=device)
     with torch.no_grad():
@@ -111,10 +116,7 @@ def make_optimizer(params: list[Any], name: str, impl: str, lr: float) -> Any:
 
 def autocast(r: Recipe, device: str) -> AbstractContextManager[Any]:
     """``torch.autocast`` of the recipe's autocast dtype on `device`, else nothing."""
-    if r.autocast is None:
-        return nullcontext()
-    ctx: AbstractContextManager[Any] = torch.autocast(device, dtype=DTYPES[r.autocast])
-    return ctx
+    return autocast_to(r.autocast, device)
 
 
 def free(built: Built | None) -> None:

@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING
 
 from vramplan.core.files.calibration import Calibration
 from vramplan.core.files.planfile import utc_now, vramplan_version
-from vramplan.core.plan.errors import PlanError
-from vramplan.core.plan.plan import Plan
-from vramplan.core.plan.units import MiB
+from vramplan.core.plan.helpers.errors import PlanError
+from vramplan.core.plan.helpers.units import MiB
+from vramplan.core.plan.schema.plan import Plan
 
 if TYPE_CHECKING:
-    from vramplan.core.memory.estimate_record import Estimate
+    from vramplan.core.memory.record import Estimate
     from vramplan.measure.records import MeasureReport
 
 

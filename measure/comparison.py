@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from vramplan.core.memory.estimate_record import Estimate
+from vramplan.core.memory.record import Estimate
 from vramplan.core.time.step_record import StepTime
 from vramplan.measure.limitations import Limitation
 from vramplan.measure.records import MeasureReport, RankFigures

@@ -125,13 +125,23 @@ def quiet_stderr() -> Iterator[None]:
         os.close(devnull)
 
 
-def analyse(prof: Any) -> ProfileFigures:
-    """Allocation events in time order, and each phase's start/peak/end from the running total."""
+@dataclass(frozen=True)
+class Events:
+    """What one profiler session recorded, in the order of its event tree: the CPU allocator's events (time, size:
+    negative for a free, running total), the ranges whose name starts with the prefix asked (start, end, name) and
+    the SDPA kernels that ran (``aten::_scaled_dot_product_*``, backward left out)."""
+
+    allocs: list[tuple[int, int, int]]
+    ranges: list[tuple[int, int, str]]
+    kernels: set[str]
+
+
+def events(prof: Any, prefix: str = PREFIX) -> Events:
+    """Every allocation event of the CPU allocator, every range named ``prefix...`` and the SDPA kernels of `prof`
+    (a stopped ``torch.profiler.profile(profile_memory=True)``), not sorted: each caller orders them its way."""
     from torch._C._profiler import _EventType
 
-    allocs: list[tuple[int, int, int]] = []
-    ranges: list[tuple[int, int, int, str, int | None]] = []
-    kernels: set[str] = set()
+    out = Events([], [], set())
     stack = list(prof.profiler.kineto_results.experimental_event_tree())
     while stack:
         e = stack.pop()
@@ -139,30 +149,44 @@ def analyse(prof: Any) -> ProfileFigures:
         if e.tag == _EventType.Allocation:
             x = e.extra_fields
             if x.device.type == "cpu":
-                allocs.append((e.start_time_ns, x.alloc_size, x.total_allocated))
-        elif e.name.startswith(PREFIX):
-            _, step, ph, mb = e.name.split(":")
-            ranges.append((e.start_time_ns, e.end_time_ns, int(step), ph, int(mb) or None))
+                out.allocs.append((e.start_time_ns, x.alloc_size, x.total_allocated))
+        elif e.name.startswith(prefix):
+            out.ranges.append((e.start_time_ns, e.end_time_ns, e.name))
         elif e.name.startswith("aten::_scaled_dot_product") and not e.name.endswith("_backward"):
-            kernels.add(e.name.split("::")[-1])
-    allocs.sort(key=lambda a: a[0])
+            out.kernels.add(e.name.split("::")[-1])
+    return out
+
+
+def from_session_start(allocs: list[tuple[int, int, int]]) -> tuple[list[tuple[int, int, int]], int]:
+    """The allocation events (in time order) with their running totals taken from this session's start, and the
+    counter's value then (the process-wide counter keeps blocks that earlier sessions saw allocated)."""
     offset = allocs[0][2] - allocs[0][1] if allocs else 0
-    allocs = [(t, n, tot - offset) for t, n, tot in allocs]
+    return [(t, n, tot - offset) for t, n, tot in allocs], offset
+
+
+def analyse(prof: Any) -> ProfileFigures:
+    """Allocation events in time order, and each phase's start/peak/end from the running total."""
+    ev = events(prof)
+    ranges: list[tuple[int, int, int, str, int | None]] = []
+    for t0, t1, name in ev.ranges:
+        _, step_text, ph, mb_text = name.split(":")
+        ranges.append((t0, t1, int(step_text), ph, int(mb_text) or None))
+    allocs, offset = from_session_start(sorted(ev.allocs, key=lambda a: a[0]))
     consistent = all(b[2] == a[2] + b[1] for a, b in itertools.pairwise(allocs))
     times = [a[0] for a in allocs]
     phases = []
     for t0, t1, step, ph, mb in sorted(ranges):
         i, j = bisect.bisect_left(times, t0), bisect.bisect_right(times, t1)
         start = allocs[i - 1][2] if i else 0
-        ev = allocs[i:j]
-        peak = max([start] + [a[2] for a in ev])
-        first = next((a[0] for a in ev if a[2] == peak), t0)
-        end = ev[-1][2] if ev else start
-        phases.append(PhaseFigures(step, ph, mb, start, peak, end, sum(a[1] > 0 for a in ev), first))
+        in_range = allocs[i:j]
+        peak = max([start] + [a[2] for a in in_range])
+        first = next((a[0] for a in in_range if a[2] == peak), t0)
+        end = in_range[-1][2] if in_range else start
+        phases.append(PhaseFigures(step, ph, mb, start, peak, end, sum(a[1] > 0 for a in in_range), first))
     return ProfileFigures(
         steps=per_step(phases),
         consistent=consistent,
-        attention_kernels=tuple(sorted(kernels)),
+        attention_kernels=tuple(sorted(ev.kernels)),
         num_alloc_events=len(allocs),
         counter_offset=offset,
         session_end_bytes=allocs[-1][2] if allocs else 0,

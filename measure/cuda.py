@@ -1,6 +1,7 @@
 """Every torch.cuda call of `vramplan.measure`: the device count, the allocator's figures (memory_allocated,
 max_memory_allocated / max_memory_reserved and their reset), ``mem_get_info`` (what the driver, and so nvidia-smi,
-sees as used), nvidia-smi's figure for this process, emptying the cache, and the out-of-memory error's type."""
+sees as used), nvidia-smi's figure for this process, emptying the cache, and the out-of-memory error's type. The GPU
+kit of bench/measure reads the GPU through these too."""
 
 from __future__ import annotations
 
@@ -35,11 +36,11 @@ def used_bytes() -> tuple[int, int]:
     return int(total - free), int(total)
 
 
-def nvidia_smi_process_bytes() -> int | None:
-    """This process's GPU memory as nvidia-smi lists it (None without nvidia-smi, or when it lists no such pid)."""
+def nvidia_smi(*args: str) -> str | None:
+    """The output of ``nvidia-smi ARGS --format=csv,noheader,nounits`` (None without nvidia-smi, or when it fails)."""
     try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+        return subprocess.run(
+            ["nvidia-smi", *args, "--format=csv,noheader,nounits"],
             capture_output=True,
             text=True,
             timeout=15,
@@ -47,11 +48,21 @@ def nvidia_smi_process_bytes() -> int | None:
         ).stdout
     except (OSError, subprocess.SubprocessError):
         return None
-    for line in out.splitlines():
+
+
+def nvidia_smi_process_bytes() -> int | None:
+    """This process's GPU memory as nvidia-smi lists it (None without nvidia-smi, or when it lists no such pid)."""
+    out = nvidia_smi("--query-compute-apps=pid,used_memory")
+    for line in (out or "").splitlines():
         parts = [p.strip() for p in line.split(",")]
         if len(parts) == 2 and parts[0] == str(os.getpid()) and parts[1].isdigit():
             return int(parts[1]) * 2**20
     return None
+
+
+def peak_bytes() -> tuple[int, int]:
+    """The caching allocator's (max_memory_allocated, max_memory_reserved) since the last reset of its peaks."""
+    return int(torch.cuda.max_memory_allocated()), int(torch.cuda.max_memory_reserved())
 
 
 @dataclass
@@ -86,14 +97,15 @@ class CudaMeter:
             torch.cuda.synchronize()
             used, _ = used_bytes()
             self.max_used_bytes = max(self.max_used_bytes, used)
+            peak, reserved_peak = peak_bytes()
             self.phases.append(
                 {
                     "step": step,
                     "phase": name,
                     "micro_batch": micro_batch or None,
                     "start": start,
-                    "peak": int(torch.cuda.max_memory_allocated()),
-                    "reserved_peak": int(torch.cuda.max_memory_reserved()),
+                    "peak": peak,
+                    "reserved_peak": reserved_peak,
                     "end": int(torch.cuda.memory_allocated()),
                     "seconds": time.perf_counter() - t0,
                 }

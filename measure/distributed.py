@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
-from vramplan.core.plan.plan import Plan
+from vramplan.core.plan.schema.plan import Plan
 
 if TYPE_CHECKING:
     from vramplan.measure.records import RankFigures

@@ -7,7 +7,7 @@ from __future__ import annotations
 import importlib.util
 from dataclasses import dataclass
 
-from vramplan.core.plan.plan import Plan
+from vramplan.core.plan.schema.plan import Plan
 from vramplan.measure.distributed import launch_for, local_devices
 from vramplan.measure.recipe import OPTIMIZERS, WEIGHTS_AND_AUTOCAST
 
@@ -57,7 +57,7 @@ def limitations(plan: Plan, device: str, local_gpus: int) -> tuple[Limitation, .
         add(f"expert parallel {s.expert_parallel}: not run (every expert on one device)", STATE_ROWS)
     if s.offload_optimizer != "none" or s.offload_parameters != "none":
         add(f"DeepSpeed offload (optimizer {s.offload_optimizer}, parameters {s.offload_parameters}): not run")
-    if t.objective != "sft":
+    if t.objective_spec.post_training:
         add(f"objective {t.objective}: only a supervised step of the policy is run (no generation, reference)")
     out += _precision_and_method(plan, device)
     if t.optimizer not in OPTIMIZERS:

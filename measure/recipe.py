@@ -7,11 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from vramplan.core.plan.arch import lora_roles
-from vramplan.core.plan.hfconfig import parse_json, read_hf_config
-from vramplan.core.plan.plan import Plan
-from vramplan.core.plan.precision import regime, resolve_impl
-from vramplan.core.plan.readfile import read_regular
+from vramplan.core.plan.architecture.arch import lora_roles
+from vramplan.core.plan.architecture.hf_config import parse_json, read_hf_config
+from vramplan.core.plan.helpers.readfile import read_regular
+from vramplan.core.plan.schema.plan import Plan
+from vramplan.core.plan.schema.precision import regime, resolve_impl
 
 # precision regime -> (dtype the weights are held in, autocast dtype or None)
 WEIGHTS_AND_AUTOCAST: dict[str, tuple[str, str | None]] = {
@@ -135,8 +135,8 @@ def config_kwargs(plan: Plan) -> dict[str, Any]:
 
 
 def lora_modules(plan: Plan) -> tuple[str, ...]:
-    """PEFT's target_modules for the plan's LoRA targets: the roles the estimate adapts (`core.plan.arch.lora_roles`)
-    by their module names in this family, or PEFT's ``all-linear``."""
+    """PEFT's target_modules for the plan's LoRA targets: the roles the estimate adapts
+    (`core.plan.architecture.arch.lora_roles`) by their module names in this family, or PEFT's ``all-linear``."""
     t = plan.training
     if "all-linear" in t.lora_targets:
         return ("all-linear",)

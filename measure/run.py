@@ -22,12 +22,13 @@ from importlib import metadata
 from typing import Any
 
 from vramplan.core.plan.describe import plan_title
-from vramplan.core.plan.plan import Plan
+from vramplan.core.plan.schema.plan import Plan
 from vramplan.measure.limitations import cannot_reproduce
 from vramplan.measure.recipe import Recipe, recipe
 from vramplan.measure.records import MeasureOptions, MeasureReport, Progress, RankFigures
 
 ProgressFn = Callable[[Progress], None]
+STACK = ("torch", "transformers", "peft")  # the distributions a report names the versions of (the measure extra)
 PROFILED_STEPS = 2  # CPU: measured steps in the profiler's session (its events cost time; memory is steady by then)
 
 
@@ -134,7 +135,7 @@ def measure_plan(
         ranks=distributed.gather_figures(figures) if distributed.is_worker() else (figures,),
         cannot_reproduce=lines,
         partial=run.partial,
-        versions=_versions(),
+        versions=versions(),
         machine=_machine(device),
         before_free_bytes=(meter.total_bytes - meter.before_used_bytes) if device == "cuda" else None,
         total_device_bytes=meter.total_bytes if device == "cuda" else None,
@@ -176,6 +177,7 @@ def _build(run: Run, device: str) -> Any:
 def _steps(run: Run, built: Any, meter: Any, device: str) -> None:
     """Warm-up plus measured optimizer steps, each phase in a meter range; stop checked after every phase."""
     from vramplan.measure.build import autocast
+    from vramplan.measure.forward import forward_loss
     from vramplan.measure.tensors import grads_info, optimizer_state
 
     model, opt, ids, labels = built.model, built.optimizer, built.ids, built.labels
@@ -185,9 +187,7 @@ def _steps(run: Run, built: Any, meter: Any, device: str) -> None:
         for mb in range(1, ga + 1):
             run.phase = "forward"
             with meter.phase(step, "forward", mb), autocast(run.recipe, device):
-                out = model(input_ids=ids, labels=labels)
-                loss = out.loss / ga if ga > 1 else out.loss
-                del out
+                loss = forward_loss(model, ids, labels, ga)
             run.check_stop()
             run.phase = "backward"
             with meter.phase(step, "backward", mb):
@@ -262,9 +262,10 @@ def _phases(meter: Any, device: str) -> list[dict[str, Any]]:
     return [] if fig is None else [{"step": p.step, **p.to_json()} for s in fig.steps for p in s.phases]
 
 
-def _versions() -> dict[str, str]:
-    """The installed versions (read from their metadata: importing peft alone takes seconds)."""
-    out = {name: metadata.version(name) for name in ("torch", "transformers", "peft")}
+def versions(names: tuple[str, ...] = STACK) -> dict[str, str]:
+    """The installed versions of the distributions `names` and Python's (read from the metadata: importing peft alone
+    takes seconds). Raises `importlib.metadata.PackageNotFoundError` for one that is not installed."""
+    out = {name: metadata.version(name) for name in names}
     return {**out, "python": platform.python_version()}
 
 

@@ -11,11 +11,14 @@ from __future__ import annotations
 import re
 import time
 from collections import defaultdict
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
+
+from vramplan.measure.forward import forward_loss
 
 CAST_OPS = {"_to_copy", "clone"}
 
@@ -38,70 +41,112 @@ class CastTracker(TorchDispatchMode):  # type: ignore[misc]
         return out
 
 
-def saved_pass(
-    model: Any, ids: Any, labels: Any, autocast: AbstractContextManager[Any], grad_accum_steps: int, vocab_size: int
-) -> dict[str, Any]:
-    """One forward + loss of `model` on (`ids`, `labels`) under the hooks; the summary of what it saved."""
-    pptr = {p.untyped_storage().data_ptr(): n for n, p in model.named_parameters()}
-    bptr = {b.untyped_storage().data_ptr() for b in model.buffers()}
-    stack, state, recs, keep, calls = ["<root>"], {"head": False}, dict[int, dict[str, Any]](), list[Any](), [0]
-    names = {m: n for n, m in model.named_modules()}
+class SavedTensors:
+    """Saved-tensor hooks over the forwards of `models`, run inside `active`: each storage saved for backward is
+    recorded once (``recs``, by data pointer, with its bytes, category, dtype, shape, module, producer, whether the
+    head had started, and the parameter it is a cast copy of). The module is the innermost one running when the
+    storage is first saved; the categories are ``param``, ``param_copy`` (`CastTracker`), ``buffer``, ``input``
+    (a storage of `input_ptrs`), else ``activation``. The head starts when a module whose name `head_enters`
+    accepts starts (default: the lm_head) or when one that `head_leaves` accepts returns (a stack whose head never
+    calls the lm_head module, as TRL's fused one); it never ends."""
 
-    def pre(m: Any, *_: Any) -> None:
-        n = names[m] or "<root>"
-        stack.append(n)
-        if n.endswith("lm_head"):
-            state["head"] = True
+    def __init__(
+        self,
+        models: list[Any],
+        input_ptrs: set[int],
+        head_enters: Callable[[str], bool] = lambda name: name.endswith("lm_head"),
+        head_leaves: Callable[[str], bool] = lambda name: False,
+    ) -> None:
+        self.pptr = {p.untyped_storage().data_ptr(): n for m in models for n, p in m.named_parameters()}
+        self.bptr = {b.untyped_storage().data_ptr() for m in models for b in m.buffers()}
+        self.input_ptrs = input_ptrs
+        self.recs: dict[int, dict[str, Any]] = {}
+        self.keep: list[Any] = []  # the saved tensors, alive until `clear` (a freed storage's address is reused)
+        self.calls = 0
+        self.stack, self.head = ["<root>"], False
+        self.tracker = CastTracker(self.pptr)
+        self.hooks: list[Any] = []
+        for m in models:
+            for name, module in m.named_modules():
+                self.hooks.append(module.register_forward_pre_hook(self._enter(name or "<root>", head_enters)))
+                self.hooks.append(module.register_forward_hook(self._leave(name or "<root>", head_leaves)))
 
-    def post(m: Any, *_: Any) -> None:
-        stack.pop()
+    def _enter(self, name: str, head_enters: Callable[[str], bool]) -> Callable[..., None]:
+        def hook(*_: Any) -> None:
+            self.stack.append(name)
+            self.head = self.head or head_enters(name)
 
-    hooks = [m.register_forward_pre_hook(pre) for m in model.modules()]
-    hooks += [m.register_forward_hook(post) for m in model.modules()]
-    tracker = CastTracker(pptr)
-    ids_ptr = ids.untyped_storage().data_ptr()
+        return hook
 
-    def pack(t: Any) -> Any:
-        calls[0] += 1
+    def _leave(self, name: str, head_leaves: Callable[[str], bool]) -> Callable[..., None]:
+        def hook(*_: Any) -> None:
+            self.stack.pop()
+            self.head = self.head or head_leaves(name)
+
+        return hook
+
+    def pack(self, t: Any) -> Any:
+        """The pack hook: records `t`'s storage the first time it is saved; `t` itself is saved unchanged."""
+        self.calls += 1
         s = t.untyped_storage()
         k = s.data_ptr()
-        if k not in recs and s.nbytes():
-            keep.append(t)
+        if k not in self.recs and s.nbytes():
+            self.keep.append(t)
             cat = (
                 "param"
-                if k in pptr
+                if k in self.pptr
                 else "param_copy"
-                if k in tracker.copies
+                if k in self.tracker.copies
                 else "buffer"
-                if k in bptr
+                if k in self.bptr
                 else "input"
-                if t is ids or k == ids_ptr
+                if k in self.input_ptrs
                 else "activation"
             )
-            recs[k] = {
+            self.recs[k] = {
                 "bytes": s.nbytes(),
                 "category": cat,
                 "dtype": str(t.dtype)[6:],
                 "shape": list(t.shape),
-                "module": stack[-1],
+                "module": self.stack[-1],
                 "producer": type(t.grad_fn).__name__ if t.grad_fn else None,
-                "head": state["head"],
-                "src": tracker.copies.get(k),
+                "head": self.head,
+                "src": self.tracker.copies.get(k),
             }
         return t
 
+    @property
+    def copy_sources(self) -> int:
+        """The parameters of which a cast copy was made (saved or not)."""
+        return len(set(self.tracker.copies.values()))
+
+    @contextmanager
+    def active(self) -> Iterator[None]:
+        """The hooks and the cast tracker on for the body; the module hooks are removed at its end."""
+        try:
+            with torch.autograd.graph.saved_tensors_hooks(self.pack, lambda t: t), self.tracker:
+                yield
+        finally:
+            for h in self.hooks:
+                h.remove()
+
+    def clear(self) -> None:
+        """Let the saved tensors and the cast copies go."""
+        self.keep.clear()
+        self.tracker.keep.clear()
+
+
+def saved_pass(
+    model: Any, ids: Any, labels: Any, autocast: AbstractContextManager[Any], grad_accum_steps: int, vocab_size: int
+) -> dict[str, Any]:
+    """One forward + loss of `model` on (`ids`, `labels`) under the hooks; the summary of what it saved."""
+    saved = SavedTensors([model], {ids.untyped_storage().data_ptr()})
     t0 = time.time()
-    try:
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), tracker, autocast:
-            out = model(input_ids=ids, labels=labels)
-            loss = out.loss / grad_accum_steps if grad_accum_steps > 1 else out.loss
-        del out, loss
-    finally:
-        for h in hooks:
-            h.remove()
-    summary = summarise(vocab_size, recs, calls[0], time.time() - t0, len(set(tracker.copies.values())))
-    keep.clear()
-    tracker.keep.clear()
+    with saved.active(), autocast:
+        loss = forward_loss(model, ids, labels, grad_accum_steps)
+    del loss
+    summary = summarise(vocab_size, saved.recs, saved.calls, time.time() - t0, saved.copy_sources)
+    saved.clear()
     return summary
 
 

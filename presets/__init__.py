@@ -1,5 +1,5 @@
 """Built-in presets: data, not code. One TOML file per model (``models/``) and per GPU (``hardware/``), each
-citing its source. ``core.plan.presets`` validates and loads them."""
+citing its source. ``core.plan.catalogue.presets`` validates and loads them."""
 
 from pathlib import Path
 

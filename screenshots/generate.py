@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vramplan.core.plan.plan import default_plan
+from vramplan.core.plan.schema.plan import default_plan
 from vramplan.tui.app import VramplanApp
 
 ROOT = Path(__file__).resolve().parent.parent

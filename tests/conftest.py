@@ -9,9 +9,9 @@ from hypothesis import settings
 
 from bench.data.measured_cases import case_plan_data  # the suite's one mapping: see there
 from vramplan.core.memory.activations.context import ActCtx, plan_ctx
-from vramplan.core.memory.estimate_record import Estimate
-from vramplan.core.plan import presets
-from vramplan.core.plan.plan import plan_from_dict
+from vramplan.core.memory.record import Estimate
+from vramplan.core.plan.catalogue import presets
+from vramplan.core.plan.schema.plan import plan_from_dict
 
 # The suite is deterministic: the same examples on every run and machine (CI must pass on a clean clone).
 # Explore with fresh random examples: pytest --hypothesis-profile=explore
@@ -62,7 +62,7 @@ def load_truth(name: str) -> dict[str, Any]:
 def isolated_machine(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
     """Every test sees the same machine: no user presets (an empty VRAMPLAN_CONFIG_DIR) and no GPU detection
     (VRAMPLAN_DETECT=0), whatever the developer's ~/.config or nvidia-smi; tests of those features opt back in."""
-    from vramplan.core.plan import presets
+    from vramplan.core.plan.catalogue import presets
 
     monkeypatch.setenv("VRAMPLAN_CONFIG_DIR", str(tmp_path_factory.getbasetemp() / "no-user-config"))
     monkeypatch.setenv("VRAMPLAN_DETECT", "0")

@@ -2,8 +2,9 @@
 across modules, core free of Textual and Rich, and a headless CLI that never loads them.
 
 The scan reads every module of the installed `vramplan` (wherever pip put it: `tests.installed`, the map that
-mypy's test uses too) with `ast`, counting imports inside functions too; only imports under ``if TYPE_CHECKING:``
-are left out (they never run).
+mypy's test uses too) with `ast`, counting imports inside functions too. Imports under ``if TYPE_CHECKING:`` never
+run, so the checks of what loads leave them out; the cycle check counts them (a reader follows them as any import,
+and a cycle through them is a cycle of concepts).
 """
 
 from __future__ import annotations
@@ -20,8 +21,14 @@ import pytest
 from tests import installed
 from tests.scripts import APP_RUN_REPLACED
 
-# Lower layers first: a module may import its own layer and the ones before it, never a later one.
+# Lower layers first: a module may import its own layer and the ones before it, never a later one. core/plan's own
+# modules (describe, keys, resolved, ...) stand above its sub-packages: they read a whole plan.
 CORE_LAYERS = (
+    "vramplan.core.plan.helpers",
+    "vramplan.core.plan.architecture",
+    "vramplan.core.plan.catalogue",
+    "vramplan.core.plan.stack",
+    "vramplan.core.plan.schema",
     "vramplan.core.plan",
     "vramplan.core.memory",
     "vramplan.core.time",
@@ -42,11 +49,12 @@ def _type_checking_blocks(tree: ast.Module) -> set[int]:
     return lines
 
 
-def _imports(name: str) -> list[tuple[str, str | None, int]]:
-    """(imported module, imported name or None, line) for every import of a vramplan module that runs."""
+def _imports(name: str, typing_too: bool = False) -> list[tuple[str, str | None, int]]:
+    """(imported module, imported name or None, line) for every import of a vramplan module that runs (with
+    ``typing_too``, those under ``if TYPE_CHECKING:`` as well)."""
     path = MODULES[name]
     tree = ast.parse(path.read_text(), str(path))
-    skip = _type_checking_blocks(tree)
+    skip = set() if typing_too else _type_checking_blocks(tree)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     out: list[tuple[str, str | None, int]] = []
     for node in ast.walk(tree):
@@ -68,23 +76,12 @@ def _imports(name: str) -> list[tuple[str, str | None, int]]:
 
 
 GRAPH = {m: sorted({target for target, _, _ in _imports(m)} - {m}) for m in MODULES}
+# Every import, those under TYPE_CHECKING too: what a reader follows
+READ_GRAPH = {m: sorted({target for target, _, _ in _imports(m, typing_too=True)} - {m}) for m in MODULES}
 
 
-def _layer(module: str) -> int | None:
-    for i, prefix in enumerate(CORE_LAYERS):
-        if module == prefix or module.startswith(prefix + "."):
-            return i
-    return None
-
-
-def test_the_package_is_one_name_with_the_repository_folders_inside() -> None:
-    for sub in ("vramplan.core", "vramplan.cli", "vramplan.tui", "vramplan.presets", "vramplan.core.plan"):
-        assert sub in MODULES
-    assert len(MODULES) > 60, sorted(MODULES)
-
-
-def test_no_import_cycles() -> None:
-    """Tarjan's strongly connected components over the module graph: every component is one module."""
+def _cycles(graph: dict[str, list[str]]) -> list[list[str]]:
+    """Tarjan's strongly connected components of more than one node."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -96,8 +93,8 @@ def test_no_import_cycles() -> None:
         index[v] = low[v] = len(index)
         stack.append(v)
         on_stack.add(v)
-        for w in GRAPH.get(v, ()):
-            if w not in MODULES:
+        for w in graph.get(v, ()):
+            if w not in graph:
                 continue
             if w not in index:
                 visit(w)
@@ -115,10 +112,28 @@ def test_no_import_cycles() -> None:
             if len(component) > 1:
                 cycles.append(sorted(component))
 
-    for v in MODULES:
+    for v in graph:
         if v not in index:
             visit(v)
-    assert not cycles, cycles
+    return cycles
+
+
+def _layer(module: str) -> int | None:
+    for i, prefix in enumerate(CORE_LAYERS):
+        if module == prefix or module.startswith(prefix + "."):
+            return i
+    return None
+
+
+def test_the_package_is_one_name_with_the_repository_folders_inside() -> None:
+    for sub in ("vramplan.core", "vramplan.cli", "vramplan.tui", "vramplan.presets", "vramplan.core.plan"):
+        assert sub in MODULES
+    assert len(MODULES) > 60, sorted(MODULES)
+
+
+def test_no_import_cycles() -> None:
+    """No module reaches itself through imports, those under TYPE_CHECKING included."""
+    assert _cycles(READ_GRAPH) == []
 
 
 def test_no_private_name_is_taken_across_modules() -> None:
@@ -262,7 +277,7 @@ def test_trivial_commands_import_neither_pydantic_nor_the_estimator(argv: list[s
         "from vramplan.__main__ import main\n"
         f"try:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"
         "heavy = [m for m in sys.modules if m.split('.')[0] in ('pydantic', 'pydantic_core', 'textual', 'rich')]\n"
-        "heavy += [m for m in sys.modules if m.startswith(('vramplan.core.memory', 'vramplan.core.plan.plan'))]\n"
+        "heavy += [m for m in sys.modules if m.startswith(('vramplan.core.memory', 'vramplan.core.plan.schema'))]\n"
         "assert not heavy, heavy\n"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
@@ -311,7 +326,7 @@ def test_the_command_skips_pydantic_plugin_discovery_a_library_user_keeps_it(tmp
     start = (
         APP_RUN_REPLACED + "from vramplan.__main__ import main\nassert main([]) == 0\n"
         if command
-        else "from vramplan.core.plan.plan import default_plan\ndefault_plan()\n"
+        else "from vramplan.core.plan.schema.plan import default_plan\ndefault_plan()\n"
     )
     code = f"import os, sys\nsys.path.insert(0, {str(tmp_path)!r})\nos.environ['VRAMPLAN_DETECT'] = '0'\n{start}"
     code += "print(os.environ.get('FAKEPLUG_LOADED', '0'), os.environ.get('PYDANTIC_DISABLE_PLUGINS'))\n"

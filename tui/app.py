@@ -15,10 +15,10 @@ with long_lived():  # no garbage collection while the app's modules load (see `s
     from textual.screen import Screen
     from textual.timer import Timer
 
-    from vramplan.core.plan import presets
-    from vramplan.core.plan.errors import PlanError
-    from vramplan.core.plan.gpu_match import plan_on
-    from vramplan.core.plan.plan import Plan, default_plan
+    from vramplan.core.plan.catalogue import presets
+    from vramplan.core.plan.detected import plan_on
+    from vramplan.core.plan.helpers.errors import PlanError
+    from vramplan.core.plan.schema.plan import Plan, default_plan
     from vramplan.tui import detection
     from vramplan.tui.command_table import PALETTE_LABEL, PlannerCommands
     from vramplan.tui.screens.planner import PlannerScreen

@@ -1,4 +1,5 @@
-"""The discrete settings of a plan: their choices, labels, palette entries, and which are impossible now.
+"""The discrete settings of a plan (`plan_value` reads one): their choices, labels, palette entries, and which are
+impossible now.
 
 Plain data shared by the panes (selects, checkboxes), the keys that cycle a setting and the command palette, so
 the three never disagree. No Textual here.
@@ -8,10 +9,14 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from vramplan.core.plan.errors import PlanError
-from vramplan.core.plan.plan import Plan
-from vramplan.core.plan.stack import FRAMEWORKS
-from vramplan.core.plan.training import OPTIMIZERS, PRECISIONS
+from vramplan.core.plan.helpers.errors import PlanError
+from vramplan.core.plan.helpers.field_values import literal_values
+from vramplan.core.plan.resolved import plan_value
+from vramplan.core.plan.schema.objectives import OBJECTIVES
+from vramplan.core.plan.schema.plan import Plan
+from vramplan.core.plan.schema.training import OPTIMIZERS, PRECISIONS
+from vramplan.core.plan.stack.config import FRAMEWORKS
+from vramplan.core.plan.stack.defaults import STACK_KEYS
 
 
 class Choice(NamedTuple):
@@ -35,11 +40,8 @@ CHOICES: dict[str, tuple[Choice, ...]] = {
         Choice("bf16", "bf16", "training: LoRA adapters 16-bit (torchtune, litgpt)"),
     ),
     "training.optimizer": _simple("training", "optimizer", OPTIMIZERS),
-    "training.objective": (
-        Choice("sft", "SFT", "training: objective SFT (next-token loss)"),
-        Choice("dpo", "DPO", "training: objective DPO (preference pairs, TRL DPOTrainer)"),
-        Choice("grpo", "GRPO", "training: objective GRPO (generated groups, TRL GRPOTrainer)"),
-        Choice("ppo", "PPO", "training: objective PPO (reward and value models)"),
+    "training.objective": tuple(
+        Choice(o.name, o.label, f"training: objective {o.label} {o.about}") for o in OBJECTIVES.values()
     ),
     "training.method": (
         Choice("full", "full", "training: full fine-tuning"),
@@ -146,28 +148,39 @@ CHOICES: dict[str, tuple[Choice, ...]] = {
     "stack.framework": _simple("stack", "framework", FRAMEWORKS),
 }
 
+
+def choices_of(key: str) -> tuple[Choice, ...]:
+    """The choices of a plan key: its row of `CHOICES`, else made from its schema (a stack-decided key added to
+    the schema shows in the planner with no row here: "stack's", then each ``Literal`` value or off/on)."""
+    if key in CHOICES:
+        return CHOICES[key]
+    table, _, name = key.partition(".")
+    annotation = Plan.model_fields[table].annotation.model_fields[name].annotation  # type: ignore[union-attr]
+    values: tuple[Any, ...] = literal_values(annotation) or (False, True)
+    out = [Choice(None, "stack's", f"{table}: {name} as the stack sets it")] if key in STACK_KEYS else []
+    for v in values:
+        label = ("on" if v else "off") if isinstance(v, bool) else str(v)
+        out.append(Choice(v, label, f"{table}: {name} {label}"))
+    CHOICES[key] = tuple(out)
+    return CHOICES[key]
+
+
 # Sizes offered in the palette for the parallel degrees (any value can be typed in the Strategies pane).
 PARALLEL_PALETTE = {"strategy.tensor_parallel": "TP", "strategy.pipeline_parallel": "PP"}
 PARALLEL_SIZES = (1, 2, 4, 8)
 
 
-def plan_value(plan: Plan, key: str) -> Any:
-    """The value of a dotted plan key (``strategy.zero_stage`` -> 3)."""
-    table, _, name = key.partition(".")
-    return getattr(getattr(plan, table), name)
-
-
 def shown_value(plan: Plan, key: str) -> Any:
     """The value a choice control shows: None (its "stack's" choice) for a key the stack chose when the key has
     such a choice (`strategy.checkpoint_impl`), else the key's value."""
-    if key in plan.stack_chosen and any(c.value is None for c in CHOICES.get(key, ())):
+    if key in plan.stack_chosen and any(c.value is None for c in choices_of(key)):
         return None
     return plan_value(plan, key)
 
 
 def choice_index(plan: Plan, key: str) -> int:
     value = shown_value(plan, key)
-    for i, c in enumerate(CHOICES[key]):
+    for i, c in enumerate(choices_of(key)):
         if c.value == value and type(c.value) is type(value):
             return i
     return 0
@@ -186,7 +199,7 @@ def next_valid(plan: Plan, key: str) -> Plan | PlanError:
 
     When no other choice is possible, the error of the immediate next one says why.
     """
-    options = CHOICES[key]
+    options = choices_of(key)
     start = choice_index(plan, key)
     first_error: PlanError | None = None
     for step in range(1, len(options)):
@@ -202,7 +215,7 @@ def blocked(plan: Plan, key: str) -> list[tuple[Choice, str]]:
     """The choices of `key` other than the current one that the plan cannot take, each with the reason."""
     current = choice_index(plan, key)
     out = []
-    for i, c in enumerate(CHOICES[key]):
+    for i, c in enumerate(choices_of(key)):
         if i == current:
             continue
         result = try_change(plan, {key: c.value})

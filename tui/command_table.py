@@ -16,9 +16,9 @@ from typing import Any, NamedTuple, Protocol
 from textual.binding import Binding, BindingType
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from vramplan.core.plan import presets
+from vramplan.core.plan.catalogue import presets
 from vramplan.core.plan.describe import short_gpu_name
-from vramplan.core.plan.stack import PACKAGES
+from vramplan.core.plan.stack.config import PACKAGES
 from vramplan.tui.choices import CHOICES, PARALLEL_PALETTE, PARALLEL_SIZES
 
 

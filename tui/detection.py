@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import threading
 
-from vramplan.core.plan import presets
-from vramplan.core.plan.gpu_match import DetectedGpus
+from vramplan.core.plan.catalogue import presets
+from vramplan.core.plan.catalogue.gpu_match import DetectedGpus
 from vramplan.machine import host, nvidia_smi
 
 

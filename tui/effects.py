@@ -10,11 +10,12 @@ from collections.abc import Iterable
 from typing import Any
 
 from vramplan.core.advice.whatif import Effect, WhatIf
-from vramplan.core.memory.estimate_record import Estimate
-from vramplan.core.plan.plan import Plan
-from vramplan.core.plan.stack_defaults import STACK_KEYS
-from vramplan.core.plan.units import GiB
-from vramplan.tui.choices import CHOICES, choice_index, plan_value
+from vramplan.core.memory.record import Estimate
+from vramplan.core.plan.helpers.units import GiB
+from vramplan.core.plan.resolved import plan_value
+from vramplan.core.plan.schema.plan import Plan
+from vramplan.core.plan.stack.defaults import STACK_KEYS
+from vramplan.tui.choices import CHOICES, choice_index, choices_of
 
 # Settings without a list of choices: the alternatives are twice and half the current degree.
 DEGREE_KEYS = ("strategy.tensor_parallel", "strategy.pipeline_parallel")
@@ -22,8 +23,8 @@ DEGREE_KEYS = ("strategy.tensor_parallel", "strategy.pipeline_parallel")
 
 def alternatives(plan: Plan, key: str) -> list[tuple[str, Any]]:
     """(label, value) of the other choices of `key`, the one a cycling key picks next first."""
-    if key in CHOICES:
-        options = CHOICES[key]
+    if key in CHOICES or key in STACK_KEYS:
+        options = choices_of(key)
         start = choice_index(plan, key)
         picked = (options[(start + k) % len(options)] for k in range(1, len(options)))
         if key in STACK_KEYS:  # the stack's choice is one of the others: only the value not in effect differs

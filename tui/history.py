@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from vramplan.core.plan.plan import Plan
+from vramplan.core.plan.schema.plan import Plan
 
 if TYPE_CHECKING:
     from vramplan.core.files.planfile import Meta

@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterator
 from functools import lru_cache
 
-from vramplan.core.plan import presets
+from vramplan.core.plan.catalogue import presets
 from vramplan.core.plan.describe import short_gpu_name
 
 COMMON_WORDS = ("Generation", "Edition")

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from vramplan.core.memory.estimate_record import Estimate
-from vramplan.core.plan.plan import Plan
-from vramplan.core.plan.units import fmt_seconds, gib_text
+from vramplan.core.memory.record import Estimate
+from vramplan.core.plan.helpers.units import fmt_seconds, gib_text
+from vramplan.core.plan.schema.plan import Plan
 from vramplan.core.time.step_record import StepTime
 
 

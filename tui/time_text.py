@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from textual.content import Content
 
-from vramplan.core.plan.units import fmt_count, fmt_seconds
+from vramplan.core.plan.helpers.units import fmt_count, fmt_seconds
 from vramplan.core.time.step_record import LABELS, StepTime
 
 

@@ -4,11 +4,11 @@
 Usage, from the repository root:  python -m bench.data.accuracy
 
 Runs this checkout's estimator in process over tests/data/published (copied from ../shared/published by
-bench/data/copy_published.py), each case built as tests/core/test_published_gpu.py builds it
+bench/data/copy_published.py), each case built as tests/core/memory/test_published_gpu.py builds it
 (bench/data/published_rows.py), and writes one row per memory case: id, method, stack framework, total parameters,
 figure kind, signed error in percent. vramplan.core.memory.accuracy reads it to give every estimate its
 `memory.per_gpu.expected_error`. Re-run it whenever the estimator or the published cases change:
-tests/core/test_accuracy.py fails while the shipped file differs from what this would write.
+tests/core/memory/test_accuracy.py fails while the shipped file differs from what this would write.
 """
 
 from __future__ import annotations

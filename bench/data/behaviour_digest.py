@@ -180,9 +180,9 @@ def documents(n: int = PLANS, seed: int = SEED) -> list[tuple[dict[str, Any], st
         os.environ["VRAMPLAN_CONFIG_DIR"] = empty
         os.environ["VRAMPLAN_DETECT"] = "0"
         from vramplan.cli.report import estimate_document
-        from vramplan.core.plan import presets
-        from vramplan.core.plan.errors import PlanError
-        from vramplan.core.plan.plan import default_plan
+        from vramplan.core.plan.catalogue import presets
+        from vramplan.core.plan.helpers.errors import PlanError
+        from vramplan.core.plan.schema.plan import default_plan
 
         presets.reload()
         r = random.Random(seed)

@@ -6,7 +6,7 @@ Usage, from the repository root:  python -m bench.data.copy_published [SOURCE]  
 Copies `cases.json`, `configs/` and `user_presets/` unchanged (the source's `check.py` and README stay there: the
 suite runs the same comparison in process, bench/data/published_rows.py) and writes a README.md naming the copy
 date and this command. Re-run it when the shared directory gains cases, then update the counts that
-tests/core/test_published_gpu.py asserts and regenerate the accuracy file (python -m bench.data.accuracy).
+tests/core/memory/test_published_gpu.py asserts and regenerate the accuracy file (python -m bench.data.accuracy).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ COMMAND = "python -m bench.data.copy_published ../shared/published"
 README = """# Published GPU measurements (copy of ../shared/published)
 
 Copied unchanged from `../shared/published/` on {date} by `{command}` (run from the repository root): `cases.json`
-({n} cases), `configs/` and `user_presets/`. Used by tests/core/test_published_gpu.py, which runs in process what
+({n} cases), `configs/` and `user_presets/`. Used by tests/core/memory/test_published_gpu.py, which runs in process what
 that directory's `check.py` runs through the CLI (bench/data/published_rows.py builds each case's plan), and by
 `python -m bench.data.accuracy`, which writes the estimate's expected error (core/memory/accuracy.json) from these
 cases.

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from vramplan.core.memory.peak import estimate
-from vramplan.core.plan.plan import plan_from_dict
+from vramplan.core.plan.schema.plan import plan_from_dict
 
 DATA = Path(__file__).resolve().parents[2] / "tests" / "data"
 
@@ -75,7 +75,7 @@ def case_plan_data(case: dict[str, Any], gpu: str = "h200") -> dict[str, Any]:
 def _hf_case_plan_data(case: dict[str, Any], gpu: str) -> dict[str, Any]:
     """A measured case whose model is an HF config (bench/measure/families_cases.json): its [model] comes from
     vramplan's own config.json importer."""
-    from vramplan.core.plan.hfconfig import map_config
+    from vramplan.core.plan.architecture.hf_config import map_config
 
     fam = case["family"]
     training: dict[str, Any] = {

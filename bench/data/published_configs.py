@@ -1,6 +1,6 @@
 """Published config.json files (abridged to the keys transformers reads for the architecture; keys left out take
-transformers' defaults, as they do when transformers loads the file) with each model's published parameter count
-and where it is published. Used by tests/core/test_hfconfig.py (and other tests) and by bench/measure/check_params.py
+transformers' defaults, as they do when transformers loads the file) with each model's published parameter count and
+where it is published. Used by tests/core/plan/test_hfconfig.py (and other tests) and by bench/measure/check_params.py
 (which confirms that transformers 5.24 builds exactly that many parameters from the same dicts)."""
 
 from __future__ import annotations

@@ -177,7 +177,7 @@ EXCLUDED: list[dict[str, str]] = [
 def estimate_case(case: dict[str, Any]) -> dict[str, Any]:
     """vramplan's estimate of one case: per-GPU total, whether it fits, the peak phase, the error."""
     from vramplan.core.memory.peak import estimate
-    from vramplan.core.plan.plan import plan_from_dict
+    from vramplan.core.plan.schema.plan import plan_from_dict
 
     est = estimate(plan_from_dict(case["plan"]))
     g = est.per_gpu()

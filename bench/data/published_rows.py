@@ -1,8 +1,8 @@
-"""The published GPU cases (tests/data/published) as plans and estimates, run in process as that directory's
-check.py runs them through the CLI. Used by tests/core/test_published_gpu.py, tests/core/test_accuracy.py and
-bench/data/accuracy.py (which writes the estimate's expected error, core/memory/accuracy.json, from
-`accuracy_rows`); import it as `bench.data.published_rows` with the repository root on the path (pytest from the
-root; `python -m bench.data.accuracy`).
+"""The published GPU cases (tests/data/published) as plans and estimates, run in process as that directory's check.py
+runs them through the CLI. Used by tests/core/memory/test_published_gpu.py, tests/core/memory/test_accuracy.py and
+bench/data/accuracy.py (which writes the estimate's expected error, core/memory/accuracy.json, from `accuracy_rows`);
+import it as `bench.data.published_rows` with the repository root on the path (pytest from the root; `python -m
+bench.data.accuracy`).
 
 Each case is the closest plan as `vramplan estimate` arguments (`vramplan_args`, parsed by the CLI's own parser and
 resolved as the CLI resolves them), plus each of its `future_sets` keys that the plan accepts, added one at a time
@@ -25,11 +25,11 @@ from typing import Any
 
 from vramplan.cli.parser import build_parser
 from vramplan.core.files.planio import resolve_plan
-from vramplan.core.memory.estimate_record import Estimate
 from vramplan.core.memory.peak import estimate
-from vramplan.core.plan import presets
-from vramplan.core.plan.errors import PlanError
-from vramplan.core.plan.plan import Plan
+from vramplan.core.memory.record import Estimate
+from vramplan.core.plan.catalogue import presets
+from vramplan.core.plan.helpers.errors import PlanError
+from vramplan.core.plan.schema.plan import Plan
 from vramplan.core.time.step import step_time
 from vramplan.core.time.step_record import StepTime
 

@@ -14,7 +14,7 @@ BitsAndBytesConfig(load_in_4bit, nf4, double quant, compute dtype), dtype=bfloat
 ``lora_*`` baselines), optionally ``prepare_model_for_kbit_training``, then ``get_peft_model(LoraConfig(r=8,
 alpha 16, ...))`` (adapters fp32, PEFT's default) and ``AdamW(foreach)``; ``steps`` optimizer steps of one
 micro-batch (forward with labels, ``del out``, backward, step, ``zero_grad(set_to_none=True)``), each phase in a
-``record_function`` range. The second (steady) step's peak is what tests/core/test_stack_mechanisms.py compares.
+``record_function`` range. The second (steady) step's peak is what tests/core/memory/test_stack_mechanisms.py compares.
 Parameters, quantisation state, gradients (after the first backward) and optimizer states (after the first step)
 are enumerated by storage. A saved pass (fresh load, one forward + loss under ``saved_tensors_hooks``, de-duplicated
 by storage, parameter storages set apart) gives the saved activations. The weights from_pretrained reads from

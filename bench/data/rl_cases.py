@@ -1,5 +1,5 @@
 """The measured RL cases (tests/data/rl_truth.json, bench/measure/measure_rl.py) as plan data: shared by
-tests/core/test_rl_measured.py and bench/measure/rl_compare.py (``python -m bench.measure.rl_compare``)."""
+tests/core/memory/rl/test_rl_measured.py and bench/measure/rl_compare.py (``python -m bench.measure.rl_compare``)."""
 
 from __future__ import annotations
 

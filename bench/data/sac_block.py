@@ -27,7 +27,7 @@ whatever keeps it (autograd, checkpoint closures, the SAC cache); ``bwd_peak_abo
 above the end of forward. ``hooks_*`` are the tensors autograd saves (`stack_probe.saved_tensors`); ``sac_cache`` is
 the per-op policy's log of the first block: each mm (``recomputed`` with its output's shape, or saved) and each saved
 op with its outputs. Lists are kept for L=1 only (counts for L > 1). ``formulas`` gives the per-block bytes of
-per-op and full AC in closed form, which tests/core/test_stack_mechanisms.py compares.
+per-op and full AC in closed form, which tests/core/memory/test_stack_mechanisms.py compares.
 
 The committed file was first written on 2026-12-01 by the stacks issue's research script (not kept); this script
 re-creates it (docs/data.md gives the rerun's result).

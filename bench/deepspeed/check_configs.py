@@ -22,9 +22,9 @@ import deepspeed.comm as ds_comm
 from deepspeed.runtime import config as ds_config
 
 from vramplan.core.files.deepspeed_export import deepspeed_config
-from vramplan.core.plan.errors import PlanError
-from vramplan.core.plan.plan import plan_from_dict
-from vramplan.core.plan.training import OPTIMIZERS, PRECISIONS
+from vramplan.core.plan.helpers.errors import PlanError
+from vramplan.core.plan.schema.plan import plan_from_dict
+from vramplan.core.plan.schema.training import OPTIMIZERS, PRECISIONS
 
 # Outside a launched job deepspeed.comm has no backend; the config asks it for a rank before it asks the mpu for
 # the data-parallel size. Rank 0, and an mpu that gives the plan's data-parallel size.

@@ -4,22 +4,21 @@
 Usage, from the repository root:  python -m bench.measure.check_params  (in an environment with torch and
 transformers). For every config of bench/data/published_configs.py (the published models) and the measured cases of
 families_cases.json (tiny models, with their variants), build ``AutoModelForCausalLM.from_config`` on the meta
-device (no memory, no weights), sum ``p.numel()`` over ``model.parameters()`` (tied weights once) and compare
-with ``vramplan.core.plan.hfconfig.map_config`` -> ``Plan`` -> ``Arch.total_params``. Prints one line per config;
-exit 1 on any difference. Needs vramplan installed in that environment (``pip install -e .``).
-"""
+device (no memory, no weights: ``vramplan.measure.build.meta_model``), sum ``p.numel()`` over ``model.parameters()``
+(tied weights once) and compare with ``vramplan.core.plan.architecture.hf_config.map_config`` -> ``Plan`` ->
+``Arch.total_params``. Prints one line per config; exit 1 on any difference. Needs vramplan installed in that
+environment (``pip install -e .``)."""
 
 import json
 import sys
-import warnings
 from pathlib import Path
 
-import torch
 import transformers
 
 from bench.data.published_configs import REAL
-from vramplan.core.plan.hfconfig import map_config
-from vramplan.core.plan.plan import plan_from_dict
+from vramplan.core.plan.architecture.hf_config import map_config
+from vramplan.core.plan.schema.plan import plan_from_dict
+from vramplan.measure.build import meta_model
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -57,10 +56,8 @@ VARIANTS = {
 
 
 def transformers_count(config: dict) -> int:
-    cfg = transformers.AutoConfig.for_model(**config)
-    with torch.device("meta"), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        model = transformers.AutoModelForCausalLM.from_config(cfg)
+    """The parameters transformers builds from `config` (on the meta device: `vramplan.measure.build.meta_model`)."""
+    model = meta_model(transformers.AutoConfig.for_model(**config))
     return sum(p.numel() for p in model.parameters())
 
 

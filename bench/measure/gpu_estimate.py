@@ -2,13 +2,15 @@
 the command a user would type: ``vramplan estimate --hf-config CONFIG.json --set table.key=value ... --json``.
 
 Where vramplan is not installed (the GPU machine: only the repository travels there), it is imported from this
-checkout: the repository root's folders are vramplan's sub-packages (pyproject.toml's package-dir). Its dependencies
-(pydantic, tomli-w) must be importable; when they are not, `load` says why and the kit records no estimate.
+checkout (`importable`): the repository root's folders are vramplan's sub-packages (pyproject.toml's package-dir).
+The estimate's dependencies (pydantic, tomli-w) must be importable; when they are not, `load` says why and the kit
+records no estimate.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import io
 import json
 import os
@@ -31,19 +33,31 @@ def _import_estimate() -> None:
     import vramplan.core.time.step  # noqa: F401
 
 
-def load() -> str | None:
-    """Make `vramplan` importable (installed, or this checkout); None when it is, else the reason it is not."""
+def importable() -> str | None:
+    """Make `vramplan` importable: installed (editable or a wheel), else this checkout laid out as the install maps
+    it (pyproject.toml's package-dir: the package is entry/, vramplan.core is core/, vramplan.measure is measure/,
+    ...). None when it is, else the reason it is not. The kit measures through `vramplan.measure` (gpu_train.py)."""
     try:
-        import vramplan.core  # installed: editable or a wheel
+        import vramplan  # noqa: F401 - installed
     except ImportError:
-        if not (ROOT / "core" / "__init__.py").is_file():
+        init = ROOT / "entry" / "__init__.py"
+        if not init.is_file() or not (ROOT / "measure" / "__init__.py").is_file():
             return f"vramplan is not installed, and {ROOT} is not its checkout"
-        if str(ROOT) not in sys.path:
-            sys.path.insert(0, str(ROOT))
-        import vramplan
+        spec = importlib.util.spec_from_file_location(
+            "vramplan", init, submodule_search_locations=[str(ROOT / "entry"), str(ROOT)]
+        )
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["vramplan"] = module
+        spec.loader.exec_module(module)
+    return None
 
-        if str(ROOT) not in vramplan.__path__:
-            vramplan.__path__.append(str(ROOT))  # vramplan.core -> ROOT/core, as the editable install maps it
+
+def load() -> str | None:
+    """Make vramplan's estimate importable (`importable`, then its modules); None when it is, else the reason."""
+    why = importable()
+    if why:
+        return why
     try:
         _import_estimate()
     except ImportError as exc:

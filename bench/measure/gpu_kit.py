@@ -76,17 +76,11 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[dict[str, Any]]]:
 
 
 def _smi(query: str) -> str | None:
-    try:
-        r = subprocess.run(
-            ["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader,nounits", "-i", "0"],
-            capture_output=True,
-            text=True,
-            timeout=15,
-            check=True,
-        )
-        return r.stdout.strip().splitlines()[0].strip()
-    except (OSError, subprocess.SubprocessError, IndexError):
-        return None
+    """One figure of GPU 0 from ``nvidia-smi --query-gpu`` (`vramplan.measure.cuda.nvidia_smi`), or None."""
+    from vramplan.measure.cuda import nvidia_smi
+
+    out = (nvidia_smi(f"--query-gpu={query}", "-i", "0") or "").strip().splitlines()
+    return out[0].strip() if out else None
 
 
 def _version(name: str) -> str | None:
@@ -156,6 +150,11 @@ def _alarm(signum: int, frame: Any) -> None:
 
 def run(args: argparse.Namespace, cases: list[dict[str, Any]]) -> dict[str, Any]:
     t_start = time.monotonic()
+    import gpu_estimate
+
+    why = gpu_estimate.importable()  # the kit measures through vramplan.measure
+    if why:
+        raise UsageError(f"gpu_kit.py: {why}")
     used_before = None
     if args.device == "cuda":
         smi_used = _smi("memory.used")
@@ -202,7 +201,8 @@ def run(args: argparse.Namespace, cases: list[dict[str, Any]]) -> dict[str, Any]
 
 def run_one(c, args, meter, est, env, t_start) -> dict[str, Any]:
     import gpu_train
-    import torch
+
+    from vramplan.measure import cuda
 
     row: dict[str, Any] = {"id": c["id"], "status": "skipped", "seconds": 0.0, "case": c, "measured": None}
     row["estimate"] = est if est and "error" not in est else None
@@ -221,19 +221,20 @@ def run_one(c, args, meter, est, env, t_start) -> dict[str, Any]:
     try:
         row["measured"] = gpu_train.run_case(c, meter, phase)
         row["status"] = "ok"
-    except torch.OutOfMemoryError as exc:
-        row |= {"status": "oom", "reason": f"did not fit ({phase.name}): {_one_line(exc)}"}
-        row["measured"] = {"phase": phase.name, **meter.at_failure()}
     except Exception as exc:  # recorded; the next case runs
-        row |= {"status": "error", "reason": f"{phase.name}: {_one_line(exc)}"}
-        row["measured"] = None
+        if cuda.is_out_of_memory(exc):
+            row |= {"status": "oom", "reason": f"did not fit ({phase.name}): {_one_line(exc)}"}
+            row["measured"] = {"phase": phase.name, **meter.at_failure()}
+        else:
+            row |= {"status": "error", "reason": f"{phase.name}: {_one_line(exc)}"}
+            row["measured"] = None
     finally:
         signal.alarm(0)
     row["seconds"] = round(time.monotonic() - t0, 2)
     gc.collect()
     if args.device == "cuda":
-        torch.cuda.empty_cache()
-        row["leftover_allocated_bytes"] = torch.cuda.memory_allocated()
+        cuda.empty_cache()
+        row["leftover_allocated_bytes"] = meter.meter.allocated_bytes()
     return row
 
 

@@ -101,7 +101,7 @@ def cpu_cases(gpu: str) -> list[Case]:
 def measure_case(name: str, data: dict[str, Any], device: str, steps: int, warmup: int) -> dict[str, Any]:
     """One case: the plan, its estimate's comparison with what `measure_plan` measured, and the seconds it took."""
     from vramplan.core.memory.peak import estimate
-    from vramplan.core.plan.plan import plan_from_dict
+    from vramplan.core.plan.schema.plan import plan_from_dict
     from vramplan.core.time.step import step_time
     from vramplan.measure.comparison import comparison_rows
     from vramplan.measure.cuda import local_gpus
@@ -126,15 +126,14 @@ def measure_case(name: str, data: dict[str, Any], device: str, steps: int, warmu
 
 
 def versions() -> dict[str, str]:
-    import platform
-
+    """vramplan's version and the stack's (`vramplan.measure.run.versions`; bitsandbytes where it is installed)."""
     from vramplan import __version__
+    from vramplan.measure.run import STACK
+    from vramplan.measure.run import versions as stack_versions
 
-    out = {"vramplan": __version__, "python": platform.python_version()}
-    for name in ("torch", "transformers", "peft", "bitsandbytes"):
-        if importlib.util.find_spec(name) is not None:
-            out[name] = str(getattr(__import__(name), "__version__", "?"))
-    return out
+    extra = ("bitsandbytes",) if importlib.util.find_spec("bitsandbytes") is not None else ()
+    out = stack_versions(STACK + extra)
+    return {"vramplan": __version__, "python": out.pop("python"), **out}
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -181,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--force", action="store_true")
     args = p.parse_args(argv)
     from vramplan.core.files.safewrite import write_atomic
-    from vramplan.core.plan.errors import PlanError
+    from vramplan.core.plan.helpers.errors import PlanError
 
     out = Path(args.out)
     if out.exists() and not args.force:

@@ -347,7 +347,7 @@ PRECISION = {"fp32": "fp32", "bf16-mixed": "bf16-autocast", "bf16": "bf16-pure"}
 
 def plan_data(c: dict[str, Any], gpu: str = "h200") -> dict[str, Any]:
     """The vramplan plan data of a resolved case, on one GPU (`gpu`: a hardware preset id). Needs vramplan."""
-    from vramplan.core.plan.hfconfig import map_config
+    from vramplan.core.plan.architecture.hf_config import map_config
 
     precision = PRECISION[c["precision"]]
     if c["method"] == "qlora" and c["kbit_prepare"]:

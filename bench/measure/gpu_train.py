@@ -3,6 +3,11 @@ the dtype it trains in), quantize it for QLoRA, add LoRA, then run the training 
 ../shared/oracle/README.md (forward with labels, loss = out.loss, `del out`, loss.backward(), the loss dropped,
 optimizer.step(), zero_grad(set_to_none=True)) for warm-up and measured steps, and meter every step.
 
+What `vramplan measure` already does is the package's (`vramplan.measure`): checkpointing, LoRA and the optimizer
+(`build`), autocast and the micro-batch's forward (`forward`), storage counting (`tensors`), and the meters: each
+metered stretch (the build, a step) is one phase of `cuda.CudaMeter` or `cpu.CpuProfiler`. This module keeps the
+kit's own: the model built directly on the device, the 4-bit quantization, and the figures of its results file.
+
 Meters: `CudaMeter` reads torch.cuda's allocator (memory_allocated, max_memory_allocated, max_memory_reserved, the
 peak statistics reset before each step) and, after the steps, the process's GPU memory (nvidia-smi, else
 torch.cuda.mem_get_info). `CpuMeter` reads the CPU allocator's running total from torch.profiler's memory events
@@ -12,17 +17,22 @@ torch.cuda.mem_get_info). `CpuMeter` reads the CPU allocator's running total fro
 from __future__ import annotations
 
 import gc
-import os
 import statistics
-import subprocess
 import time
 import warnings
-from contextlib import nullcontext
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
 import transformers
 from gpu_plans import hf_config_kwargs, peft_targets, tokens_per_step
+
+from vramplan.measure import cuda
+from vramplan.measure.build import add_lora, enable_checkpointing, make_optimizer
+from vramplan.measure.cpu import CpuProfiler
+from vramplan.measure.forward import autocast_to, forward_loss
+from vramplan.measure.tensors import optimizer_state, storage_bytes
 
 DTYPE = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
@@ -32,15 +42,6 @@ class Phase:
 
     def __init__(self) -> None:
         self.name = "start"
-
-
-def storage_bytes(tensors: Any) -> int:
-    seen: dict[int, int] = {}
-    for t in tensors:
-        if t is not None and t.device.type != "meta":
-            s = t.untyped_storage()
-            seen[s.data_ptr()] = s.nbytes()
-    return sum(seen.values())
 
 
 def logical_numel(p: torch.Tensor) -> int:
@@ -108,11 +109,11 @@ def build(c: dict[str, Any], device: torch.device) -> tuple[torch.nn.Module, tor
     model.train()
     if c["method"] == "qlora":
         quantize_4bit(model, c, device)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)
-        if c["kbit_prepare"]:
-            import peft
+    if c["kbit_prepare"]:
+        import peft
 
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
             # PEFT's default checkpointing is reentrant (it passes no use_reentrant, torch's default is True);
             # said explicitly here, as torch asks
             model = peft.prepare_model_for_kbit_training(
@@ -120,67 +121,28 @@ def build(c: dict[str, Any], device: torch.device) -> tuple[torch.nn.Module, tor
                 use_gradient_checkpointing=c["gradient_checkpointing"],
                 gradient_checkpointing_kwargs={"use_reentrant": True},
             )
-        elif c["gradient_checkpointing"]:
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        if c["method"] != "full":
-            import peft
-
-            lora = peft.LoraConfig(
-                r=c["lora_rank"],
-                lora_alpha=c["lora_alpha"],
-                lora_dropout=c["lora_dropout"],
-                target_modules=peft_targets(c),
-                task_type="CAUSAL_LM",
-            )
-            model = peft.get_peft_model(model, lora)
+    elif c["gradient_checkpointing"]:
+        enable_checkpointing(model, reentrant=False)
+    if c["method"] != "full":
+        model = add_lora(model, c["lora_rank"], c["lora_alpha"], c["lora_dropout"], peft_targets(c))
     params = [p for p in model.parameters() if p.requires_grad]
-    impl = c["optimizer_impl"]
-    flags = {"fused": True} if impl == "fused" else {"foreach": impl == "foreach"}
-    if c["optimizer"] == "adamw":
-        opt: torch.optim.Optimizer = torch.optim.AdamW(params, lr=c["lr"], **flags)
-    else:
-        opt = torch.optim.SGD(params, lr=c["lr"], **flags)
+    opt = make_optimizer(params, c["optimizer"], c["optimizer_impl"], c["lr"])
     return model, opt, ids
 
 
-def opt_state_bytes(opt: torch.optim.Optimizer) -> int:
-    return storage_bytes(v for st in opt.state.values() for v in st.values() if torch.is_tensor(v))
-
-
-def nvidia_smi_process_bytes() -> int | None:
-    """This process's GPU memory as nvidia-smi reports it (None without nvidia-smi or when it lists no such pid)."""
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
-            capture_output=True,
-            text=True,
-            timeout=15,
-            check=True,
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    for line in out.splitlines():
-        parts = [p.strip() for p in line.split(",")]
-        if len(parts) == 2 and parts[0] == str(os.getpid()) and parts[1].isdigit():
-            return int(parts[1]) * 2**20
-    return None
-
-
 class Span:
-    """One metered stretch (the build, a step): start/peak/end allocated bytes, peak reserved, seconds."""
+    """One metered stretch (the build, a step): its `figures` (start/peak/end allocated bytes, peak reserved,
+    seconds, and what the loop adds)."""
 
-    def __init__(self, meter: Any, name: str) -> None:
-        self.meter, self.name, self.figures = meter, name, {}
-
-    def __enter__(self) -> Span:
-        self.meter.enter(self)
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.meter.exit(self)
+    def __init__(self, name: str) -> None:
+        self.name, self.figures, self.index = name, dict[str, Any](), 0
 
 
 class CudaMeter:
+    """The kit's figures from `vramplan.measure.cuda`: each span one phase of its `CudaMeter` (peaks reset at the
+    start, read after a synchronize at the end); the CUDA context, the process's memory and the allocator's retries
+    beside them."""
+
     device = torch.device("cuda")
 
     def __init__(self, used_before_init: int | None) -> None:
@@ -188,41 +150,43 @@ class CudaMeter:
         mem_get_info fallback of the process's memory."""
         torch.cuda.init()
         torch.empty(1, device="cuda")
-        torch.cuda.synchronize()
-        free, total = torch.cuda.mem_get_info()
+        cuda.synchronize()
+        used = cuda.used_bytes()[0] - cuda.reserved_bytes()  # less the one block the probe tensor took
         self.used_before_init = used_before_init
-        used = total - free - torch.cuda.memory_reserved()  # less the one block the probe tensor took
         self.context_bytes = used - used_before_init if used_before_init is not None else None
+        self.meter = cuda.CudaMeter()
 
     def start_case(self) -> None:
-        gc.collect()
-        torch.cuda.empty_cache()
-        torch.cuda.reset_peak_memory_stats()
+        self.meter = cuda.CudaMeter()
+        self.meter.start()  # garbage collected, cache emptied, peaks reset
         self.retries0 = torch.cuda.memory_stats().get("num_alloc_retries", 0)
 
-    def enter(self, span: Span) -> None:
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-        span.figures["start_allocated"] = torch.cuda.memory_allocated()
-        span.t0 = time.perf_counter()
-
-    def exit(self, span: Span) -> None:
-        torch.cuda.synchronize()
-        span.figures |= {
-            "seconds": time.perf_counter() - span.t0,
-            "peak_allocated": torch.cuda.max_memory_allocated(),
-            "peak_reserved": torch.cuda.max_memory_reserved(),
-            "end_allocated": torch.cuda.memory_allocated(),
-        }
+    @contextmanager
+    def span(self, name: str) -> Iterator[Span]:
+        s = Span(name)
+        s.index = len(self.meter.phases) + 1
+        try:
+            with self.meter.phase(s.index, "span", 0):
+                yield s
+        finally:
+            p = self.meter.phases[-1]
+            s.figures |= {
+                "start_allocated": p["start"],
+                "seconds": p["seconds"],
+                "peak_allocated": p["peak"],
+                "peak_reserved": p["reserved_peak"],
+                "end_allocated": p["end"],
+            }
 
     def at_failure(self) -> dict[str, Any]:
         """The allocator's figures when a case failed (an out-of-memory error: how far it got)."""
-        free, total = torch.cuda.mem_get_info()
+        used, total = cuda.used_bytes()
+        peak, reserved = cuda.peak_bytes()
         return {
-            "peak_allocated_bytes": torch.cuda.max_memory_allocated(),
-            "peak_reserved_bytes": torch.cuda.max_memory_reserved(),
-            "allocated_bytes": torch.cuda.memory_allocated(),
-            "device_free_bytes": free,
+            "peak_allocated_bytes": peak,
+            "peak_reserved_bytes": reserved,
+            "allocated_bytes": self.meter.allocated_bytes(),
+            "device_free_bytes": total - used,
             "device_total_bytes": total,
         }
 
@@ -230,9 +194,8 @@ class CudaMeter:
         pass
 
     def process(self) -> dict[str, Any]:
-        smi = nvidia_smi_process_bytes()
-        free, total = torch.cuda.mem_get_info()
-        used = total - free
+        smi = cuda.nvidia_smi_process_bytes()
+        used, _ = cuda.used_bytes()
         if smi is not None:
             proc, src = smi, "nvidia-smi"
         elif self.used_before_init is not None:
@@ -249,63 +212,44 @@ class CudaMeter:
 
 
 class CpuMeter:
-    """The CPU allocator's running total from torch.profiler(profile_memory=True): every allocation event carries
-    it, each span is a record_function range (measure_step.py's method)."""
+    """The CPU allocator's running total from torch.profiler(profile_memory=True), read by `vramplan.measure.cpu`
+    (measure_step.py's method): each span is one phase of a `CpuProfiler` session."""
 
     device = torch.device("cpu")
 
     def start_case(self) -> None:
-        from torch.profiler import ProfilerActivity, profile
-
         gc.collect()
-        self.prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
-        self.prof.__enter__()
+        self.prof = CpuProfiler()
+        self.prof.start()
         self.n = 0
 
-    def enter(self, span: Span) -> None:
-        from torch.profiler import record_function
-
+    @contextmanager
+    def span(self, name: str) -> Iterator[Span]:
         self.n += 1
-        span.tag = f"KIT:{self.n}"
-        span.rf = record_function(span.tag)
-        span.rf.__enter__()
-        span.t0 = time.perf_counter()
-
-    def exit(self, span: Span) -> None:
-        span.figures["seconds"] = time.perf_counter() - span.t0
-        span.rf.__exit__(None, None, None)
+        s = Span(name)
+        s.index = self.n
+        with self.prof.phase(s.index, "span", 0):
+            t0 = time.perf_counter()
+            try:
+                yield s
+            finally:
+                s.figures["seconds"] = time.perf_counter() - t0
 
     def at_failure(self) -> dict[str, Any]:
         return {}
 
     def finish(self, spans: list[Span]) -> None:
         """Stop the profiler; each span's start/peak/end allocated bytes from the allocation events in its range."""
-        import bisect
-
-        from torch._C._profiler import _EventType
-
-        self.prof.__exit__(None, None, None)
-        allocs, ranges = [], {}
-        stack = list(self.prof.profiler.kineto_results.experimental_event_tree())
-        while stack:
-            e = stack.pop()
-            stack.extend(e.children)
-            if e.tag == _EventType.Allocation and e.extra_fields.device.type == "cpu":
-                allocs.append((e.start_time_ns, e.extra_fields.alloc_size, e.extra_fields.total_allocated))
-            elif e.name.startswith("KIT:"):
-                ranges[e.name] = (e.start_time_ns, e.end_time_ns)
-        allocs.sort(key=lambda a: a[0])
-        offset = allocs[0][2] - allocs[0][1]  # the counter is process-wide: totals from this session's start
-        totals = [a[2] - offset for a in allocs]
-        times = [a[0] for a in allocs]
+        self.prof.stop()
+        fig = self.prof.figures()
+        assert fig is not None
+        phases = {p.step: p for step in fig.steps for p in step.phases}
         for span in spans:
-            t0, t1 = ranges[span.tag]
-            i, j = bisect.bisect_left(times, t0), bisect.bisect_right(times, t1)
-            start = totals[i - 1] if i else 0
+            p = phases[span.index]
             span.figures |= {
-                "start_allocated": start,
-                "peak_allocated": max(totals[i:j], default=start),
-                "end_allocated": totals[j - 1] if j > i else start,
+                "start_allocated": p.start,
+                "peak_allocated": p.peak,
+                "end_allocated": p.end,
                 "peak_reserved": None,
             }
         del self.prof
@@ -322,17 +266,15 @@ class CpuMeter:
 
 def train_steps(model, opt, ids, c, meter, phase: Phase) -> tuple[list[Span], list[torch.Tensor]]:
     """warmup_steps + steps optimizer steps, each of grad_accum_steps micro-batches; each step one span."""
-    ac = torch.autocast(ids.device.type, dtype=torch.bfloat16) if c["precision"] == "bf16-mixed" else nullcontext()
+    autocast = "bf16" if c["precision"] == "bf16-mixed" else None
     ga, spans, losses = c["grad_accum_steps"], [], []
     for k in range(c["warmup_steps"] + c["steps"]):
         kind = "warm-up" if k < c["warmup_steps"] else "measured"
         phase.name = f"step {k + 1} ({kind})"
-        with Span(meter, phase.name) as span:
+        with meter.span(phase.name) as span:
             for _ in range(ga):
-                with ac:
-                    out = model(input_ids=ids, labels=ids)
-                    loss = out.loss / ga if ga > 1 else out.loss
-                del out
+                with autocast_to(autocast, ids.device.type):
+                    loss = forward_loss(model, ids, ids, ga)
                 loss.backward()
                 losses.append(loss.detach())
                 del loss
@@ -348,7 +290,7 @@ def run_case(c: dict[str, Any], meter, phase: Phase) -> dict[str, Any]:
     """Build and train one resolved case; the `measured` figures of its row (gpu_results' docstring)."""
     meter.start_case()
     phase.name = "build"
-    with Span(meter, "build") as built:
+    with meter.span("build") as built:
         model, opt, ids = build(c, meter.device)
     params = list(model.parameters())
     info = {
@@ -362,7 +304,7 @@ def run_case(c: dict[str, Any], meter, phase: Phase) -> dict[str, Any]:
     }
     del params
     spans, losses = train_steps(model, opt, ids, c, meter, phase)
-    info["optimizer_state_bytes"] = opt_state_bytes(opt)
+    info["optimizer_state_bytes"] = optimizer_state(opt)["bytes"]
     phase.name = "after the steps"
     meter.finish([built, *spans])
     proc = meter.process()

@@ -52,7 +52,6 @@ import argparse
 import gc
 import json
 import os
-import platform
 import sys
 import tempfile
 import time
@@ -64,15 +63,17 @@ from torch.profiler import ProfilerActivity, profile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from rl_probe import (
     Probe,
-    SavedTensors,
     analyse,
     instrument,
     precompute_figures,
+    saved_tensors,
     step_figures,
     summarise,
 )
 
-from vramplan.measure.tensors import storage_bytes
+from vramplan.measure.build import make_optimizer
+from vramplan.measure.run import versions
+from vramplan.measure.tensors import params_info, storage_bytes
 
 DEFAULTS = {
     "family": "llama",
@@ -248,8 +249,9 @@ def build_trainer(c, path, out):
 
 # ------------------------------------------------------------------------------------------- instrumentation
 def set_optimizer(trainer, c):
+    """torch AdamW over the trainable parameters, foreach or for-loop as the case says (fused: torch's fused one)."""
     params = [p for p in trainer.model.parameters() if p.requires_grad]
-    trainer.optimizer = torch.optim.AdamW(params, lr=c["lr"], foreach=c["optimizer_impl"] == "foreach")
+    trainer.optimizer = make_optimizer(params, "adamw", c["optimizer_impl"], c["lr"])
 
 
 # ------------------------------------------------------------------------------------------------- the passes
@@ -265,11 +267,12 @@ def profile_pass(c):
             trainer.train()
             model = trainer.accelerator.unwrap_model(trainer.model)
             ref = trainer.ref_model
+            params = params_info(model)
             info = {
                 **probe.info,
-                "params_total": sum(p.numel() for p in model.parameters()),
-                "params_trainable": sum(p.numel() for p in model.parameters() if p.requires_grad),
-                "param_bytes": storage_bytes(list(model.parameters())),
+                "params_total": params["total"],
+                "params_trainable": params["trainable"],
+                "param_bytes": params["bytes"],
                 "ref_param_bytes": storage_bytes(list(ref.parameters())) if ref is not None else 0,
                 "ref_params_total": sum(p.numel() for p in ref.parameters()) if ref is not None else 0,
                 "shapes": dict(r.shapes),
@@ -293,11 +296,11 @@ def saved_pass(c):
         def compute_loss(model, inputs, *a, **kw):
             if out:
                 return loss_fn(model, inputs, *a, **kw)
-            saved = SavedTensors(models, inputs)
+            saved = saved_tensors(models, inputs)
             t0 = time.time()
             with saved.active():
                 loss = loss_fn(model, inputs, *a, **kw)
-            n_src = len(set(saved.tracker.copies.values()))
+            n_src = saved.copy_sources
             out.update(summarise(saved.recs, c["vocab_size"]), seconds=round(time.time() - t0, 2), copy_sources=n_src)
             return loss
 
@@ -324,10 +327,11 @@ def shapes_into(c, shapes):
 
 
 def measure(case):
-    import datasets
-    import peft
-    import transformers
-    import trl
+    # imported before the profiler starts (build_trainer imports them inside it): their import's tensors are no case's
+    import datasets  # noqa: F401
+    import peft  # noqa: F401
+    import transformers  # noqa: F401
+    import trl  # noqa: F401
 
     c = resolve(case)
     t0 = time.time()
@@ -376,14 +380,7 @@ def measure(case):
         "baseline_enumerated": info["baseline_enumerated"],
         "losses": info["losses"],
         "seconds": round(time.time() - t0, 2),
-        "versions": {
-            "torch": torch.__version__,
-            "transformers": transformers.__version__,
-            "peft": peft.__version__,
-            "trl": trl.__version__,
-            "datasets": datasets.__version__,
-            "python": platform.python_version(),
-        },
+        "versions": versions(("torch", "transformers", "peft", "trl", "datasets")),
     }
 
 

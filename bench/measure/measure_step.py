@@ -44,21 +44,22 @@ Each case runs two passes:
 import argparse
 import gc
 import json
-import platform
 import time
-from contextlib import nullcontext
 
-import peft
+import peft  # noqa: F401 - imported before any profiler session: its import's tensors are no case's
 import torch
 import transformers
-from torch.profiler import ProfilerActivity, profile, record_function
 
-# The method itself (profiler analysis, saved-tensor hooks, storage counting, checkpointing, LoRA, optimizer) is the
-# package's, shared with `vramplan measure`; this script keeps the oracle's cases and their build order.
+# The method itself (profiler session and analysis, the forward and its loss, saved-tensor hooks, storage counting,
+# checkpointing, LoRA, optimizer, versions) is the package's, shared with `vramplan measure`; this script keeps the
+# oracle's cases, their build order (built directly on the CPU: the random weights, and so the losses, of the committed
+# files) and the oracle's truth.json shape.
 from vramplan.measure.build import add_lora, enable_checkpointing, make_optimizer
-from vramplan.measure.cpu import analyse as analyse_profile
+from vramplan.measure.cpu import CpuProfiler
+from vramplan.measure.forward import autocast_to, forward_loss
+from vramplan.measure.run import versions
 from vramplan.measure.saved import saved_pass as saved_tensors
-from vramplan.measure.tensors import grads_info, optimizer_state, storage_bytes
+from vramplan.measure.tensors import grads_info, optimizer_state, params_info, storage_bytes
 
 DEFAULTS = {
     "num_kv_heads": None,
@@ -174,25 +175,22 @@ def build(c):
 
 
 def autocast(c):
-    return torch.autocast("cpu", dtype=torch.bfloat16) if c["precision"] == "bf16-mixed" else nullcontext()
+    return autocast_to("bf16" if c["precision"] == "bf16-mixed" else None, "cpu")
 
 
 # ----------------------------------------------------------------------------------------------- profile pass
 def profile_pass(c):
     ga, steps, info = c["grad_accum_steps"], c["steps"], {}
     gc.collect()
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    prof = CpuProfiler()
+    prof.start()
+    try:
         model, opt, ids, labels = build(c)
         for step in range(1, steps + 1):
             for mb in range(1, ga + 1):
-                with record_function(f"VP:{step}:forward:{mb}"):
-                    with autocast(c):
-                        out = model(input_ids=ids, labels=labels)
-                        loss = out.loss
-                        if ga > 1:
-                            loss = loss / ga
-                    del out
-                with record_function(f"VP:{step}:backward:{mb}"):
+                with prof.phase(step, "forward", mb), autocast(c):
+                    loss = forward_loss(model, ids, labels, ga)
+                with prof.phase(step, "backward", mb):
                     loss.backward()
                 if step == 1 and mb == 1:
                     info["grads"] = grads_info(model)
@@ -201,12 +199,12 @@ def profile_pass(c):
                 info.setdefault("losses", []).append(loss.item())
                 if not (step == 1 and mb == ga):
                     del loss
-            with record_function(f"VP:{step}:optimizer:0"):
+            with prof.phase(step, "optimizer", 0):
                 opt.step()
             if step == 1:
                 del loss
                 info["optimizer"] = optimizer_state(opt)
-            with record_function(f"VP:{step}:zero_grad:0"):
+            with prof.phase(step, "zero_grad", 0):
                 opt.zero_grad(set_to_none=True)
             if step == steps - 1 or steps == 1:
                 info["enumerated"] = {
@@ -215,21 +213,18 @@ def profile_pass(c):
                     "inputs": storage_bytes([ids, labels]),
                     "optimizer_state": optimizer_state(opt)["bytes"] if steps > 1 else 0,
                 }
-        info["params"] = {
-            "total": sum(q.numel() for q in model.parameters()),
-            "trainable": sum(q.numel() for q in model.parameters() if q.requires_grad),
-            "bytes": storage_bytes(list(model.parameters())),
-            "buffers_bytes": storage_bytes(list(model.buffers())),
-        }
+        info["params"] = params_info(model)
         info["optimizer"]["impl"] = c["optimizer_impl"]
         del model, opt, ids, labels
         gc.collect()
+    finally:
+        prof.stop()
     return prof, info
 
 
 def analyse(prof, c):
     """Each step's baseline/peak/end and its phases (`vramplan.measure.cpu.analyse`), as the oracle's dicts."""
-    fig = analyse_profile(prof)
+    fig = prof.figures()
     per_step = [
         {
             "step": s.step,
@@ -331,12 +326,7 @@ def measure(case):
         },
         "attention_kernels_seen": kernels,
         "seconds": round(time.time() - t0, 2),
-        "versions": {
-            "torch": torch.__version__,
-            "transformers": transformers.__version__,
-            "peft": peft.__version__,
-            "python": platform.python_version(),
-        },
+        "versions": versions(),
     }
 
 

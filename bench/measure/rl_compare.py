@@ -5,7 +5,7 @@ Usage, from the repository root:  python -m bench.measure.rl_compare [TRUTH.json
 Columns: activations (measured activation_bytes - logits_like_bytes + saved_weight_copy_bytes, the SFT oracle's
 figure) and the steady peak (steady_peak_bytes) against ``estimate(plan, cpu=True)`` (activations; total - overhead),
 the measured phase of the peak and the estimate's, and each measured phase's peak above the step's baseline. The
-plan of a case is bench/data/rl_cases.py's ``rl_plan_data`` (as tests/core/test_rl_measured.py builds it).
+plan of a case is bench/data/rl_cases.py's ``rl_plan_data`` (as tests/core/memory/rl/test_rl_measured.py builds it).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 
 from bench.data.rl_cases import rl_plan_data
 from vramplan.core.memory.peak import estimate
-from vramplan.core.plan.plan import plan_from_dict
+from vramplan.core.plan.schema.plan import plan_from_dict
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,7 +1,8 @@
 """Instrumentation for measure_rl.py: record_function ranges hooked into TRL's trainers, the allocation events'
-analysis (innermost range wins), tensor enumeration and saved-tensor hooks. The tensor helpers (storage de-duplication,
-optimizer states, the cast tracker) are the package's own, `vramplan.measure.tensors` and `vramplan.measure.saved`,
-so that this harness counts bytes as `vramplan measure` does."""
+analysis (innermost range wins), tensor enumeration and saved-tensor hooks. The profiler's event walk, the tensor
+helpers (storage de-duplication, optimizer states) and the saved-tensor recorder and its summary are the package's
+own (`vramplan.measure.cpu`, `vramplan.measure.tensors`, `vramplan.measure.saved`), so that this harness counts bytes
+as `vramplan measure` does."""
 
 from __future__ import annotations
 
@@ -13,46 +14,34 @@ from contextlib import contextmanager
 import torch
 from torch.profiler import record_function
 
-from vramplan.measure.saved import CastTracker
+from vramplan.measure import saved
+from vramplan.measure.cpu import events, from_session_start
 from vramplan.measure.tensors import grads_info, optimizer_state, storage_bytes
+
+# what rl_truth.json's activations keep of the package's summary (its logits_like_bytes is this module's own)
+SUMMARY_KEYS = (
+    "bytes",
+    "by_region",
+    "by_dtype",
+    "per_layer",
+    "excluded",
+    "head_and_loss_bytes",
+    "input_bytes",
+    "num_distinct_storages",
+    "top",
+)
+FINAL_NORM = re.compile(r"(^|\.)model\.norm$")
 
 
 def summarise(recs, vocab_size):
-    """Saved activations (inputs included; parameters, their cast copies and buffers excluded) by region."""
+    """Saved activations (inputs included; parameters, their cast copies and buffers excluded) by region: the
+    package's summary (`vramplan.measure.saved.summarise`) with the keys this harness records, and one rule of its
+    own: a logit is a vocab-sized tensor saved by the head (an MLP as wide as a tiny vocabulary is not a logit)."""
+    s = saved.summarise(vocab_size, recs, 0, 0.0, 0)
+    out = {k: s[k] for k in SUMMARY_KEYS}
     act = [r for r in recs.values() if r["category"] in ("activation", "input")]
-    excl = {k: sum(r["bytes"] for r in recs.values() if r["category"] == k) for k in ("param", "param_copy", "buffer")}
-    by_region, by_dtype, per_layer = defaultdict(int), defaultdict(int), defaultdict(int)
-    for r in act:
-        m = re.search(r"\.layers\.(\d+)", r["module"])
-        region = (
-            "head_and_loss"
-            if r["head"]
-            else "layers"
-            if m
-            else "embedding"
-            if "embed" in r["module"]
-            else ("final_norm" if r["module"].endswith(".norm") else "model_other")
-        )
-        if m and not r["head"]:
-            per_layer[int(m.group(1))] += r["bytes"]
-        r["region"] = region
-        by_region[region] += r["bytes"]
-        by_dtype[r["dtype"]] += r["bytes"]
-    # vocab-sized tensors saved by the head (an MLP as wide as a tiny vocabulary is not a logit)
-    logits = [r for r in act if r["head"] and r["shape"] and r["shape"][-1] == vocab_size]
-    top = sorted(act, key=lambda r: -r["bytes"])[:12]
-    return {
-        "bytes": sum(r["bytes"] for r in act),
-        "by_region": dict(by_region),
-        "by_dtype": dict(by_dtype),
-        "per_layer": [per_layer[i] for i in sorted(per_layer)],
-        "excluded": excl,
-        "head_and_loss_bytes": by_region.get("head_and_loss", 0),
-        "input_bytes": sum(r["bytes"] for r in act if r["category"] == "input"),
-        "logits_like_bytes": sum(r["bytes"] for r in logits),
-        "num_distinct_storages": len(act),
-        "top": [{k: v for k, v in r.items() if k not in ("head", "src")} for r in top],
-    }
+    out["logits_like_bytes"] = sum(r["bytes"] for r in act if r["head"] and r["shape"] and r["shape"][-1] == vocab_size)
+    return out
 
 
 class Ranges:
@@ -209,23 +198,12 @@ class Probe:
 
 def analyse(prof):
     """Allocation events in time order, each given the innermost VP range holding it."""
-    from torch._C._profiler import _EventType
-
-    allocs, ranges = [], []
-    stack = list(prof.profiler.kineto_results.experimental_event_tree())
-    while stack:
-        e = stack.pop()
-        stack.extend(e.children)
-        if e.tag == _EventType.Allocation:
-            x = e.extra_fields
-            if x.device.type == "cpu":
-                allocs.append((e.start_time_ns, x.alloc_size, x.total_allocated))
-        elif e.name.startswith("VP:"):
-            _, step, ph = e.name.split(":")
-            ranges.append((e.start_time_ns, e.end_time_ns, int(step), ph))
-    allocs.sort()
-    offset = allocs[0][2] - allocs[0][1]
-    allocs = [(t, n, tot - offset) for t, n, tot in allocs]
+    ev = events(prof, "VP:")
+    ranges = []
+    for t0, t1, name in ev.ranges:
+        _, step, ph = name.split(":")
+        ranges.append((t0, t1, int(step), ph))
+    allocs, _ = from_session_start(sorted(ev.allocs))
     times = [a[0] for a in allocs]
     owner = [None] * len(allocs)
     for t0, t1, step, ph in sorted(ranges, key=lambda x: x[1] - x[0], reverse=True):  # outer first, inner overwrite
@@ -266,72 +244,16 @@ def precompute_figures(allocs, ranges, owner):
     return {"start": allocs[ks[0] - 1][2], "peak": max(allocs[k][2] for k in ks)}
 
 
-class SavedTensors:
-    """Saved-tensor hooks over one forward: storages de-duplicated and classified as measure_step.saved_pass does;
-    the innermost module running when a storage is first saved names its region. TRL's fused LM head never calls
-    the lm_head module, so head_and_loss is everything saved after the backbone's final norm returned (under grad:
-    the policy's forward, not the no-grad reference forward that DPO runs inside compute_loss)."""
-
-    def __init__(self, models, inputs):
-        self.pptr = {p.untyped_storage().data_ptr(): n for m in models for n, p in m.named_parameters()}
-        self.bptr = {b.untyped_storage().data_ptr() for m in models for b in m.buffers()}
-        self.ids = {
-            v.untyped_storage().data_ptr() for k, v in inputs.items() if k.endswith("_ids") and torch.is_tensor(v)
-        }
-        self.recs, self.keep, self.calls, self.stack, self.head = {}, [], 0, ["<root>"], False
-        self.tracker = CastTracker(self.pptr)
-        self.hooks = []
-        for m in models:
-            for name, mod in m.named_modules():
-                final_norm = bool(re.search(r"(^|\.)model\.norm$", name))
-                self.hooks.append(mod.register_forward_pre_hook(self.pre(name or "<root>")))
-                self.hooks.append(mod.register_forward_hook(self.post(final_norm)))
-
-    def pre(self, name):
-        def hook(*_):
-            self.stack.append(name)
-
-        return hook
-
-    def post(self, final_norm):
-        def hook(*_):
-            self.stack.pop()
-            self.head = self.head or (final_norm and torch.is_grad_enabled())
-
-        return hook
-
-    def pack(self, t):
-        self.calls += 1
-        s = t.untyped_storage()
-        k = s.data_ptr()
-        if k not in self.recs and s.nbytes():
-            self.keep.append(t)
-            cat = (
-                "param"
-                if k in self.pptr
-                else "param_copy"
-                if k in self.tracker.copies
-                else "buffer"
-                if k in self.bptr
-                else "input"
-                if k in self.ids
-                else "activation"
-            )
-            self.recs[k] = {
-                "bytes": s.nbytes(),
-                "category": cat,
-                "dtype": str(t.dtype)[6:],
-                "shape": list(t.shape),
-                "module": self.stack[-1],
-                "producer": type(t.grad_fn).__name__ if t.grad_fn else None,
-                "head": self.head,
-                "src": self.tracker.copies.get(k),
-            }
-        return t
-
-    @contextmanager
-    def active(self):
-        with torch.autograd.graph.saved_tensors_hooks(self.pack, lambda t: t), self.tracker:
-            yield
-        for h in self.hooks:
-            h.remove()
+def saved_tensors(models, inputs):
+    """The package's saved-tensor recorder (`vramplan.measure.saved.SavedTensors`) over one forward of the policy (and
+    the reference): storages de-duplicated and classified as measure_step.py's saved pass does, the ``*_ids`` inputs
+    counted as inputs. TRL's fused LM head never calls the lm_head module, so head_and_loss is everything saved after
+    the backbone's final norm returned under grad (the policy's forward, not the no-grad reference forward that DPO
+    runs inside compute_loss)."""
+    ids = {v.untyped_storage().data_ptr() for k, v in inputs.items() if k.endswith("_ids") and torch.is_tensor(v)}
+    return saved.SavedTensors(
+        models,
+        ids,
+        head_enters=lambda name: False,
+        head_leaves=lambda name: bool(FINAL_NORM.search(name)) and torch.is_grad_enabled(),
+    )

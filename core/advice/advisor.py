@@ -35,8 +35,8 @@ from vramplan.core.advice.margin import Margin, fixed_margin, safety_margin
 from vramplan.core.advice.moves import TIER_TEXT, Move, memory_moves
 from vramplan.core.advice.speedup import combined, speed_up, title
 from vramplan.core.advice.whatif import Effect, WhatIf
-from vramplan.core.memory.estimate_record import Estimate
-from vramplan.core.plan.plan import Plan
+from vramplan.core.memory.record import Estimate
+from vramplan.core.plan.schema.plan import Plan
 
 __all__ = ["Advice", "Suggestion", "advise", "gpu_layout", "rank", "suggestions"]
 

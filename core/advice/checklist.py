@@ -19,8 +19,8 @@ from typing import Any
 from vramplan.core.advice.checks import moe_checks, nan, oom, rl_checks, slow, stack_checks
 from vramplan.core.advice.checks.base import STATUSES, Context, Item
 from vramplan.core.advice.whatif import Effect
-from vramplan.core.memory.estimate_record import FRAGMENTATION_RISK, Estimate
-from vramplan.core.plan.plan import Plan
+from vramplan.core.memory.record import FRAGMENTATION_RISK, Estimate
+from vramplan.core.plan.schema.plan import Plan
 from vramplan.core.time.step_record import StepTime
 
 __all__ = [
@@ -95,7 +95,7 @@ def checklist(plan: Plan, est: Estimate | None = None, st: StepTime | None = Non
     groups: list[dict[str, tuple[Callable[[Context], Item | None], ...]]] = []
     if ctx.arch.moe is not None:  # mixture-of-experts items, after their group's others
         groups.append(MOE_RULES)
-    if plan.training.objective != "sft":  # DPO/GRPO/PPO items (`core.advice.checks.rl_checks`)
+    if plan.training.objective_spec.post_training:  # DPO/GRPO/PPO items (`core.advice.checks.rl_checks`)
         groups.append(RL_RULES)
     for extra_rules in groups:
         extra = {g: [i for r in rules if (i := r(ctx)) is not None] for g, rules in extra_rules.items()}

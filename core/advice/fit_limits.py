@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterable
 
 from vramplan.core.advice.margin import Margin
 from vramplan.core.advice.whatif import WhatIf
-from vramplan.core.plan import presets
-from vramplan.core.plan.plan import Plan
+from vramplan.core.plan.catalogue import presets
+from vramplan.core.plan.schema.plan import Plan
 
 MAX_MICRO_BATCH = 1_000_000  # the plan's own limit (training.micro_batch_size)
 MAX_SEQ_LEN = 1 << 24  # 16M tokens: the search's ceiling (the plan's own limit is 1e8)

@@ -10,7 +10,7 @@ selective/full, --use-distributed-optimizer = ZeRO-1; no parameter sharding, no 
 
 from __future__ import annotations
 
-from vramplan.core.plan.plan import Plan
+from vramplan.core.plan.schema.plan import Plan
 
 FRAMEWORKS: dict[str, str] = {
     "all": "any framework",

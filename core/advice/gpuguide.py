@@ -29,15 +29,16 @@ from typing import Any
 
 from vramplan.core.advice.advisor import Suggestion, suggestions
 from vramplan.core.advice.whatif import WhatIf
-from vramplan.core.memory.estimate_record import ALL_KINDS, KIND_LABELS, Estimate
+from vramplan.core.memory.kinds import ALL_KINDS, KIND_LABELS
 from vramplan.core.memory.peak import estimate
-from vramplan.core.plan import presets
+from vramplan.core.memory.record import Estimate
+from vramplan.core.plan.catalogue import presets
 from vramplan.core.plan.describe import short_gpu_name
-from vramplan.core.plan.errors import PlanError
+from vramplan.core.plan.helpers.errors import PlanError
+from vramplan.core.plan.helpers.memo import memoised
+from vramplan.core.plan.helpers.units import fmt_seconds, gib_text
 from vramplan.core.plan.keys import set_args
-from vramplan.core.plan.memo import memoised
-from vramplan.core.plan.plan import Plan
-from vramplan.core.plan.units import fmt_seconds, gib_text
+from vramplan.core.plan.schema.plan import Plan
 from vramplan.core.time.step import step_time
 
 NODE_GPUS = 8  # GPUs per node beyond one node (an HGX/DGX board)

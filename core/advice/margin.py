@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from vramplan.core.memory.estimate_record import FRAGMENTATION_RISK, Estimate
-from vramplan.core.plan.plan import Plan
+from vramplan.core.memory.record import FRAGMENTATION_RISK, Estimate
+from vramplan.core.plan.schema.plan import Plan
 
 SET_SOURCE = "advice.headroom_percent"
 KINDS = ("set", "expected error", "fragmentation")

@@ -24,17 +24,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from vramplan.core.advice.rlmoves import rl_moves
-from vramplan.core.plan import presets
-from vramplan.core.plan.plan import Plan
-from vramplan.core.plan.precision import REGIMES
+from vramplan.core.memory.kinds import kinds_freed_by
+from vramplan.core.plan.catalogue import presets
+from vramplan.core.plan.schema.plan import Plan
+from vramplan.core.plan.schema.precision import REGIMES
 
-# What a move frees: the estimate's kinds grouped as the checklist talks about them.
-TARGET_KINDS: dict[str, tuple[str, ...]] = {
-    "activations": ("activations", "autocast_cache", "checkpoint_buffers"),
-    "logits": ("logits",),
-    "optimizer_states": ("optimizer_states",),
-    "weights": ("parameters", "gradients", "gathered_parameters"),
-}
+# What a move frees: the estimate's kinds grouped as the checklist talks about them (`KindSpec.advice`), in the
+# checklist's order.
+ADVICE_GROUPS = ("activations", "logits", "optimizer_states", "weights")
+TARGET_KINDS: dict[str, tuple[str, ...]] = {group: kinds_freed_by(group) for group in ADVICE_GROUPS}
 TIER_TEXT = {0: "same training", 1: "different numerics", 2: "different method"}
 PARALLEL_SIZES = (2, 4, 8, 16, 32, 64)
 BROAD = frozenset(("activations", "logits", "weights", "optimizer_states"))  # TP, PP, precision: everything

@@ -1,9 +1,9 @@
 """Plan diff: the keys two plans differ in, and what the difference does to memory per GPU and to the step time.
 
-Both plans are complete (a plan file is the default plan plus what it wrote, `core.plan.plan.over_default_plan`),
+Both plans are complete (a plan file is the default plan plus what it wrote, `core.plan.schema.plan.over_default_plan`),
 so a key differs when its value after defaults differs; an unset optional key (``training.precision``) shows as
 ``None``. Memory is compared at each plan's peak moment, by the estimator's kinds
-(`core.memory.estimate_record.KINDS`: the live bytes at the peak plus the overhead terms), so the kinds' deltas
+(`core.memory.record.KINDS`: the live bytes at the peak plus the overhead terms), so the kinds' deltas
 add up to the total's delta. Each key's effect is that key's change alone applied to A (`Plan.with_changes`,
 validated): a change that is only valid with another (tensor parallelism 8 needs 8 GPUs) says why it is not a
 plan on its own. A different model (another preset or config.json) is one change, ``model``.
@@ -15,13 +15,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from vramplan.core.advice.whatif import plain
-from vramplan.core.memory.estimate_record import KIND_LABELS, KINDS, RL_KINDS, Estimate
+from vramplan.core.memory.kinds import KIND_LABELS, KINDS, RL_KINDS
 from vramplan.core.memory.peak import estimate
+from vramplan.core.memory.record import Estimate
 from vramplan.core.plan.describe import model_name
-from vramplan.core.plan.errors import PlanError
+from vramplan.core.plan.helpers.errors import PlanError
+from vramplan.core.plan.helpers.units import GiB
 from vramplan.core.plan.keys import set_value
-from vramplan.core.plan.plan import Plan
-from vramplan.core.plan.units import GiB
+from vramplan.core.plan.schema.plan import Plan
 from vramplan.core.time.step import step_time
 from vramplan.core.time.step_record import StepTime
 
@@ -45,7 +46,7 @@ class Figures:
     def of(cls, est: Estimate, st: StepTime) -> Figures:
         live = est.live_at_peak
         return cls(
-            # every kind of KINDS; an RL plan's kinds (core.memory.estimate_record.RL_KINDS) where it has them
+            # every kind of KINDS; an RL plan's kinds (core.memory.record.RL_KINDS) where it has them
             memory={k: live.get(k, 0) for k in KINDS} | {k: live[k] for k in RL_KINDS if live.get(k)},
             peak_phase=est.peak_phase,
             total=est.total,

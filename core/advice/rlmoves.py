@@ -13,13 +13,12 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
-from vramplan.core.memory.rl import terms as tm
+from vramplan.core.memory.rl import sizes as tm
 from vramplan.core.memory.rl.estimate import settings
-from vramplan.core.plan import presets
-from vramplan.core.plan.plan import Plan
+from vramplan.core.plan.catalogue import presets
+from vramplan.core.plan.schema.plan import Plan
 
-RL_TARGET = "rl"  # what these moves free: the kinds of `core.memory.estimate_record.RL_KINDS`
-RL_KINDS_FREED = ("frozen_models", "vllm_engine", "kv_cache", "rollout")
+RL_TARGET = "rl"  # what these moves free: the kinds whose `KindSpec.advice` is "rl" (`kinds_freed_by`)
 UTILIZATION_STEP = 0.05
 
 
@@ -40,7 +39,7 @@ def _move(title: str, changes: dict[str, Any], dim: str, targets: tuple[str, ...
 def needed_utilization(plan: Plan) -> float:
     """The smallest ``vllm_gpu_memory_utilization`` (in steps of 0.05) whose KV cache holds every sequence of the
     step's generation batch at full length: ``(weights + batch x KV per sequence) / GPU memory``
-    (`core.memory.rl.terms.vllm_engine_bytes`)."""
+    (`core.memory.rl.sizes.vllm_engine_bytes`)."""
     r = settings(plan)
     t = plan.training
     arch = plan.model.arch()
@@ -55,7 +54,8 @@ def needed_utilization(plan: Plan) -> float:
 def rl_moves(plan: Plan) -> list[MoveSpec]:
     """Every RL move that could lower the plan's peak memory (empty for an SFT plan)."""
     t = plan.training
-    if t.objective == "sft":
+    spec = t.objective_spec
+    if not spec.post_training:
         return []
     r = settings(plan)
     out: list[MoveSpec] = []
@@ -76,18 +76,18 @@ def rl_moves(plan: Plan) -> list[MoveSpec]:
             server["rl.vllm_enable_sleep_mode"] = False
         out.append(_move("vLLM server on separate GPUs", server, "generation", rl))
     if r.reference == "copy":
-        if t.objective == "dpo":
+        if spec.precomputable_reference:
             out.append(_move("precomputed reference log-probs", {"rl.reference": "precomputed"}, "reference", rl))
         if t.method != "full":
             out.append(_move("LoRA reference (adapters disabled)", {"rl.reference": "adapter"}, "reference", rl))
-    if (r.reference == "copy" or t.objective == "ppo") and not r.frozen_offload:
+    if (r.reference == "copy" or spec.reward_model) and not r.frozen_offload:
         out.append(_move("reference/reward weights on the host", {"rl.frozen_offload": "cpu"}, "frozen_offload", rl))
     if r.generates and r.completion_len >= 128:
         half = r.completion_len // 2
         title = f"max_completion_length {r.completion_len} -> {half}"
         out.append(_move(title, {"rl.max_completion_length": half}, "completion", ("activations", RL_TARGET), 2))
     g, b = r.num_generations, t.micro_batch_size
-    if t.objective == "grpo" and g >= 4 and g % 2 == 0 and b % 2 == 0:
+    if spec.groups and g >= 4 and g % 2 == 0 and b % 2 == 0:
         title = f"num_generations {g} -> {g // 2} per prompt, micro-batch {b} -> {b // 2} (same prompts)"
         changes = {"rl.num_generations": g // 2, "training.micro_batch_size": b // 2}
         out.append(_move(title, changes, "generations", ("activations", RL_TARGET), 2))

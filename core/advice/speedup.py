@@ -14,7 +14,7 @@ from typing import Any
 
 from vramplan.core.advice.moves import Move, speed_moves
 from vramplan.core.advice.whatif import Effect, WhatIf
-from vramplan.core.memory.estimate_record import Estimate
+from vramplan.core.memory.record import Estimate
 
 MAX_SPEED_MOVES = 2  # at most this many speed moves added to one set
 

@@ -13,12 +13,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from vramplan.core.memory.estimate_record import Estimate
 from vramplan.core.memory.peak import estimate
-from vramplan.core.plan.errors import PlanError
+from vramplan.core.memory.record import Estimate
+from vramplan.core.plan.helpers.errors import PlanError
+from vramplan.core.plan.helpers.units import GiB
 from vramplan.core.plan.keys import set_args
-from vramplan.core.plan.plan import Plan
-from vramplan.core.plan.units import GiB
+from vramplan.core.plan.schema.plan import Plan
 from vramplan.core.time.step import step_time
 from vramplan.core.time.step_record import StepTime
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vramplan.core.plan.describe import loading_settings, plan_title
-from vramplan.core.plan.plan import Plan
+from vramplan.core.plan.schema.plan import Plan
 
 ACCELERATE_SOURCE = "huggingface/accelerate 1.15: commands/config/config_args.py, utils/launch.py, utils/dataclasses.py"
 

@@ -22,9 +22,8 @@ A calibration holds integer bytes and where they were measured::
 It applies through the plan's ``[overhead]`` terms (`core.memory.overhead.overhead_bytes`): the context as
 ``cuda_context_mib``, the gap as ``allocator_reserve_percent`` (gap / allocated peak, in place of the allocator's
 rules), NCCL as ``nccl_mib_per_group``; ``overhead.calibrated_from`` records where they came from, so the estimate
-says it is calibrated. Reading is as safe as a plan file's (`core.plan.tomlio.read_toml`: regular files only, a size
-limit, one-line errors); writing goes through `core.files.safewrite.write_atomic`.
-"""
+says it is calibrated. Reading is as safe as a plan file's (`core.plan.helpers.tomlio.read_toml`: regular files only, a
+size limit, one-line errors); writing goes through `core.files.safewrite.write_atomic`."""
 
 from __future__ import annotations
 
@@ -37,10 +36,10 @@ from typing import Any
 import tomli_w
 
 from vramplan.core.files.safewrite import OverwriteRefused, write_atomic
-from vramplan.core.plan.errors import PlanError, printable, shown
-from vramplan.core.plan.plan import Plan
-from vramplan.core.plan.tomlio import read_toml
-from vramplan.core.plan.units import GiB, MiB
+from vramplan.core.plan.helpers.errors import PlanError, printable, shown
+from vramplan.core.plan.helpers.tomlio import read_toml
+from vramplan.core.plan.helpers.units import GiB, MiB
+from vramplan.core.plan.schema.plan import Plan
 
 FORMAT_VERSION = 1
 MAX_TERM_BYTES = 1 << 50  # 1 PiB: no GPU's overhead is larger; a bigger number is a mistake

@@ -31,9 +31,9 @@ from typing import Any
 
 from vramplan.core.memory.overhead import zero_bucket_elements
 from vramplan.core.plan.describe import loading_settings
-from vramplan.core.plan.plan import Plan
-from vramplan.core.plan.precision import REGIMES, resolve_impl
-from vramplan.core.plan.units import MiB
+from vramplan.core.plan.helpers.units import MiB
+from vramplan.core.plan.schema.plan import Plan
+from vramplan.core.plan.schema.precision import REGIMES, resolve_impl
 
 DS_SOURCE = "deepspeedai/DeepSpeed v0.19.6: deepspeed/runtime/config.py, zero/config.py, docs/_pages/config-json.md"
 NVME_PATH = "/local_nvme"  # DeepSpeed's documentation example; the plan has no path

@@ -26,11 +26,11 @@ from vramplan.core.files.deepspeed_export import deepspeed_config
 from vramplan.core.files.planfile import plan_toml
 from vramplan.core.files.review import ReviewExtras, markdown_report, review_extras
 from vramplan.core.files.safewrite import write_atomic
-from vramplan.core.memory.estimate_record import Estimate
 from vramplan.core.memory.peak import estimate
+from vramplan.core.memory.record import Estimate
 from vramplan.core.plan.describe import model_base, modified_keys
-from vramplan.core.plan.errors import PlanError
-from vramplan.core.plan.plan import Plan
+from vramplan.core.plan.helpers.errors import PlanError
+from vramplan.core.plan.schema.plan import Plan
 
 
 @dataclass(frozen=True)

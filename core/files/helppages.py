@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import NamedTuple
 
-from vramplan.core.plan.errors import suggest
+from vramplan.core.plan.helpers.errors import suggest
 
 # docs/ in a checkout (core/files -> core -> the repository's root) and vramplan/docs/ in an installed wheel
 # (vramplan/core/files -> vramplan/core -> vramplan): the same two levels up either way.

@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from vramplan import __version__
-from vramplan.core.memory.estimate_record import Estimate
-from vramplan.core.plan.errors import PlanError, shown
-from vramplan.core.plan.plan import Plan
-from vramplan.core.plan.training import TrainingConfig
-from vramplan.core.plan.units import GiB
+from vramplan.core.memory.record import Estimate
+from vramplan.core.plan.helpers.errors import PlanError, shown
+from vramplan.core.plan.helpers.units import GiB
+from vramplan.core.plan.schema.plan import Plan
+from vramplan.core.plan.schema.training import TrainingConfig
 
 FORMAT_VERSION = 1
 META_KEYS = ("format_version", "vramplan_version", "created", "title", "note")

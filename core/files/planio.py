@@ -13,11 +13,11 @@ from typing import Any, NamedTuple
 
 from vramplan.core.files.planfile import Meta, estimate_changes, newer_hint, parse_meta
 from vramplan.core.memory.peak import estimate
-from vramplan.core.plan.errors import PlanError, PlanNotice
+from vramplan.core.plan.helpers.errors import PlanError, PlanNotice
+from vramplan.core.plan.helpers.paths import absolute, user_path
+from vramplan.core.plan.helpers.tomlio import read_toml
 from vramplan.core.plan.keys import apply_overrides
-from vramplan.core.plan.paths import absolute, user_path
-from vramplan.core.plan.plan import Plan, default_only, default_plan, over_default_plan, plan_from_dict
-from vramplan.core.plan.tomlio import read_toml
+from vramplan.core.plan.schema.plan import Plan, default_only, default_plan, over_default_plan, plan_from_dict
 
 
 class PlanFile(NamedTuple):

@@ -9,10 +9,11 @@ from typing import Any
 
 from vramplan.core.advice.checklist import checklist
 from vramplan.core.files.planfile import utc_now, vramplan_version
-from vramplan.core.memory.estimate_record import KIND_LABELS, Estimate
+from vramplan.core.memory.kinds import KIND_LABELS
+from vramplan.core.memory.record import Estimate
 from vramplan.core.plan.describe import gpu_name, method_label, model_name, plan_title
-from vramplan.core.plan.plan import Plan
-from vramplan.core.plan.units import fmt_count, gib_text
+from vramplan.core.plan.helpers.units import fmt_count, gib_text
+from vramplan.core.plan.schema.plan import Plan
 from vramplan.core.time.step import step_time
 
 STATUS_MARK = {"ok": "ok", "warn": "warning", "fail": "FAIL", "manual": "check by hand", "ticked": "checked by hand"}

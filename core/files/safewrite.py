@@ -23,8 +23,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from vramplan.core.plan.errors import PlanError
-from vramplan.core.plan.readfile import kind_problem, path_problem
+from vramplan.core.plan.helpers.errors import PlanError
+from vramplan.core.plan.helpers.readfile import kind_problem, path_problem
 
 _REASONS = {
     errno.ENOSPC: "no space left on device",

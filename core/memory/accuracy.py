@@ -19,7 +19,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from vramplan.core.plan.stack import HF_FAMILY
+from vramplan.core.plan.stack.config import HF_FAMILY
 
 DATA = Path(__file__).with_name("accuracy.json")
 MIN_CASES = 5  # fewer matching runs than this: widen the selection

@@ -26,11 +26,11 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from vramplan.core.memory.activations.block import checkpointed_layer, layer_notes, layer_saved, op_cached
-from vramplan.core.memory.activations.context import ActCtx
-from vramplan.core.memory.activations.stage import Layout
-from vramplan.core.memory.states import Stage, trainable_tensors
-from vramplan.core.plan.memo import memoised
-from vramplan.core.plan.units import MiB
+from vramplan.core.memory.activations.context import ActCtx, Layout
+from vramplan.core.memory.states.optimizer import trainable_tensors
+from vramplan.core.memory.states.stages import Stage
+from vramplan.core.plan.helpers.memo import memoised
+from vramplan.core.plan.helpers.units import MiB
 
 MIN_BLOCK = 512  # kMinBlockSize: every request is rounded up to a multiple of it
 SMALL_SIZE = 1 * MiB  # kSmallSize: the largest request served by the small pool

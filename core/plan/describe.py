@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from vramplan.core.plan import presets
-from vramplan.core.plan.errors import PlanError
-from vramplan.core.plan.model import ModelConfig
-from vramplan.core.plan.plan import Plan
-from vramplan.core.plan.training import TrainingConfig
+from vramplan.core.plan.architecture.config import ModelConfig
+from vramplan.core.plan.catalogue import presets
+from vramplan.core.plan.helpers.errors import PlanError
+from vramplan.core.plan.schema.plan import Plan
+from vramplan.core.plan.schema.training import TrainingConfig
 
 if TYPE_CHECKING:
-    from vramplan.core.plan.hfconfig import HFModel
+    from vramplan.core.plan.architecture.hf_config import HFModel
 
 _VENDOR_PREFIXES = ("NVIDIA ", "AMD Instinct ", "AMD ", "GeForce ", "Tesla ")
 
@@ -38,7 +38,7 @@ def model_base(model: ModelConfig) -> tuple[str, dict[str, Any]] | None:
 
 def _read_hf_config(path: str) -> HFModel:
     """`hfconfig.read_hf_config`, imported when a model has a config.json: not at start-up."""
-    from vramplan.core.plan.hfconfig import read_hf_config
+    from vramplan.core.plan.architecture.hf_config import read_hf_config
 
     return read_hf_config(path)
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any, get_args, get_origin
 
-from vramplan.core.plan.field_values import literal_values
-from vramplan.core.plan.plan import DEFAULT_PLAN_DATA, TABLES, Plan
-from vramplan.core.plan.stack import StackConfig
-from vramplan.core.plan.stack_defaults import STACK_KEYS, stack_choice
+from vramplan.core.plan.helpers.field_values import literal_values
+from vramplan.core.plan.schema.plan import DEFAULT_PLAN_DATA, TABLES, Plan
+from vramplan.core.plan.stack.config import StackConfig
+from vramplan.core.plan.stack.defaults import STACK_KEYS, stack_choice
 
 # What a key means, for the fields whose pydantic Field carries no description.
 MEANINGS: dict[str, str] = {
@@ -97,7 +97,7 @@ def type_text(annotation: Any) -> str:
 
 
 def _default(table: str, name: str, default: Any) -> str:
-    if f"{table}.{name}" in STACK_KEYS:  # filled by the stack when unset (core.plan.stack)
+    if f"{table}.{name}" in STACK_KEYS:  # filled by the stack when unset (core.plan.stack.config)
         row = stack_choice(f"{table}.{name}", StackConfig(), lambda key: None)
         return f"the stack's (custom: {_default('', '', row.value)})"
     stated = DEFAULT_PLAN_DATA.get(table, {})

@@ -8,11 +8,11 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
-from vramplan.core.plan import presets
-from vramplan.core.plan.errors import PlanError, PlanNotice, shown
-from vramplan.core.plan.paths import absolute
-from vramplan.core.plan.plan import Plan
-from vramplan.core.plan.tomlio import loads
+from vramplan.core.plan.catalogue import presets
+from vramplan.core.plan.helpers.errors import PlanError, PlanNotice, shown
+from vramplan.core.plan.helpers.paths import absolute
+from vramplan.core.plan.helpers.tomlio import loads
+from vramplan.core.plan.schema.plan import Plan
 
 
 def parse_value(text: str) -> Any:

@@ -21,12 +21,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
-from vramplan.core.plan import presets
-from vramplan.core.plan.units import GiB
+from vramplan.core.plan.catalogue import presets
+from vramplan.core.plan.helpers.units import GiB
 
 if TYPE_CHECKING:
-    from vramplan.core.plan.plan import Plan
-    from vramplan.core.plan.preset_specs import GpuSpec
+    from vramplan.core.plan.catalogue.specs import GpuSpec
+    from vramplan.core.plan.schema.plan import Plan
 
 HOST_PER_GPU_MEMORY = 2  # host memory per byte of GPU memory when the node is unknown (rule 4)
 NVME_PER_HOST = 1  # NVMe per byte of host memory when the node's NVMe is unknown (rule 4)

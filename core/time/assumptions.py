@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from vramplan.core.plan import presets
+from vramplan.core.plan.catalogue import presets
+from vramplan.core.plan.catalogue.specs import GpuSpec
 
 
 # MFU in PaLM's sense (Chowdhery et al. 2022, App. B): model FLOPs (6N + 12·L·s·h_q per token, recomputation not
@@ -55,7 +56,7 @@ class DefaultMfu(NamedTuple):
     recompute_factor: float  # model / hardware FLOPs: the time the plan's recomputation takes from the math
 
     def text(self) -> str:
-        gen = {"ampere": "A100", "hopper": "H100-class"}.get(
+        gen = {"ampere": "Ampere (A100)", "hopper": "Hopper (H100-class)"}.get(
             self.generation, "no published bf16 MFU for this GPU: Hopper's row"
         )
         row = MATH_MFU.get(self.generation, MATH_MFU["hopper"])
@@ -70,15 +71,10 @@ class DefaultMfu(NamedTuple):
         )
 
 
-def gpu_generation(gpu_id: str, gpu_name: str) -> str:
-    """Which published MFU row a GPU preset reads: Ampere datacenter (A100) or Hopper (H100, H200); others use
-    Hopper's row, marked as such."""
-    key = f"{gpu_id} {gpu_name}".lower()
-    if "a100" in key:
-        return "ampere"
-    if "h100" in key or "h200" in key or "gh200" in key:
-        return "hopper"
-    return "other"
+def gpu_generation(gpu: GpuSpec) -> str:
+    """Which published MFU row a GPU reads: its preset's generation (`GpuSpec.generation`) when `MATH_MFU` has a
+    row for it, else "other" (Hopper's row, marked as such)."""
+    return gpu.generation if gpu.generation in MATH_MFU else "other"
 
 
 def default_mfu(generation: str, attention_share: float, recompute_factor: float) -> DefaultMfu:
@@ -100,7 +96,8 @@ HOST_MEMORY_SRC = (
 
 def assumed_gpu_figures(gpu_id: str) -> str:
     """A line saying the step time rests on placeholder GPU figures, when the GPU is one nvidia-smi reported and
-    no preset knows (its TFLOP/s and bandwidths are unknown: `core.plan.gpu_match.custom_spec`); "" otherwise."""
+    no preset knows (its TFLOP/s and bandwidths are unknown: `core.plan.catalogue.gpu_match.custom_spec`); "" otherwise.
+    """
     reg = presets.registry()
     if reg.origin.get(f"hardware/{gpu_id}") != "detected":
         return ""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from vramplan.core.plan.preset_specs import GpuSpec
+from vramplan.core.plan.catalogue.specs import GpuSpec
 
 LINK_EFFICIENCY = 0.8
 LINK_EFFICIENCY_SRC = (

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from vramplan.core.plan.arch import Arch, lora_params_per_layer
-from vramplan.core.plan.precision import OPTIMIZERS
+from vramplan.core.plan.architecture.arch import Arch, lora_params_per_layer
+from vramplan.core.plan.schema.precision import OPTIMIZERS
 
 MATMUL_SRC = (
     "Kaplan et al. 2020 §2.1 (forward 2N per token, backward 4N); Narayanan et al. 2021 §5.1 and "

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
-from vramplan.core.plan import presets
+from vramplan.core.plan.catalogue import presets
 from vramplan.core.time.comm import Link
 
 if TYPE_CHECKING:
-    from vramplan.core.plan.plan import Plan
+    from vramplan.core.plan.schema.plan import Plan
 
 # One NVMe drive's rated sequential read by the PCIe generation of the node (when the preset's node does not say):
 # Gen3 x4 ~3.5 GB/s (Samsung 970 EVO Plus datasheet: 3,500 MB/s), Gen4 x4 ~7 GB/s (Samsung 990 PRO: 7,450 MB/s;

@@ -21,90 +21,20 @@ With ``num_iterations = mu`` (GRPO), one generated batch serves mu optimizer ste
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-from typing import Any, NamedTuple
+from dataclasses import replace
 
-from vramplan.core.memory.rl import terms as tm
+from vramplan.core.memory.rl import sizes as tm
 from vramplan.core.memory.rl.estimate import settings, update_plan
-from vramplan.core.plan import presets
-from vramplan.core.plan.plan import Plan
-from vramplan.core.plan.precision import REGIMES
-from vramplan.core.plan.rl import RLSettings
-from vramplan.core.plan.units import fmt_seconds
+from vramplan.core.plan.catalogue import presets
+from vramplan.core.plan.schema.plan import Plan
+from vramplan.core.plan.schema.precision import REGIMES
+from vramplan.core.plan.schema.rl import RLSettings
 from vramplan.core.time import flops as fl
 from vramplan.core.time.comm import LINK_EFFICIENCY as EFF
-from vramplan.core.time.step_record import StepTime, TimeTerm
+from vramplan.core.time.step_record import Generation, RLTime, StepTime, TimeTerm
 
 SftStepTime = Callable[[Plan], StepTime]
 DECODE_SRC = "Pope et al. 2022 §2 (decoding reads every weight and the KV cache per token); HBM at 80% of peak"
-
-
-class Generation(NamedTuple):
-    """The generation of one step on one engine, and how it was derived."""
-
-    seconds: float
-    prefill_s: float
-    decode_s: float
-    sync_s: float  # vllm-server: the new weights broadcast to the server each step
-    sequences: int  # sequences the engine generates per step
-    concurrent: int  # sequences it decodes at once
-    tokens: int  # tokens generated per step, all GPUs
-
-
-@dataclass(frozen=True)
-class RLTime:
-    """The phases of one RL step (per optimizer step, seconds), with tokens/s each."""
-
-    objective: str
-    generation_s: float
-    scoring_s: float
-    update_s: float
-    generated_tokens: int  # completion tokens per step, all GPUs
-    scored_tokens: int  # tokens through the scoring forwards per step, all GPUs (every forward counted)
-    update_tokens: int
-    prompts_per_step: int  # DPO: preference pairs
-    prompts: int | None  # rl.prompts
-    server_gpus: int
-    gen: Generation | None
-
-    @property
-    def train_steps(self) -> int | None:
-        return None if self.prompts is None else -(-self.prompts // self.prompts_per_step)
-
-    def phases(self) -> tuple[tuple[str, float, int], ...]:
-        """``(name, seconds, tokens)`` of the generation, the scoring forwards and the update, in that order."""
-        return (
-            ("generation", self.generation_s, self.generated_tokens),
-            ("scoring", self.scoring_s, self.scored_tokens),
-            ("update", self.update_s, self.update_tokens),
-        )
-
-    def phase_texts(self) -> list[str]:
-        """``generation 1.20 s (3,413 tok/s)`` for each phase the step runs (what the CLI and the TUI show)."""
-        return [f"{name} {fmt_seconds(s)} ({tokens / s:,.0f} tok/s)" for name, s, tokens in self.phases() if s > 0]
-
-    def to_json(self) -> dict[str, Any]:
-        def rate(tokens: int, s: float) -> float:
-            return tokens / s if s > 0 else 0.0
-
-        out: dict[str, Any] = {
-            "objective": self.objective,
-            "phases": {name: {"seconds": s, "tokens": tokens} for name, s, tokens in self.phases()},
-            "prompts_per_step": self.prompts_per_step,
-            "vllm_server_gpus": self.server_gpus,
-        }
-        for name, ph in out["phases"].items():
-            ph["tokens_per_second"] = rate(ph["tokens"], ph["seconds"])
-            if name == "generation" and self.gen is not None:
-                ph |= {
-                    "prefill_seconds": self.gen.prefill_s,
-                    "decode_seconds": self.gen.decode_s,
-                    "weight_sync_seconds": self.gen.sync_s,
-                    "concurrent_sequences": self.gen.concurrent,
-                }
-        if self.prompts is not None:
-            out |= {"prompts": self.prompts, "train_steps": self.train_steps}
-        return out
 
 
 def decode_step_seconds(weights_bytes: int, kv_read_bytes: int, flops: float, hbm_bps: float, peak: float) -> float:
@@ -149,9 +79,8 @@ def scoring_forwards(r: RLSettings) -> int:
     """Forwards over the generated (DPO: the preference) batch per step: old-policy log-probs (GRPO under vLLM's
     importance sampling or ``num_iterations > 1``: grpo_trainer.py ``training_step``; PPO always), the reference
     (copy or adapter), PPO's value and reward models (trl PPOTrainer rollout)."""
-    old = r.objective == "ppo" or (r.objective == "grpo" and (r.uses_vllm or r.num_iterations > 1))
     ref = r.reference in ("copy", "adapter")
-    return int(old) + int(ref) + (2 if r.objective == "ppo" else 0)
+    return int(r.scores_old_policy) + int(ref) + int(r.spec.value_model) + int(r.spec.reward_model)
 
 
 def rl_step_time(plan: Plan, sft: SftStepTime) -> StepTime:
@@ -160,14 +89,14 @@ def rl_step_time(plan: Plan, sft: SftStepTime) -> StepTime:
     r = settings(plan)
     up = sft(update_plan(plan, r))
     update = up.step_seconds
-    if r.objective == "ppo":
+    if r.spec.value_model:
         vp = update_plan(plan, r)
         update += sft(vp.with_changes({"model.preset": r.value_model}) if r.value_model else vp).step_seconds
     arch = plan.model.arch()
     peak, mfu = up.peak_flops, up.mfu_setting
     gen = generation_time(plan, r, peak, mfu) if r.generates else None
     mu = r.num_iterations
-    seqs = t.micro_batch_size * t.grad_accum_steps * (2 if r.objective == "dpo" else 1)
+    seqs = t.micro_batch_size * t.grad_accum_steps * r.spec.sequences_per_example
     forwards = scoring_forwards(r)
     scored = forwards * seqs * r.seq_len  # per GPU
     split = plan.strategy.tensor_parallel * plan.strategy.pipeline_parallel
@@ -231,7 +160,7 @@ def _formulas(plan: Plan, r: RLSettings, tt: RLTime, forwards: int, seqs: int) -
         "trl/trainer/grpo_trainer.py training_step (old and reference log-probs), dpo_trainer.py (reference), "
         "PPOTrainer (values, rewards)",
     )
-    if r.objective == "ppo":
+    if r.spec.value_model:
         out["value_update"] = (
             "the value model's forward and backward on the update's sequences (the SFT step model)",
             "trl PPOTrainer: PolicyAndValueWrapper trains the value model with the policy",

@@ -30,9 +30,9 @@ from typing import TYPE_CHECKING
 
 from vramplan.core.memory.activations.block import layer_saved
 from vramplan.core.memory.activations.context import int8_bytes, plan_ctx
-from vramplan.core.plan import presets
-from vramplan.core.plan.arch import Arch, lora_params_per_layer, lora_roles
-from vramplan.core.plan.precision import OPTIMIZERS, REGIMES, quantized_bytes
+from vramplan.core.plan.architecture.arch import Arch, lora_params_per_layer, lora_roles
+from vramplan.core.plan.catalogue import presets
+from vramplan.core.plan.schema.precision import OPTIMIZERS, REGIMES, quantized_bytes
 from vramplan.core.time import flops as fl
 from vramplan.core.time.assumptions import (
     HOST_MEMORY_GBS_PER_NODE,
@@ -65,7 +65,7 @@ from vramplan.core.time.step_record import StepTime, TimeTerm, Work
 from vramplan.core.time.time_formulas import time_formulas
 
 if TYPE_CHECKING:
-    from vramplan.core.plan.plan import Plan
+    from vramplan.core.plan.schema.plan import Plan
 
 
 def peak_flops(plan: Plan) -> tuple[float, str]:
@@ -104,7 +104,7 @@ def plan_default_mfu(plan: Plan, tok: fl.TokenFlops) -> DefaultMfu:
     gpu = presets.gpu(plan.hardware.gpu)
     mm = fl.forward_matmul_flops(arch)
     att = fl.attention_forward_flops(arch, plan.training.seq_len)
-    return default_mfu(gpu_generation(plan.hardware.gpu, gpu.name), att / (mm + att), tok.model / tok.hardware)
+    return default_mfu(gpu_generation(gpu), att / (mm + att), tok.model / tok.hardware)
 
 
 def float8_factor(plan: Plan, arch: Arch, tok: fl.TokenFlops) -> float:
@@ -123,7 +123,7 @@ def float8_factor(plan: Plan, arch: Arch, tok: fl.TokenFlops) -> float:
 def step_time(plan: Plan) -> StepTime:
     """The step time of a plan: `sft_step_time`, or for ``training.objective`` dpo/grpo/ppo
     `core.time.rl_time.rl_step_time` (generation, scoring and the update, the update's `sft_step_time`)."""
-    if plan.training.objective != "sft":
+    if plan.training.objective_spec.post_training:
         from vramplan.core.time.rl_time import rl_step_time  # an SFT plan's step time never loads it
 
         return rl_step_time(plan, sft_step_time)
@@ -132,6 +132,8 @@ def step_time(plan: Plan) -> StepTime:
 
 def sft_step_time(plan: Plan) -> StepTime:
     """The step time of `plan` on one GPU, term by term (see the module docstring)."""
+    # Long: the MFU-based model written as one derivation; the op-level model of the time issue (38) replaces it
+    # with one module per mechanism.
     hw, t, s = plan.hardware, plan.training, plan.strategy
     arch = plan.model.arch()
     reg = REGIMES[t.regime]

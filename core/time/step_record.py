@@ -1,4 +1,5 @@
-"""The time model's result: `StepTime` and its `TimeTerm`s (plain frozen dataclasses, cheap to build)."""
+"""The time model's result: `StepTime` and its `TimeTerm`s, and a DPO/GRPO/PPO step's phases (`RLTime`, made by
+`core.time.rl_time`): plain frozen records, cheap to build."""
 
 from __future__ import annotations
 
@@ -6,13 +7,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from vramplan.core.plan.helpers.units import fmt_seconds
 from vramplan.core.time.assumptions import DefaultMfu, assumed_gpu_figures
 from vramplan.core.time.comm import Link, Links
 from vramplan.core.time.flops import TokenFlops
 
 if TYPE_CHECKING:
-    from vramplan.core.plan.plan import Plan
-    from vramplan.core.time.rl_time import RLTime
+    from vramplan.core.plan.schema.plan import Plan
 
 CATEGORIES = ("compute", "memory", "communication", "offload", "pipeline bubble")
 
@@ -42,6 +43,74 @@ class Work(NamedTuple):
     nvme: Link  # one rank's share of the node's NVMe
     micro_batch_seconds: float  # one micro-batch on one pipeline stage, its exposed transfers included
     once_seconds: float  # the exposed once-per-step terms
+
+
+class Generation(NamedTuple):
+    """The generation of one step on one engine, and how it was derived."""
+
+    seconds: float
+    prefill_s: float
+    decode_s: float
+    sync_s: float  # vllm-server: the new weights broadcast to the server each step
+    sequences: int  # sequences the engine generates per step
+    concurrent: int  # sequences it decodes at once
+    tokens: int  # tokens generated per step, all GPUs
+
+
+@dataclass(frozen=True)
+class RLTime:
+    """The phases of one RL step (per optimizer step, seconds), with tokens/s each."""
+
+    objective: str
+    generation_s: float
+    scoring_s: float
+    update_s: float
+    generated_tokens: int  # completion tokens per step, all GPUs
+    scored_tokens: int  # tokens through the scoring forwards per step, all GPUs (every forward counted)
+    update_tokens: int
+    prompts_per_step: int  # DPO: preference pairs
+    prompts: int | None  # rl.prompts
+    server_gpus: int
+    gen: Generation | None
+
+    @property
+    def train_steps(self) -> int | None:
+        return None if self.prompts is None else -(-self.prompts // self.prompts_per_step)
+
+    def phases(self) -> tuple[tuple[str, float, int], ...]:
+        """``(name, seconds, tokens)`` of the generation, the scoring forwards and the update, in that order."""
+        return (
+            ("generation", self.generation_s, self.generated_tokens),
+            ("scoring", self.scoring_s, self.scored_tokens),
+            ("update", self.update_s, self.update_tokens),
+        )
+
+    def phase_texts(self) -> list[str]:
+        """``generation 1.20 s (3,413 tok/s)`` for each phase the step runs (what the CLI and the TUI show)."""
+        return [f"{name} {fmt_seconds(s)} ({tokens / s:,.0f} tok/s)" for name, s, tokens in self.phases() if s > 0]
+
+    def to_json(self) -> dict[str, Any]:
+        def rate(tokens: int, s: float) -> float:
+            return tokens / s if s > 0 else 0.0
+
+        out: dict[str, Any] = {
+            "objective": self.objective,
+            "phases": {name: {"seconds": s, "tokens": tokens} for name, s, tokens in self.phases()},
+            "prompts_per_step": self.prompts_per_step,
+            "vllm_server_gpus": self.server_gpus,
+        }
+        for name, ph in out["phases"].items():
+            ph["tokens_per_second"] = rate(ph["tokens"], ph["seconds"])
+            if name == "generation" and self.gen is not None:
+                ph |= {
+                    "prefill_seconds": self.gen.prefill_s,
+                    "decode_seconds": self.gen.decode_s,
+                    "weight_sync_seconds": self.gen.sync_s,
+                    "concurrent_sequences": self.gen.concurrent,
+                }
+        if self.prompts is not None:
+            out |= {"prompts": self.prompts, "train_steps": self.train_steps}
+        return out
 
 
 class TimeTerm(NamedTuple):

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from vramplan.core.plan.units import fmt_seconds
+from vramplan.core.plan.helpers.units import fmt_seconds
 from vramplan.core.time import flops as fl
 from vramplan.core.time.assumptions import HOST_MEMORY_SRC, MFU_SOURCE
 from vramplan.core.time.comm import ALL_TO_ALL_SRC, LINK_EFFICIENCY, LINK_EFFICIENCY_SRC, RING_SRC
 from vramplan.core.time.offload import CPU_ADAM_PARAMS_PER_CORE_S, CPU_ADAM_SRC, NVME_SRC, PCIE_SRC
 
 if TYPE_CHECKING:
-    from vramplan.core.plan.plan import Plan
+    from vramplan.core.plan.schema.plan import Plan
     from vramplan.core.time.step_record import TimeTerm, Work
 
 OVERLAP_SRC = (
@@ -34,6 +34,8 @@ def _mbs(count: int) -> str:
 
 
 def time_formulas(plan: Plan, w: Work, terms: tuple[TimeTerm, ...]) -> dict[str, tuple[str, str]]:
+    # Long: the MFU-based model's formula texts, a mirror of sft_step_time; the op-level model of the time issue
+    # (38) builds each term's text where it computes the term, and this module goes.
     t, s = plan.training, plan.strategy
     tp, pp, dp = s.tensor_parallel, s.pipeline_parallel, plan.data_parallel
     m, T, tok = w.m, w.T, w.tok
@@ -44,7 +46,7 @@ def time_formulas(plan: Plan, w: Work, terms: tuple[TimeTerm, ...]) -> dict[str,
     out["step"] = (
         f"({_mbs(m)} + {pp - 1} bubble) x {_ms(w.micro_batch_seconds)} + {_ms(w.once_seconds)} once per "
         f"step (gradient reduction, optimizer) = {_ms(step)}",
-        "1F1B pipeline schedule (Narayanan et al. 2021 §2.2); what overlaps with compute: core/timing.py docstring",
+        "1F1B pipeline schedule (Narayanan et al. 2021 §2.2); what overlaps with compute: core/time/step.py docstring",
     )
     out["mfu"] = (
         f"model FLOPs {_g(tok.model)} per token x {w.T * m:,} tokens per rank / {w.share} (TP x PP) / "

@@ -16,8 +16,8 @@ import pytest
 from bench.data.published_configs import REAL
 from tests.bench.kit import KIT, gpu_estimate, gpu_kit, gpu_plans, gpu_results
 from vramplan.core.memory.peak import estimate
-from vramplan.core.plan import presets
-from vramplan.core.plan.plan import plan_from_dict
+from vramplan.core.plan.catalogue import presets
+from vramplan.core.plan.schema.plan import plan_from_dict
 
 DEFAULT = gpu_plans.resolve_all(gpu_plans.PLAN_SETS["default"]())
 TINY = gpu_plans.resolve_all(gpu_plans.PLAN_SETS["tiny"]())
@@ -140,6 +140,41 @@ def test_in_process_cli_estimate_is_the_plans_estimate(c: dict[str, Any]) -> Non
     assert (got["params_total"], got["params_trainable"]) == (est.params_total, est.params_trainable)
     assert got["fits"] == est.fits
     assert got["command"].startswith("vramplan estimate --hf-config CONFIG.json --set hardware.gpu=h200")
+
+
+NOT_INSTALLED = """
+import sys
+sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in getattr(f, "__module__", "")]
+try:
+    import vramplan
+    print("installed another way:", vramplan.__file__)
+    raise SystemExit(0)
+except ImportError:
+    pass
+sys.path.insert(0, KIT)
+import gpu_estimate
+
+print("why:", gpu_estimate.importable())
+import vramplan.core.plan
+import vramplan.measure.records
+
+print("from:", vramplan.__file__, vramplan.measure.records.__file__)
+"""
+
+
+def test_vramplan_is_imported_from_the_checkout_where_it_is_not_installed() -> None:
+    """The GPU machine gets the repository, not an installed vramplan: the kit, which measures through
+    vramplan.measure, imports it from the checkout as pyproject.toml's package-dir lays it out (entry/ is the
+    package, measure/ is vramplan.measure)."""
+    root = KIT.parents[1]
+    code = f"KIT = {str(KIT)!r}\n" + NOT_INSTALLED
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=root)
+    assert p.returncode == 0, p.stderr[-2000:]
+    if p.stdout.startswith("installed another way"):
+        pytest.skip(p.stdout.strip())
+    lines = p.stdout.splitlines()
+    assert lines[0] == "why: None"
+    assert lines[1] == f"from: {root / 'entry' / '__init__.py'} {root / 'measure' / 'records.py'}"
 
 
 def test_estimate_falls_back_to_total_minus_overhead() -> None:

@@ -4,7 +4,7 @@ any GPU time is spent. Skipped where torch, transformers or peft is not installe
 
 What it proves besides "it runs": the kit's CPU meter (the profiler's allocator total) measures what the oracle
 measures. Each case's steady peak is within the core issue's bounds of vramplan's CPU estimate (`cpu=True`, the
-model that tests/core/test_measured_accuracy.py checks against the oracle), parameters, gradients and optimizer
+model that tests/core/memory/test_measured_accuracy.py checks against the oracle), parameters, gradients and optimizer
 states within 1%, parameter counts exact, and the loop leaks nothing from step to step.
 """
 
@@ -24,7 +24,7 @@ pytest.importorskip("peft")
 from tests.bench.kit import gpu_kit, gpu_plans, gpu_results
 from tests.conftest import rel
 from vramplan.core.memory.peak import estimate
-from vramplan.core.plan.plan import plan_from_dict
+from vramplan.core.plan.schema.plan import plan_from_dict
 
 
 @pytest.fixture(scope="module")

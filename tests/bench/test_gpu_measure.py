@@ -14,7 +14,7 @@ from types import ModuleType
 import pytest
 
 from vramplan.core.memory.peak import estimate
-from vramplan.core.plan.plan import plan_from_dict
+from vramplan.core.plan.schema.plan import plan_from_dict
 
 SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "measure" / "gpu_measure.py"
 

@@ -11,7 +11,7 @@ import pytest
 from vramplan.cli.parser import run
 from vramplan.core.files.planio import resolve_plan
 from vramplan.core.memory.peak import estimate
-from vramplan.core.plan.units import GiB
+from vramplan.core.plan.helpers.units import GiB
 
 OVER = ["--model", "llama-3.1-70b", "--gpu", "a100-80gb", "--gpus", "1"]  # 70B full fine-tuning on one GPU
 HOST_OVER = ["--set", "strategy.zero_stage=2", "--set", "strategy.offload_optimizer=cpu"]

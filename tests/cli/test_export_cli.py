@@ -16,7 +16,7 @@ from vramplan.cli.parser import run
 from vramplan.core.files import safewrite as safewrite_module
 from vramplan.core.files.planio import load_plan_file
 from vramplan.core.memory.peak import estimate
-from vramplan.core.plan.plan import default_plan
+from vramplan.core.plan.schema.plan import default_plan
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -58,7 +58,7 @@ def test_gpus_text_table_within_80_columns(
 def test_gpus_names_a_broken_user_preset(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from vramplan.core.plan import presets
+    from vramplan.core.plan.catalogue import presets
 
     (tmp_path / "hardware").mkdir()
     (tmp_path / "hardware" / "bad-gpu.toml").write_text('name = "Bad"\n')

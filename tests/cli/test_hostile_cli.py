@@ -84,7 +84,7 @@ def test_fit_limit_one_is_taken(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_export_refuses_fifos_and_dangling_links(tmp_path: Path) -> None:
-    """(``/dev/null`` itself is tested through `check_target` in tests/core/test_hostile_files.py: a regression
+    """(``/dev/null`` itself is tested through `check_target` in tests/core/files/test_hostile_files.py: a regression
     run as root must not be able to replace the machine's /dev/null.)"""
     fifo = tmp_path / "pipe.toml"
     os.mkfifo(fifo)
@@ -113,7 +113,7 @@ def test_a_reader_that_stops_early_is_no_error() -> None:
 def test_a_broken_user_gpu_file_shadowing_a_builtin_is_said(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from vramplan.core.plan import presets
+    from vramplan.core.plan.catalogue import presets
 
     (tmp_path / "hardware").mkdir()
     (tmp_path / "hardware" / "a100-80gb.toml").write_text("name = 'mine'\nmemory_mib = 'lots'\n")

@@ -8,7 +8,7 @@ import pytest
 
 from tests.hostile import strict_json
 from vramplan.cli.parser import run
-from vramplan.core.plan.presets import model_config
+from vramplan.core.plan.catalogue.presets import model_config
 from vramplan.core.time import flops as fl
 from vramplan.core.time.assumptions import MATH_MFU
 

@@ -14,7 +14,7 @@ import pytest
 from bench.data.published_configs import REAL
 from tests.hostile import strict_json
 from vramplan.cli.parser import run
-from vramplan.core.plan import presets
+from vramplan.core.plan.catalogue import presets
 
 ROOT = Path(__file__).resolve().parents[2]
 

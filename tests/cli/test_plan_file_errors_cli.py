@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from vramplan.cli.parser import run
-from vramplan.core.plan.errors import MAX_LINES
+from vramplan.core.plan.helpers.errors import MAX_LINES
 
 
 def err_lines(args: list[str], capsys: pytest.CaptureFixture[str]) -> list[str]:
@@ -41,7 +41,7 @@ def test_many_bad_keys_stop_at_ten_lines(tmp_path: Path, capsys: pytest.CaptureF
 
 def test_one_problem_from_the_core_counts_the_others(tmp_path: Path) -> None:
     from vramplan.core.files.planio import load_plan
-    from vramplan.core.plan.errors import PlanError
+    from vramplan.core.plan.helpers.errors import PlanError
 
     plan = tmp_path / "p.toml"
     plan.write_text('[model]\npreset = "llama-7b"\n[training]\nseq_lenn = 4\n[strategy]\nzero_stagee = 2\n')

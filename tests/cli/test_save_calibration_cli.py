@@ -13,9 +13,9 @@ import pytest
 from vramplan.cli.calibrating import check_calibration_target, save_calibration
 from vramplan.cli.parser import run
 from vramplan.core.files.calibration import read_calibration
-from vramplan.core.plan.errors import PlanError
-from vramplan.core.plan.plan import plan_from_dict
-from vramplan.core.plan.units import GiB, MiB
+from vramplan.core.plan.helpers.errors import PlanError
+from vramplan.core.plan.helpers.units import GiB, MiB
+from vramplan.core.plan.schema.plan import plan_from_dict
 from vramplan.measure.records import MeasureReport, RankFigures
 
 PLAN = plan_from_dict({"model": {"preset": "llama-3.2-1b"}, "hardware": {"gpu": "h100-80gb", "gpus_per_node": 1}})

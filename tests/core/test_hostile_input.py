@@ -16,12 +16,12 @@ from tests.conftest import user_dir
 from tests.hostile import BIG_INT, HUGE_INT, write_config_files, write_plan_files
 from tests.waiting import HANG_S
 from vramplan.core.files.planio import load_plan_file
-from vramplan.core.plan import presets
-from vramplan.core.plan.errors import PlanError, printable, shown
-from vramplan.core.plan.gpu_match import clean_name, parse
-from vramplan.core.plan.hfconfig import read_hf_config
-from vramplan.core.plan.plan import default_plan
-from vramplan.core.plan.readfile import read_regular
+from vramplan.core.plan.architecture.hf_config import read_hf_config
+from vramplan.core.plan.catalogue import presets
+from vramplan.core.plan.catalogue.gpu_match import clean_name, parse
+from vramplan.core.plan.helpers.errors import PlanError, printable, shown
+from vramplan.core.plan.helpers.readfile import read_regular
+from vramplan.core.plan.schema.plan import default_plan
 from vramplan.machine import nvidia_smi
 
 INTERNALS = ("set_int_max_str_digits", "datetime.datetime", "instance of", "Config", "Traceback", "Error:")

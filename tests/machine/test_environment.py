@@ -11,7 +11,7 @@ import pytest
 
 from tests.machine.fake_envs import HOSTILE, SITE, make_env, metadata
 from tests.waiting import HANG_S
-from vramplan.core.plan.stack import StackConfig
+from vramplan.core.plan.stack.config import StackConfig
 from vramplan.machine import environment
 from vramplan.machine.environment import canonical_name, default_environment, read_environment
 

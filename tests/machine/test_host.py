@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from tests.waiting import returns
-from vramplan.core.plan import presets
-from vramplan.core.plan.gpu_match import DetectedGpus
+from vramplan.core.plan.catalogue import presets
+from vramplan.core.plan.catalogue.gpu_match import DetectedGpus
 from vramplan.machine import host
 
 NORMAL = b"MemTotal:       131932160 kB\nMemFree:         1234567 kB\nMemAvailable:   99999999 kB\n"

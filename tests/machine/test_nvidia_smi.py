@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from tests.waiting import HANG_S
-from vramplan.core.plan import gpu_match, presets
-from vramplan.core.plan.gpu_match import parse
-from vramplan.core.plan.units import MiB
+from vramplan.core.plan.catalogue import gpu_match, presets
+from vramplan.core.plan.catalogue.gpu_match import parse
+from vramplan.core.plan.helpers.units import MiB
 from vramplan.machine import nvidia_smi
 from vramplan.machine.nvidia_smi import detected_gpus, starting_plan
 

@@ -9,7 +9,7 @@ import sys
 
 import torch
 
-from vramplan.core.plan.plan import plan_from_dict
+from vramplan.core.plan.schema.plan import plan_from_dict
 from vramplan.measure.distributed import close_worker, gather_figures, init_worker, launch_for, rank, wrap_model
 from vramplan.measure.records import RankFigures
 

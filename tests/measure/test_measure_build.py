@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import load_truth
-from vramplan.core.plan.hfconfig import map_config
-from vramplan.core.plan.plan import plan_from_dict
+from vramplan.core.plan.architecture.hf_config import map_config
+from vramplan.core.plan.schema.plan import plan_from_dict
 from vramplan.measure.recipe import recipe
 
 torch = pytest.importorskip("torch", reason="the measure extra (torch) is not installed")

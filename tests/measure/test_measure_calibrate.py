@@ -8,9 +8,9 @@ import pytest
 
 from vramplan.core.files.calibration import apply_calibration
 from vramplan.core.memory.peak import estimate
-from vramplan.core.plan.errors import PlanError
-from vramplan.core.plan.plan import plan_from_dict
-from vramplan.core.plan.units import GiB, MiB
+from vramplan.core.plan.helpers.errors import PlanError
+from vramplan.core.plan.helpers.units import GiB, MiB
+from vramplan.core.plan.schema.plan import plan_from_dict
 from vramplan.measure.calibrate import calibration_from_report
 from vramplan.measure.records import MeasureReport, RankFigures
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from vramplan.core.plan.plan import plan_from_dict
+from vramplan.core.plan.schema.plan import plan_from_dict
 from vramplan.measure.distributed import WORKER_ENV, is_worker, launch_for, relaunch_command
 
 HERE = Path(__file__).resolve().parent

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from vramplan.core.plan.plan import plan_from_dict
+from vramplan.core.plan.schema.plan import plan_from_dict
 from vramplan.measure.limitations import ALL_ROWS, cannot_reproduce, limitations
 from vramplan.measure.recipe import recipe
 

@@ -11,7 +11,7 @@ from textual.widgets import Static
 from textual.widgets.option_list import OptionDoesNotExist
 
 from tests.waiting import HANG_S, POLL_S
-from vramplan.core.plan.units import GiB
+from vramplan.core.plan.helpers.units import GiB
 from vramplan.tui.app import VramplanApp
 from vramplan.tui.widgets.checklist_pane import ChecklistList, ChecklistPane
 from vramplan.tui.widgets.fields import PlanPane

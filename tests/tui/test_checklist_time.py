@@ -16,10 +16,10 @@ from vramplan.core.advice.advisor import advise
 from vramplan.core.advice.checklist import apply_fix, checklist
 from vramplan.core.files.export import render
 from vramplan.core.memory.peak import estimate
-from vramplan.core.plan.errors import PlanError
-from vramplan.core.plan.plan import Plan, default_plan
-from vramplan.core.plan.tomlio import loads
-from vramplan.core.plan.units import GiB, fmt_seconds
+from vramplan.core.plan.helpers.errors import PlanError
+from vramplan.core.plan.helpers.tomlio import loads
+from vramplan.core.plan.helpers.units import GiB, fmt_seconds
+from vramplan.core.plan.schema.plan import Plan, default_plan
 from vramplan.core.time.step import step_time
 from vramplan.core.time.step_record import StepTime
 from vramplan.tui.app import VramplanApp

@@ -17,8 +17,8 @@ from vramplan.core.files import safewrite
 from vramplan.core.files.export import default_file_name, export_plan, render
 from vramplan.core.files.planio import load_plan_file
 from vramplan.core.memory.peak import estimate
-from vramplan.core.plan.plan import default_plan
-from vramplan.core.plan.units import GiB
+from vramplan.core.plan.helpers.units import GiB
+from vramplan.core.plan.schema.plan import default_plan
 from vramplan.tui.app import VramplanApp
 from vramplan.tui.screens.files import ExportScreen, OpenScreen
 

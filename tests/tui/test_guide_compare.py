@@ -8,9 +8,9 @@ from tests.tui.conftest import text_of
 from vramplan.core.advice.gpuguide import gpu_guide
 from vramplan.core.advice.plandiff import plan_diff
 from vramplan.core.memory.peak import estimate
-from vramplan.core.plan import presets
-from vramplan.core.plan.plan import default_plan
-from vramplan.core.plan.units import GiB
+from vramplan.core.plan.catalogue import presets
+from vramplan.core.plan.helpers.units import GiB
+from vramplan.core.plan.schema.plan import default_plan
 from vramplan.tui.app import VramplanApp
 from vramplan.tui.command_table import palette_entries
 from vramplan.tui.screens.gpu_guide import GpuGuideScreen

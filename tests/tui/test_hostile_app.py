@@ -12,7 +12,7 @@ from textual.widgets import Input, Static
 from tests.hostile import write_config_files, write_plan_files
 from tests.tui.conftest import text_of
 from tests.waiting import HANG_S
-from vramplan.core.plan.plan import default_plan
+from vramplan.core.plan.schema.plan import default_plan
 from vramplan.tui.app import VramplanApp, open_plan
 from vramplan.tui.screens.files import ExportScreen, OpenScreen
 
@@ -143,7 +143,7 @@ async def test_export_never_offers_to_replace_a_fifo_or_a_dangling_link(tmp_path
 async def test_the_app_starts_beside_a_fifo_and_a_broken_user_gpu(tmp_path: Path, monkeypatch) -> None:
     """A FIFO in the presets directory hung every command and the app; a broken user file with a built-in GPU's
     id is said to be replaced by the built-in."""
-    from vramplan.core.plan import presets
+    from vramplan.core.plan.catalogue import presets
 
     (tmp_path / "models").mkdir()
     os.mkfifo(tmp_path / "models" / "pipe.toml")

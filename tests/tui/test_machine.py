@@ -14,9 +14,9 @@ from tests.machine.test_nvidia_smi import H100_X8, fake_smi, n_calls, printing
 from tests.tui.conftest import figure, text_of
 from tests.waiting import HANG_S, until
 from vramplan.core.memory.peak import estimate
-from vramplan.core.plan import presets
-from vramplan.core.plan.gpu_match import DetectedGpus
-from vramplan.core.plan.plan import default_plan
+from vramplan.core.plan.catalogue import presets
+from vramplan.core.plan.catalogue.gpu_match import DetectedGpus
+from vramplan.core.plan.schema.plan import default_plan
 from vramplan.machine import nvidia_smi
 from vramplan.tui.app import VramplanApp
 from vramplan.tui.widgets.choice_bar import ChoiceBar

@@ -15,8 +15,8 @@ from textual.widgets import Input, ProgressBar, Static
 from tests.waiting import until
 from vramplan.core.files.calibration import Calibration, write_calibration
 from vramplan.core.memory.peak import estimate
-from vramplan.core.plan.plan import Plan
-from vramplan.core.plan.units import GiB, MiB
+from vramplan.core.plan.helpers.units import GiB, MiB
+from vramplan.core.plan.schema.plan import Plan
 from vramplan.core.time.step import step_time
 from vramplan.measure.comparison import comparison_rows
 from vramplan.measure.records import MeasureReport, Progress, RankFigures

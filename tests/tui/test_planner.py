@@ -11,8 +11,8 @@ from tests.tui.conftest import figure, text_of
 from tests.waiting import until
 from vramplan.cli import parser as cli
 from vramplan.core.memory.peak import estimate
-from vramplan.core.plan.plan import default_plan
-from vramplan.core.plan.units import GiB
+from vramplan.core.plan.helpers.units import GiB
+from vramplan.core.plan.schema.plan import default_plan
 from vramplan.tui.app import VramplanApp
 from vramplan.tui.widgets.bars import GLYPHS_NO_COLOR, KindLegend, StackedBar
 from vramplan.tui.widgets.choice_bar import ChoiceBar

@@ -5,7 +5,7 @@ from __future__ import annotations
 from textual.widgets import Input
 
 from tests.tui.conftest import text_of
-from vramplan.core.plan.plan import default_plan
+from vramplan.core.plan.schema.plan import default_plan
 from vramplan.tui.app import VramplanApp
 from vramplan.tui.widgets.choice_bar import ChoiceBar
 
@@ -65,7 +65,7 @@ async def test_a_dpo_plan_file_shows_its_keys() -> None:
 
 
 async def test_every_rl_key_has_a_row() -> None:
-    from vramplan.core.plan.rl import RLConfig
+    from vramplan.core.plan.schema.rl import RLConfig
 
     app = VramplanApp()
     async with app.run_test(size=(80, 24)) as pilot:

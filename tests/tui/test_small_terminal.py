@@ -9,7 +9,7 @@ from textual.widgets._footer import FooterKey
 
 from tests.waiting import eventually, until
 from vramplan.core.memory.peak import estimate
-from vramplan.core.plan.plan import default_plan
+from vramplan.core.plan.schema.plan import default_plan
 from vramplan.tui.app import VramplanApp
 from vramplan.tui.command_table import COMMANDS
 from vramplan.tui.names import abbreviated, gpu_names, model_names, short_gpu, short_model

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tests.tui.conftest import advised, text_of
 from tests.waiting import until
-from vramplan.core.plan.plan import default_plan
+from vramplan.core.plan.schema.plan import default_plan
 from vramplan.tui.app import VramplanApp
 
 OVER_CAPACITY = {"strategy.zero_stage": 0, "strategy.gradient_checkpointing": "none"}

@@ -8,9 +8,9 @@ from textual.widgets import Input
 from tests.tui.conftest import figure, text_of
 from tests.waiting import until
 from vramplan.core.memory.peak import estimate
-from vramplan.core.plan.plan import default_plan
-from vramplan.core.plan.stack import FRAMEWORKS
-from vramplan.core.plan.units import GiB
+from vramplan.core.plan.helpers.units import GiB
+from vramplan.core.plan.schema.plan import default_plan
+from vramplan.core.plan.stack.config import FRAMEWORKS
 from vramplan.tui.app import VramplanApp
 from vramplan.tui.widgets.choice_bar import ChoiceBar
 from vramplan.tui.widgets.gauges import error_margin, headroom_state

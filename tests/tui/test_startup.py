@@ -96,9 +96,9 @@ def test_importing_the_app_leaves_the_collector_off_if_it_was_off() -> None:
 def test_the_first_frame_imports_no_config_reader_nor_the_plan_comparison() -> None:
     """Importing a training config (DeepSpeed, axolotl...) is an action of the open prompt: its readers and PyYAML
     (some 35 ms) load when it is used; the words comparing two plans (`core.advice.plandiff`), when one is
-    pinned or compared; the config.json reader (`core.plan.hfconfig`), when a model comes from one; the plan files'
-    reading and writing (`core.files.planio`, `planfile`, with `tomli_w` and `json`: 10M instructions), when a
-    plan file is opened or written. ``json`` loads after the first frame, for the estimate's expected error in the
+    pinned or compared; the config.json reader (`core.plan.architecture.hf_config`), when a model comes from one; the
+    plan files' reading and writing (`core.files.planio`, `planfile`, with `tomli_w` and `json`: 10M instructions), when
+    a plan file is opened or written. ``json`` loads after the first frame, for the estimate's expected error in the
     headline (`core.memory.accuracy` reads its data then: 2 ms)."""
     run(
         "import sys\n"
@@ -115,7 +115,7 @@ def test_the_first_frame_imports_no_config_reader_nor_the_plan_comparison() -> N
         "loaded = [m for m in sys.modules if m.split('.')[0] == 'yaml' or m.startswith(importers)]\n"
         "assert loaded == [importers + 'config_format'], loaded\n"
         "assert 'vramplan.core.advice.plandiff' not in sys.modules\n"
-        "assert 'vramplan.core.plan.hfconfig' not in sys.modules\n"
+        "assert 'vramplan.core.plan.architecture.hf_config' not in sys.modules\n"
         "files = ('vramplan.core.files.planio', 'vramplan.core.files.planfile', 'tomli_w')\n"
         "assert [m for m in files if m in sys.modules] == [], [m for m in files if m in sys.modules]\n"
     )
@@ -186,6 +186,6 @@ def test_the_export_and_open_dialogs_import_pyyaml_only_to_write_or_read_a_yaml_
         "            await pilot.pause()\n"
         "asyncio.run(main())\n"
         "from vramplan.core.files.export import render\n"
-        "from vramplan.core.plan.plan import default_plan\n"
+        "from vramplan.core.plan.schema.plan import default_plan\n"
         "assert 'distributed_type' in render('accelerate', default_plan()).text and 'yaml' in sys.modules\n"
     )

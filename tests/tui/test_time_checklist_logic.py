@@ -7,8 +7,8 @@ import pytest
 from vramplan.core.advice.advisor import advise
 from vramplan.core.advice.checklist import checklist
 from vramplan.core.memory.peak import estimate
-from vramplan.core.plan.plan import default_plan
-from vramplan.core.plan.units import GiB, number_text, parse_number
+from vramplan.core.plan.helpers.units import GiB, number_text, parse_number
+from vramplan.core.plan.schema.plan import default_plan
 from vramplan.core.time.step import step_time
 from vramplan.tui.effects import alternatives, brief, effects_line, toggle_effects
 from vramplan.tui.widgets.checklist_rows import advice_rows, checklist_rows

@@ -15,8 +15,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Label, Static
 
 from vramplan.core.files.calibration import Calibration, read_calibration
-from vramplan.core.plan.errors import PlanError
-from vramplan.core.plan.paths import user_path
+from vramplan.core.plan.helpers.errors import PlanError
+from vramplan.core.plan.helpers.paths import user_path
 from vramplan.tui.screens.css import tcss
 from vramplan.tui.widgets.path_input import PathSuggester
 

@@ -22,10 +22,10 @@ from vramplan.core.files.importers.apply import open_file
 from vramplan.core.files.planfile import Meta
 from vramplan.core.files.planio import PlanFile
 from vramplan.core.files.safewrite import OverwriteRefused, WriteError
-from vramplan.core.memory.estimate_record import Estimate
-from vramplan.core.plan.errors import PlanError
-from vramplan.core.plan.paths import user_path
-from vramplan.core.plan.plan import Plan
+from vramplan.core.memory.record import Estimate
+from vramplan.core.plan.helpers.errors import PlanError
+from vramplan.core.plan.helpers.paths import user_path
+from vramplan.core.plan.schema.plan import Plan
 from vramplan.tui.screens.css import tcss
 from vramplan.tui.widgets.choice_bar import ChoiceBar
 from vramplan.tui.widgets.path_input import PathSuggester

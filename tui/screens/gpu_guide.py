@@ -19,8 +19,8 @@ from textual.widgets import DataTable, Static
 
 from vramplan.core.advice.gpuguide import MAX_GPUS, SORTS, GpuRow, Guide, sort_rows
 from vramplan.core.plan.describe import method_label, model_name
-from vramplan.core.plan.plan import Plan
-from vramplan.core.plan.units import fmt_count
+from vramplan.core.plan.helpers.units import fmt_count
+from vramplan.core.plan.schema.plan import Plan
 from vramplan.tui.screens.css import tcss
 from vramplan.tui.widgets.text import show_text
 

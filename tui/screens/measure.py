@@ -20,8 +20,8 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import ProgressBar, Static
 
-from vramplan.core.plan.plan import Plan
-from vramplan.core.plan.units import fmt_bytes, fmt_seconds
+from vramplan.core.plan.helpers.units import fmt_bytes, fmt_seconds
+from vramplan.core.plan.schema.plan import Plan
 from vramplan.tui.screens.css import tcss
 
 if TYPE_CHECKING:

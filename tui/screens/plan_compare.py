@@ -14,9 +14,9 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from vramplan.core.advice.plandiff import PlanDiff, plan_diff, relative_text, signed_gib, value_text
-from vramplan.core.memory.estimate_record import ALL_KINDS, KIND_LABELS
-from vramplan.core.plan.plan import Plan
-from vramplan.core.plan.units import fmt_seconds, gib_text
+from vramplan.core.memory.kinds import ALL_KINDS, KIND_LABELS
+from vramplan.core.plan.helpers.units import fmt_seconds, gib_text
+from vramplan.core.plan.schema.plan import Plan
 from vramplan.tui.screens.css import tcss
 
 

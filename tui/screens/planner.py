@@ -20,11 +20,11 @@ from textual.widgets import Footer, Input, Static
 
 import vramplan.tui.widgets.model_pane  # noqa: F401  (the pane shown first: loaded with the app, see `pane_class`)
 from vramplan.core.files.importers.config_format import is_config_path
-from vramplan.core.memory.estimate_record import Estimate
 from vramplan.core.memory.peak import estimate
-from vramplan.core.plan.errors import PlanError
-from vramplan.core.plan.gpu_match import DetectedGpus
-from vramplan.core.plan.plan import Plan
+from vramplan.core.memory.record import Estimate
+from vramplan.core.plan.catalogue.gpu_match import DetectedGpus
+from vramplan.core.plan.helpers.errors import PlanError
+from vramplan.core.plan.schema.plan import Plan
 from vramplan.core.time.step import step_time
 from vramplan.core.time.step_record import StepTime
 from vramplan.tui.choices import error_text, next_valid

@@ -16,34 +16,21 @@ from textual.strip import Strip
 from textual.style import Style
 from textual.widget import Widget
 
-from vramplan.core.memory.estimate_record import ALL_KINDS, KIND_LABELS, KINDS
-from vramplan.core.plan.units import gib_text as gib
+from vramplan.core.memory.kinds import HOST, KIND_LABELS, KIND_SPECS, KINDS, KindSpec
+from vramplan.core.plan.helpers.units import gib_text as gib
 from vramplan.tui.widgets.text import content_size, line_strip
 
-# Glyphs per kind: solid blocks in colour; without colour (NO_COLOR) a letter per kind, which the legend repeats:
-# shades (▓ ▒ ░) drawn in one grey read alike in many fonts, a letter reads the same anywhere (and in copied text).
-GLYPHS_NO_COLOR: dict[str, str] = {
-    "parameters": "P",
-    "gradients": "G",
-    "optimizer_states": "O",
-    "activations": "A",
-    "logits": "L",
-    "gathered_parameters": "Z",
-    "autocast_cache": "C",
-    "temporaries": "T",
-    "checkpoint_buffers": "B",
-    "overhead": "X",
-    "host": "H",
-    "frozen_models": "R",
-    "vllm_engine": "V",
-    "kv_cache": "K",
-    "rollout": "Q",
-}
-SEGMENT_KINDS = (*ALL_KINDS, "host")
-# One colour per kind, shared by the bars and the legend: component classes of the widget that holds them (the
-# gauges), styled once in app.tcss. Declared on each bar and on the legend, they were styled once per widget at
-# start-up (a component class costs Textual a style pass of its own), 26 passes instead of 11.
-KIND_CLASSES: frozenset[str] = frozenset(f"kind--{k}" for k in SEGMENT_KINDS)
+SEGMENTS: tuple[KindSpec, ...] = (*KIND_SPECS, HOST)  # the kinds of GPU memory, then the host the plan offloads to
+# Glyphs per kind: solid blocks in colour; without colour (NO_COLOR) a letter per kind (`KindSpec.glyph`), which the
+# legend repeats: shades (▓ ▒ ░) drawn in one grey read alike in many fonts, a letter reads the same anywhere (and
+# in copied text).
+GLYPHS_NO_COLOR: dict[str, str] = {k.key: k.glyph for k in SEGMENTS}
+# One colour per kind (`KindSpec.colour`, a theme variable), shared by the bars and the legend: component classes of
+# the widget that holds them (the gauges), styled once by `KIND_CSS`. Declared on each bar and on the legend, they
+# were styled once per widget at start-up (a component class costs Textual a style pass of its own), 26 passes
+# instead of 11.
+KIND_CLASSES: frozenset[str] = frozenset(f"kind--{k.key}" for k in SEGMENTS)
+KIND_CSS = "\n".join(f"MemoryGauges > .kind--{k.key} {{ color: {k.colour}; }}" for k in SEGMENTS)
 
 
 def kind_style(widget: Widget, kind: str) -> Style:

@@ -20,7 +20,7 @@ from textual.widget import Widget
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from vramplan.core.memory.estimate_record import Estimate
+from vramplan.core.memory.record import Estimate
 from vramplan.tui.widgets.fields import PlanPane
 from vramplan.tui.widgets.settle import Settled
 from vramplan.tui.widgets.text import compact, show_text

@@ -14,8 +14,8 @@ from vramplan.core.advice.checklist import GROUPS, Checklist
 from vramplan.core.advice.checks.base import Item
 from vramplan.core.advice.fit_limits import layout_text, seq_len_text
 from vramplan.core.advice.moves import TIER_TEXT
-from vramplan.core.memory.estimate_record import Estimate
-from vramplan.core.plan.units import gib_text as gib
+from vramplan.core.memory.record import Estimate
+from vramplan.core.plan.helpers.units import gib_text as gib
 
 # Where the advisor's safety margin comes from (`core.advice.margin`), in a word for the pane's heading.
 MARGIN_WORDS = {"set": "as set", "expected error": "the estimate's error", "fragmentation": "fragmentation"}

@@ -17,11 +17,12 @@ from textual.reactive import Reactive, var
 from textual.widget import Widget
 from textual.widgets import Input, Label, Static
 
-from vramplan.core.memory.estimate_record import Estimate
-from vramplan.core.plan.field_values import parse_count
-from vramplan.core.plan.plan import Plan
-from vramplan.core.plan.units import number_text, parse_number
-from vramplan.tui.choices import CHOICES, Choice, blocked, plan_value, shown_value
+from vramplan.core.memory.record import Estimate
+from vramplan.core.plan.helpers.field_values import parse_count
+from vramplan.core.plan.helpers.units import number_text, parse_number
+from vramplan.core.plan.resolved import plan_value
+from vramplan.core.plan.schema.plan import Plan
+from vramplan.tui.choices import Choice, blocked, choices_of, shown_value
 from vramplan.tui.widgets.choice_bar import ChoiceBar
 from vramplan.tui.widgets.text import compact, show_text
 
@@ -363,10 +364,10 @@ def _parse_words(text: str) -> tuple[str, ...]:
 
 
 class ChoiceField(FieldRow):
-    """Every choice of a setting in a `ChoiceBar` (`tui.choices.CHOICES` unless given); flags are off/on."""
+    """Every choice of a setting in a `ChoiceBar` (`tui.choices.choices_of` unless given); flags are off/on."""
 
     def __init__(self, key: str, label: str, choices: tuple[Choice, ...] | None = None, **kw: Any) -> None:
-        self.choices = choices if choices is not None else CHOICES[key]
+        self.choices = choices if choices is not None else choices_of(key)
         super().__init__(key, label, **kw)
 
     def make_control(self) -> Widget:

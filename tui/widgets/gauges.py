@@ -13,15 +13,16 @@ from textual.content import Content
 from textual.reactive import Reactive, var
 from textual.widgets import Static
 
-from vramplan.core.memory.estimate_record import ALL_KINDS, FRAGMENTATION_RISK, KINDS, Estimate
+from vramplan.core.memory.kinds import ALL_KINDS, KINDS
+from vramplan.core.memory.record import FRAGMENTATION_RISK, Estimate
 from vramplan.core.plan.describe import gpu_name, method_label, model_name
-from vramplan.core.plan.units import fmt_count
-from vramplan.core.plan.units import gib_text as gib
+from vramplan.core.plan.helpers.units import fmt_count
+from vramplan.core.plan.helpers.units import gib_text as gib
 from vramplan.core.time.step_record import StepTime
 from vramplan.tui.names import short_gpu, short_model
 from vramplan.tui.pinned import Pinned, pinned_line
 from vramplan.tui.time_text import time_summary, time_table
-from vramplan.tui.widgets.bars import KIND_CLASSES, KindLegend, StackedBar
+from vramplan.tui.widgets.bars import KIND_CLASSES, KIND_CSS, KindLegend, StackedBar
 from vramplan.tui.widgets.settle import Settled
 from vramplan.tui.widgets.text import LineText, show_text, without_links
 
@@ -154,9 +155,11 @@ def explanation(est: Estimate, kind: str) -> Content:
 
 class MemoryGauges(VerticalScroll):
     """Shows one estimate and its step time; the planner binds `estimate` and `timing` into it. It holds the
-    colours of the kinds of memory that its bars and legend draw in (`bars.KIND_CLASSES`)."""
+    colours of the kinds of memory that its bars and legend draw in (`bars.KIND_CLASSES`, styled by
+    `bars.KIND_CSS` from each kind's theme variable)."""
 
     COMPONENT_CLASSES: ClassVar[set[str]] = set(KIND_CLASSES)
+    DEFAULT_CSS = KIND_CSS
 
     estimate: Reactive[Estimate | None] = var(None, init=False)
     timing: Reactive[StepTime | None] = var(None, init=False)

@@ -8,8 +8,8 @@ from textual.app import ComposeResult
 from textual.content import Content
 from textual.widgets import OptionList, Static
 
-from vramplan.core.memory.estimate_record import Estimate
-from vramplan.core.plan import presets
+from vramplan.core.memory.record import Estimate
+from vramplan.core.plan.catalogue import presets
 from vramplan.core.plan.describe import parallel_summary
 from vramplan.tui import detection
 from vramplan.tui.names import short_gpu

@@ -1,6 +1,7 @@
 """The Model pane's own rows: the config.json path prompt, and the structure keys beyond the sizes (biases, parallel
 residual, activation, partial RoPE, learned positions, Falcon's flags, head_dim), shown for the families whose
-config has them (`core.plan.arch.Family.options`), each showing what is in effect when the plan leaves it unset."""
+config has them (`core.plan.architecture.arch.Family.options`), each showing what is in effect when the plan leaves it
+unset."""
 
 from __future__ import annotations
 
@@ -11,11 +12,11 @@ from textual import on
 from textual.widget import Widget
 from textual.widgets import Input
 
-from vramplan.core.plan.arch import ACTIVATIONS, OPTION_KEYS
-from vramplan.core.plan.families import FAMILIES
-from vramplan.core.plan.model import ModelConfig
-from vramplan.core.plan.plan import Plan
-from vramplan.core.plan.units import number_text
+from vramplan.core.plan.architecture.arch import ACTIVATIONS, OPTION_KEYS
+from vramplan.core.plan.architecture.config import ModelConfig
+from vramplan.core.plan.architecture.families import FAMILIES
+from vramplan.core.plan.helpers.units import number_text
+from vramplan.core.plan.schema.plan import Plan
 from vramplan.tui.choices import Choice
 from vramplan.tui.widgets.fields import ChoiceField, FieldRow, NumberField
 from vramplan.tui.widgets.path_input import PathSuggester
@@ -26,7 +27,8 @@ YES_NO = (Choice(False, "no", ""), Choice(True, "yes", ""))
 
 
 def structure_value(model: ModelConfig, key: str) -> Any:
-    """The structure key in effect: the plan's value, else what the family builds (`core.plan.arch.build_arch`)."""
+    """The structure key in effect: the plan's value, else what the family builds
+    (`core.plan.architecture.arch.build_arch`)."""
     value = getattr(model, key)
     if value is not None:
         return value

@@ -14,13 +14,13 @@ from textual.binding import Binding, BindingType
 from textual.content import Content
 from textual.widgets import Input, Label, OptionList, Static
 
-from vramplan.core.memory.estimate_record import Estimate
-from vramplan.core.plan import presets
+from vramplan.core.memory.record import Estimate
+from vramplan.core.plan.architecture.config import ModelConfig
+from vramplan.core.plan.architecture.families import FAMILIES
+from vramplan.core.plan.catalogue import presets
 from vramplan.core.plan.describe import model_name, modified_keys
-from vramplan.core.plan.families import FAMILIES
-from vramplan.core.plan.memo import memoised
-from vramplan.core.plan.model import ModelConfig
-from vramplan.core.plan.units import fmt_count
+from vramplan.core.plan.helpers.memo import memoised
+from vramplan.core.plan.helpers.units import fmt_count
 from vramplan.tui.choices import Choice
 from vramplan.tui.widgets.fields import ChoiceField, FieldRow, IntField, PlanPane
 from vramplan.tui.widgets.model_fields import (
@@ -50,7 +50,7 @@ MODEL_INTS = (
 @memoised(None, group="presets")  # emptied with the presets (`presets.reload`): a user preset may change
 def preset_params(preset_id: str) -> str:
     """The preset's parameter count, as the list shows it. A built-in preset states it (``params``, equal to the
-    architecture's count: `tests/core/test_arch.py` checks every one), so the list needs no 45 architectures at
+    architecture's count: `tests/core/plan/test_arch.py` checks every one), so the list needs no 45 architectures at
     start (14M of the first frame's instructions); a user preset's is worked out from its architecture."""
     reg = presets.registry()
     if not reg.is_user("models", preset_id) and (stated := reg.models[preset_id].params) is not None:

@@ -8,7 +8,7 @@ from textual.content import Content
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
-from vramplan.core.plan import presets
+from vramplan.core.plan.catalogue import presets
 from vramplan.tui.widgets.text import compact
 
 

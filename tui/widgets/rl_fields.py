@@ -1,4 +1,4 @@
-"""The objective (SFT, DPO, GRPO, PPO) and its ``[rl]`` keys at the foot of the Training pane (`core.plan.rl`):
+"""The objective (SFT, DPO, GRPO, PPO) and its ``[rl]`` keys at the foot of the Training pane (`core.plan.schema.rl`):
 only the keys of the plan's objective show (the vLLM ones only with a vLLM engine), with the memory of each phase
 and the time of each part of the step under them. An SFT plan shows the objective alone."""
 
@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from textual.widget import Widget
 from textual.widgets import Label, Static
 
-from vramplan.core.memory.estimate_record import Estimate
-from vramplan.core.plan.rl import APPLIES, VLLM_KEYS
-from vramplan.core.plan.units import gib_text
+from vramplan.core.memory.record import Estimate
+from vramplan.core.plan.helpers.units import gib_text
+from vramplan.core.plan.schema.rl import APPLIES, VLLM_KEYS
 from vramplan.core.time.step_record import StepTime
 from vramplan.tui.choices import Choice
 from vramplan.tui.widgets.fields import ChoiceField, IntField, NumberField, TextField, field_id

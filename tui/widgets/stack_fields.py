@@ -1,20 +1,23 @@
 """The plan's ``[stack]`` in the Hardware pane: the framework (a choice: changing it re-chooses the keys the plan
-leaves to the stack, `core.plan.stack`), the line naming what the stack chose, and one text field per package
+leaves to the stack, `core.plan.stack.config`), the line naming what the stack chose, and one text field per package
 version. And the node's host memory and NVMe limits (`core.plan.node`) as the Hardware pane shows them."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 
 from textual.content import Content
 from textual.widget import Widget
 from textual.widgets import Label, Static
 
-from vramplan.core.memory.estimate_record import Estimate
+from vramplan.core.memory.record import Estimate
+from vramplan.core.plan.helpers.field_values import literal_values
+from vramplan.core.plan.helpers.units import gib_text
 from vramplan.core.plan.node import Limit
-from vramplan.core.plan.stack import PACKAGES
-from vramplan.core.plan.stack_defaults import choices_text
-from vramplan.core.plan.units import gib_text
+from vramplan.core.plan.resolved import choices_text, key_matters
+from vramplan.core.plan.schema.plan import Plan
+from vramplan.core.plan.stack.config import PACKAGES
+from vramplan.core.plan.stack.defaults import STACK_KEYS
 from vramplan.tui.widgets.fields import ChoiceField, FieldRow, NumberField, TextField
 from vramplan.tui.widgets.text import show_text
 
@@ -36,9 +39,34 @@ def stack_rows() -> Iterator[Widget]:
 
 
 def show_stack(pane: Widget, est: Estimate) -> None:
-    """The line naming the keys the stack chose for this plan (`core.plan.stack.choices_text`)."""
+    """The line naming the keys the stack chose for this plan (`core.plan.resolved.choices_text`)."""
     text = choices_text(est.plan) or f"stack {est.plan.stack.framework}: no key of this plan left to it"
     show_text(pane.query_one("#stack-chose", Static), Content(text))
+
+
+def unplaced_stack_keys(table: str, placed: Collection[str]) -> tuple[str, ...]:
+    """The stack-decided keys of ``table`` (`core.plan.stack.defaults.STACK_KEYS`) a pane does not place itself."""
+    return tuple(k for k in STACK_KEYS if k.partition(".")[0] == table and k not in placed)
+
+
+def stack_key_rows(table: str, placed: Collection[str]) -> Iterator[FieldRow]:
+    """A row for each stack-decided key of ``table`` the pane does not place itself, made from the schema: a choice
+    for a ``Literal`` or a flag (with the stack's choice first), a number otherwise; labelled by its name and
+    explained by its description. A new stack key shows in the planner with no change to it."""
+    for key in unplaced_stack_keys(table, placed):
+        name = key.partition(".")[2]
+        field = Plan.model_fields[table].annotation.model_fields[name]  # type: ignore[union-attr]
+        label, tip = name.replace("_", " ")[:17], field.description
+        if literal_values(field.annotation) or field.annotation in (bool, bool | None):
+            yield ChoiceField(key, label, tooltip=tip)
+        else:
+            yield NumberField(key, label, placeholder="the stack's", tooltip=tip)
+
+
+def show_stack_keys(pane: Widget, plan: Plan, keys: Collection[str]) -> None:
+    """Each generated stack-key row shows where the key changes the plan's estimate (`key_matters`)."""
+    for key in keys:
+        pane.query_one(f"#f-{key.replace('.', '-')}").display = key_matters(plan, key)
 
 
 def node_rows() -> Iterator[FieldRow]:

@@ -9,10 +9,11 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.widgets import Static
 
-from vramplan.core.memory.estimate_record import Estimate
+from vramplan.core.memory.record import Estimate
 from vramplan.tui.effects import DEGREE_KEYS, effects_line, toggle_effects
 from vramplan.tui.widgets.fields import ChoiceField, IntField, PlanPane
 from vramplan.tui.widgets.settle import Settled
+from vramplan.tui.widgets.stack_fields import show_stack_keys, stack_key_rows, unplaced_stack_keys
 
 BLOCKABLE = (
     "strategy.gradient_checkpointing",
@@ -29,6 +30,8 @@ BLOCKABLE = (
     "strategy.float8",
 )
 IMPL = "strategy.checkpoint_impl"
+# The stack-decided keys this pane places itself; any other stack key of [strategy] gets a row made from the schema
+PLACED_STACK_KEYS = (IMPL, "strategy.fsdp_version", "strategy.fsdp_adapter_wrap", "strategy.fsdp_grad_sync")
 EFFECT_KEYS = (*BLOCKABLE, *DEGREE_KEYS)
 
 
@@ -86,6 +89,7 @@ class StrategyPane(PlanPane):
         yield ChoiceField("strategy.activation_offload", "offload activations", effect=True)
         yield IntField("strategy.loss_chunks", "loss chunks")
         yield ChoiceField("strategy.float8", "Float8 linears", effect=True)
+        yield from stack_key_rows("strategy", PLACED_STACK_KEYS)
 
     def show_estimate(self, est: Estimate) -> None:
         self.show_blocked(est, BLOCKABLE)
@@ -99,6 +103,7 @@ class StrategyPane(PlanPane):
         self.fields["strategy.fsdp_grad_sync"].display = sharded and est.plan.training.grad_accum_steps > 1
         self.fields["strategy.expert_parallel"].display = moe
         self.fields["strategy.experts"].display = moe
+        show_stack_keys(self, est.plan, unplaced_stack_keys("strategy", PLACED_STACK_KEYS))
         self.show_effects()
 
     def _show_effects(self) -> None:

@@ -8,12 +8,13 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.widgets import Label, Static
 
-from vramplan.core.memory.estimate_record import Estimate
-from vramplan.core.plan.units import fmt_count, fmt_seconds, fmt_steps
+from vramplan.core.memory.record import Estimate
+from vramplan.core.plan.helpers.units import fmt_count, fmt_seconds, fmt_steps
 from vramplan.core.time.step import step_time
 from vramplan.core.time.step_record import StepTime
 from vramplan.tui.widgets.fields import ChoiceField, IntField, ListField, NumberField, PlanPane
 from vramplan.tui.widgets.rl_fields import rl_rows, show_rl
+from vramplan.tui.widgets.stack_fields import show_stack_keys, stack_key_rows, unplaced_stack_keys
 from vramplan.tui.widgets.text import show_text
 
 LORA_KEYS = (
@@ -24,6 +25,8 @@ LORA_KEYS = (
     "training.lora_dropout",
 )
 QUANT_KEYS = ("training.quantized_modules", "training.bnb_generation")
+# The stack-decided keys this pane places itself; any other stack key of [training] gets a row made from the schema
+PLACED_STACK_KEYS = ("training.lora_dtype", "training.lora_dropout", *QUANT_KEYS)
 
 
 class TrainingPane(PlanPane):
@@ -51,6 +54,7 @@ class TrainingPane(PlanPane):
         )
         yield ChoiceField("training.quantized_modules", "4-bit linears", tooltip="which linears a 4-bit base holds")
         yield ChoiceField("training.bnb_generation", "bitsandbytes", tooltip="<= 0.43.1 kept each 4-bit input")
+        yield from stack_key_rows("training", PLACED_STACK_KEYS)
         yield Label("time (step time, time to train)", classes="section")
         yield NumberField(
             "training.mfu",
@@ -75,7 +79,7 @@ class TrainingPane(PlanPane):
         # DPO/GRPO/PPO: TRL's batch (pairs, completions) of the [rl] lengths; training.seq_len is not used
         what, tokens = "sequences", seqs * t.seq_len
         if est.rl is not None:
-            what = "pairs" if t.objective == "dpo" else "completions"
+            what = t.objective_spec.example
             tokens = seqs * est.rl.update_sequences // t.micro_batch_size * est.rl.update_seq_len
         self.query_one("#f-training-seq_len").display = est.rl is None
         show_text(
@@ -89,6 +93,7 @@ class TrainingPane(PlanPane):
         quantized = lora and t.base_quantization != "none"
         for key in QUANT_KEYS:
             self.query_one(f"#f-{key.replace('.', '-')}").display = quantized
+        show_stack_keys(self, est.plan, unplaced_stack_keys("training", PLACED_STACK_KEYS))
         self.show_blocked(est, ("training.method", "training.objective"))
         st = step_time(est.plan)
         self._show_time(est, st)

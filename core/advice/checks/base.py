@@ -12,12 +12,12 @@ from vramplan.core.advice.frameworks import unsupported
 from vramplan.core.advice.moves import BROAD, Move, memory_moves
 from vramplan.core.advice.speedup import speed_up
 from vramplan.core.advice.whatif import Effect, WhatIf
-from vramplan.core.memory.estimate_record import FRAGMENTATION_RISK, Estimate
-from vramplan.core.plan import presets
-from vramplan.core.plan.arch import Arch
-from vramplan.core.plan.plan import Plan
-from vramplan.core.plan.preset_specs import GpuSpec
-from vramplan.core.plan.units import GiB
+from vramplan.core.memory.record import FRAGMENTATION_RISK, Estimate
+from vramplan.core.plan.architecture.arch import Arch
+from vramplan.core.plan.catalogue import presets
+from vramplan.core.plan.catalogue.specs import GpuSpec
+from vramplan.core.plan.helpers.units import GiB
+from vramplan.core.plan.schema.plan import Plan
 from vramplan.core.time.step_record import StepTime
 
 STATUSES = ("ok", "warn", "fail", "manual")

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from vramplan.core.advice.checks.base import Context, Item, pct
-from vramplan.core.plan.precision import REGIMES
-from vramplan.core.plan.units import fmt_seconds
+from vramplan.core.plan.helpers.units import fmt_seconds
+from vramplan.core.plan.schema.precision import REGIMES
 
 MoeRule = Callable[[Context], Item | None]
 

@@ -7,8 +7,8 @@ learning rate cost nothing); they are still measured, so a precision change show
 from __future__ import annotations
 
 from vramplan.core.advice.checks.base import Context, Item, Rule
-from vramplan.core.plan.precision import REGIMES
-from vramplan.core.plan.units import fmt_count
+from vramplan.core.plan.helpers.units import fmt_count
+from vramplan.core.plan.schema.precision import REGIMES
 
 LOSS_SCALING_SRC = (
     "Micikevicius et al. 2018 (Mixed Precision Training) §3.2: fp16 gradients underflow without loss scaling; "

@@ -9,8 +9,8 @@ from __future__ import annotations
 from vramplan.core.advice.checks.base import Context, Item, Rule, gib, pct
 from vramplan.core.advice.moves import TARGET_KINDS
 from vramplan.core.advice.whatif import Effect
-from vramplan.core.memory.estimate_record import FRAGMENTATION_RISK
-from vramplan.core.plan.units import fmt_count
+from vramplan.core.memory.record import FRAGMENTATION_RISK
+from vramplan.core.plan.helpers.units import fmt_count
 
 FRAGMENTATION_SRC = (
     "PyTorch's caching allocator keeps freed blocks reserved and splits them (c10/cuda/CUDACachingAllocator.cpp); "

@@ -13,9 +13,9 @@ from __future__ import annotations
 from vramplan.core.advice.checks.base import Context, Item, fastest, gib, pct
 from vramplan.core.advice.rlmoves import RL_TARGET, needed_utilization
 from vramplan.core.advice.whatif import Effect
-from vramplan.core.memory.estimate_record import FRAGMENTATION_RISK
+from vramplan.core.memory.record import FRAGMENTATION_RISK
 from vramplan.core.memory.rl.estimate import settings
-from vramplan.core.plan.units import fmt_seconds
+from vramplan.core.plan.helpers.units import fmt_seconds
 
 PHASE_SRC = (
     "core/memory/rl: generation (transformers DynamicCache, vLLM gpu_memory_utilization), scoring (TRL "

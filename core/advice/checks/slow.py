@@ -10,8 +10,8 @@ from typing import Any
 
 from vramplan.core.advice.checks.base import Context, Item, Rule, fastest, pct
 from vramplan.core.advice.whatif import Effect
-from vramplan.core.memory.estimate_record import FRAGMENTATION_RISK
-from vramplan.core.plan.units import fmt_seconds
+from vramplan.core.memory.record import FRAGMENTATION_RISK
+from vramplan.core.plan.helpers.units import fmt_seconds
 from vramplan.core.time.assumptions import HOST_MEMORY_GBS_PER_NODE
 
 WORTH = 0.95  # a fix must make the time per token at least 5% shorter
@@ -28,7 +28,7 @@ FP32_SRC = (
 )
 OFFLOAD_SRC = (
     "ZeRO-Offload (Ren et al. 2021) §4-5: gradients and parameters cross PCIe each step and the CPU runs Adam; "
-    "ZeRO-Infinity (Rajbhandari et al. 2021) for NVMe; core/timing.py models both"
+    "ZeRO-Infinity (Rajbhandari et al. 2021) for NVMe; core/time/offload.py models both"
 )
 COMM_SRC = (
     "ZeRO (Rajbhandari et al. 2020) §7: stage 3 moves 1.5x the data of data parallelism, every micro-batch; "
@@ -41,12 +41,12 @@ RECOMPUTE_SRC = (
 )
 STREAM_SRC = (
     "roofline (Williams et al. 2009): every micro-batch reads all its weights from HBM; with few tokens per "
-    "micro-batch that read, not the math, sets the time (core/timing.py weight streaming)"
+    "micro-batch that read, not the math, sets the time (core/time/step.py weight streaming)"
 )
 BUBBLE_SRC = "1F1B schedule (Narayanan et al. 2021 §2.2): the bubble is (p - 1)/m of the ideal time; keep m >= 4 x p"
 QUANT_SRC = (
     "QLoRA (Dettmers et al. 2023 §3): 4-bit weights are dequantized in the forward and again in the backward; "
-    "int8 activations are quantized when saved and dequantized in the backward (core/flops.py); 8-bit optimizers "
+    "int8 activations are quantized when saved and dequantized in the backward (core/time/flops.py); 8-bit optimizers "
     "(Dettmers et al. 2022) update 1-byte states in one fused kernel, no slower than 32-bit Adam"
 )
 EAGER_SRC = "Dao et al. 2022 (FlashAttention) §2.2, Theorem 2: eager attention reads and writes s x s matrices in HBM"

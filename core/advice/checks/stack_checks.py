@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from vramplan.core.advice.checks.base import Context, Item, gib
-from vramplan.core.plan.precision import REGIMES
+from vramplan.core.plan.schema.precision import REGIMES
 
 Rule = Callable[[Context], Item]
 

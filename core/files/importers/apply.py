@@ -15,10 +15,10 @@ from vramplan.core.files.importers.config_format import FORMATS, FRAMEWORK_OF, d
 from vramplan.core.files.importers.reading import read_data
 from vramplan.core.files.importers.record import Batch, Ignored, ImportLog, Read, shown
 from vramplan.core.files.planio import PlanFile, load_plan_file
-from vramplan.core.plan.errors import PlanError
+from vramplan.core.plan.helpers.errors import PlanError
 from vramplan.core.plan.keys import apply_overrides, parse_set, set_value
-from vramplan.core.plan.plan import Plan
-from vramplan.core.plan.precision import REGIMES, resolve_impl
+from vramplan.core.plan.schema.plan import Plan
+from vramplan.core.plan.schema.precision import REGIMES, resolve_impl
 
 READERS: dict[str, Callable[[dict[str, Any], ImportLog], None]] = {
     "deepspeed": deepspeed.read,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from vramplan.core.plan.errors import PlanError
+from vramplan.core.plan.helpers.errors import PlanError
 
 FORMATS: dict[str, str] = {
     "deepspeed": "DeepSpeed JSON",
@@ -16,7 +16,8 @@ FORMATS: dict[str, str] = {
     "trl": "TRL DPO/GRPO config",
     "verl": "verl trainer config",
 }
-# The [stack] framework that runs each format (`core.plan.stack.FRAMEWORKS`): its defaults fill the keys left unset
+# The [stack] framework that runs each format (`core.plan.stack.config.FRAMEWORKS`): its defaults fill the keys left
+# unset
 FRAMEWORK_OF: dict[str, str] = {
     "deepspeed": "deepspeed",
     "accelerate": "accelerate",

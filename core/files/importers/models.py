@@ -8,8 +8,8 @@ import re
 from pathlib import Path
 
 from vramplan.core.files.importers.record import ImportLog
-from vramplan.core.plan import presets
-from vramplan.core.plan.errors import PlanError
+from vramplan.core.plan.catalogue import presets
+from vramplan.core.plan.helpers.errors import PlanError
 
 _SUFFIXES = ("-hf", "-instruct", "-chat", "-base", "-it", "-pt")
 

@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from vramplan.core.plan.errors import PlanError
-from vramplan.core.plan.readfile import read_regular
+from vramplan.core.plan.helpers.errors import PlanError
+from vramplan.core.plan.helpers.readfile import read_regular
 
 if TYPE_CHECKING:  # PyYAML is imported when a YAML text is read (`parse_text`): 12-17 ms the Open dialog spared
     import yaml
@@ -20,7 +20,7 @@ MAX_ALIASES = 100
 
 
 def read_text(path: str | Path) -> str:
-    """The text of a regular file of at most `MAX_BYTES` (`core.plan.readfile.read_regular`: no FIFO, device or
+    """The text of a regular file of at most `MAX_BYTES` (`core.plan.helpers.readfile.read_regular`: no FIFO, device or
     directory is opened for reading, the size is bounded as it is read); anything else is a `PlanError` naming the
     file."""
     data = read_regular(path, MAX_BYTES)

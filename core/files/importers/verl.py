@@ -22,6 +22,7 @@ from typing import Any
 from vramplan.core.files.importers.config_values import count, flag, number
 from vramplan.core.files.importers.models import read_model
 from vramplan.core.files.importers.record import ImportLog, Section
+from vramplan.core.plan.schema.objectives import OBJECTIVES
 
 NOT_PLANNED = "a data, logging, scheduling or sampling setting: no memory or step-time effect planned"
 REF = re.compile(r"^\$\{([A-Za-z0-9_.]+)\}$")
@@ -84,7 +85,7 @@ def read(data: dict[str, Any], log: ImportLog) -> None:
     r.count(tr, "nnodes", "hardware.nodes")
     tr.rest(NOT_PLANNED)
     critic = r.top.sub("critic")
-    if objective == "ppo":
+    if OBJECTIVES[objective].value_model:
         critic.get("model")
         log.used("critic", None, "PPO's value model: the policy's architecture (rl.value_model unset)")
     critic.rest("the critic is planned as the policy's architecture with the actor's sharding")
@@ -193,6 +194,6 @@ def _rollout(r: Reader, ro: Section, objective: str) -> None:
     if ro.has("free_cache_engine"):
         on = bool(flag(r.value(ro, "free_cache_engine")))
         r.log.set(ro.key("free_cache_engine"), on, "rl.vllm_enable_sleep_mode", on, "the engine frees its memory")
-    if objective == "grpo":
+    if OBJECTIVES[objective].groups:
         r.count(ro, "n", "rl.num_generations", "responses per prompt")
     ro.rest(NOT_PLANNED)

@@ -38,8 +38,8 @@ from vramplan.core.memory.activations.attention import attention_saved
 from vramplan.core.memory.activations.context import ActCtx, Saved
 from vramplan.core.memory.activations.experts import moe_saved
 from vramplan.core.memory.activations.ops import linears_saved, norm_saved
-from vramplan.core.plan.arch import dense_layer_arch
-from vramplan.core.plan.memo import memoised
+from vramplan.core.plan.architecture.arch import dense_layer_arch
+from vramplan.core.plan.helpers.memo import memoised
 
 
 def _qk_norm(c: ActCtx, out: Saved) -> None:

@@ -8,15 +8,15 @@ See `core.memory.activations.block` for the model as a whole and its sources.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from vramplan.core.memory.rl.terms import head_positions
-from vramplan.core.plan.arch import Arch, lora_roles
-from vramplan.core.plan.precision import REGIMES, Regime
-from vramplan.core.plan.rl import plan_rl_settings
+from vramplan.core.memory.rl.sizes import head_positions
+from vramplan.core.plan.architecture.arch import Arch, lora_roles
+from vramplan.core.plan.resolved import plan_rl_settings
+from vramplan.core.plan.schema.precision import REGIMES, Regime
 
 if TYPE_CHECKING:
-    from vramplan.core.plan.plan import Plan
+    from vramplan.core.plan.schema.plan import Plan
 
 INT8_GROUP = 64  # int8 activation compression: one fp32 scale per 64 values
 
@@ -103,6 +103,33 @@ class ActCtx(NamedTuple):
         return self.lora_bytes
 
 
+class Layout(NamedTuple):
+    """The strategy settings the activation and phase model read (hashable: results are cached on it; a
+    NamedTuple, built per estimate, is four times faster to build than a frozen dataclass)."""
+
+    tp: int
+    sp: bool
+    dp: int
+    zero: int
+    int8: bool
+    fused_ce: bool
+    accum: bool  # more than one micro-batch per optimizer step
+    loss_chunks: int = 1  # torchtune's chunked cross-entropy (1: one [tokens, V] loss)
+    checkpoint_every: int = 1  # checkpoint blocks k, 2k, ... only
+    offload: bool = False  # torchtune's activation offloading to pinned host memory
+    opt_in_bwd: bool = False  # the optimizer step runs in backward, per parameter
+    unsynced: bool = False  # FSDP no_sync until the last micro-batch: unsharded gradients held (`States.grads_whole`)
+    loss_parallel: bool = False  # DTensor loss_parallel over vocab-sharded logits (torchtitan with TP: `loss_parallel`)
+    dtensor_tp: bool = False  # DTensor tensor parallelism (torchtitan): `gathered_head_input`
+    fused_ce_set: bool = False  # strategy.fused_cross_entropy as the plan sets it (a chunked loss replaces it)
+    stack_keys: tuple[tuple[str, Any], ...] = ()  # every stack-decided key's value (`setting`)
+
+    def setting(self, key: str) -> Any:
+        """The value of a stack-decided key (`core.plan.stack.defaults.STACK_KEYS`): a mechanism reads a new one
+        here, with no field added to this record."""
+        return dict(self.stack_keys)[key]
+
+
 @dataclass(slots=True)
 class Saved:
     """Saved bytes of a region, split by how tensor parallelism divides them."""
@@ -184,16 +211,16 @@ def plan_ctx(plan: Plan, cpu: bool = False) -> ActCtx:
 
 def _post_training_head(plan: Plan, cpu: bool) -> tuple[int, bool]:
     """A DPO/GRPO/PPO update's (`core.memory.rl.estimate.update_plan`): the rows TRL's fused log-prob head
-    projects (`core.memory.rl.terms.head_positions`: GRPO/PPO's completions, DPO's every position but the last)
+    projects (`core.memory.rl.sizes.head_positions`: GRPO/PPO's completions, DPO's every position but the last)
     and whether the batch is padded. Padded unless ``rl.padding_free``:
     DPO pads chosen and rejected to one length (DPOConfig ``padding_free = False``), GRPO/PPO pad completions that
     stop at EOS."""
     t = plan.training
-    if t.objective == "sft":
+    if not t.objective_spec.post_training:
         return 0, False
     r = plan_rl_settings(plan)
     b, s = t.micro_batch_size, t.seq_len
-    scored = b * (s - 1) if r.objective == "dpo" else b * r.completion_len  # as core.memory.rl.estimate._phases
+    scored = b * r.completion_len if r.spec.scores_completion else b * (s - 1)  # as core.memory.rl.estimate
     return head_positions(b, s, scored, cpu=cpu), not r.padding_free
 
 

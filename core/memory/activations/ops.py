@@ -67,6 +67,7 @@ def linears_saved(
       linear whose input requires grad keeps that input (in the compute dtype) until its backward, outside the
       saved tensors: ``held`` (what nothing else saves) and ``held_gc`` (all of it: checkpointing cannot drop it).
     """
+    # Long: the docstring is a third of it; the body walks one linear's rules in the order autograd meets them
     arch, T = c.arch, c.T
     autocast = c.reg.compute == "autocast"
     cached = arch.fam.model_type != "falcon"

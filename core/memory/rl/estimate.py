@@ -18,22 +18,25 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NamedTuple
 
-from vramplan.core.memory.estimate_record import Estimate, OverheadTerm, Phase
-from vramplan.core.memory.rl import terms as tm
+from vramplan.core.memory.kinds import ALL_KINDS, RL_KINDS
+from vramplan.core.memory.record import Estimate, Phase
+from vramplan.core.memory.rl import sizes as tm
 from vramplan.core.memory.rl.rl_memory import PhaseMemory, RLMemory, RLTerm
-from vramplan.core.plan import presets
-from vramplan.core.plan.arch import Arch
-from vramplan.core.plan.plan import Plan
-from vramplan.core.plan.precision import REGIMES
-from vramplan.core.plan.rl import RLSettings, plan_rl_settings
-from vramplan.core.plan.units import fmt_gib
+from vramplan.core.memory.terms import Term, headline
+from vramplan.core.plan.architecture.arch import Arch
+from vramplan.core.plan.catalogue import presets
+from vramplan.core.plan.helpers.units import fmt_gib
+from vramplan.core.plan.resolved import plan_rl_settings
+from vramplan.core.plan.schema.plan import Plan
+from vramplan.core.plan.schema.precision import REGIMES
+from vramplan.core.plan.schema.rl import RLSettings
 
 SftEstimate = Callable[..., Estimate]
 TRL_GRPO = "trl/trainer/grpo_trainer.py"
 
 
 def settings(plan: Plan) -> RLSettings:
-    """The plan's ``[rl]`` keys resolved (`core.plan.rl.rl_settings`)."""
+    """The plan's ``[rl]`` keys resolved (`core.plan.schema.rl.rl_settings`)."""
     return plan_rl_settings(plan)
 
 
@@ -45,7 +48,7 @@ def update_plan(plan: Plan, r: RLSettings) -> Plan:
     (`core.memory.activations.context.plan_ctx`)."""
     t = plan.training
     changes: dict[str, object] = {
-        "training.micro_batch_size": t.micro_batch_size * (2 if r.objective == "dpo" else 1),
+        "training.micro_batch_size": t.micro_batch_size * r.spec.sequences_per_example,
         "training.seq_len": r.seq_len,
     }
     if plan.strategy.loss_chunks == 1:
@@ -96,7 +99,7 @@ def _models(plan: Plan, r: RLSettings, est_u: Estimate, value: Estimate | None) 
         out.append(RLTerm("reference_weights", ref, f"{arch.total_params:,} x {reg.weight_bytes} B{shard}", frozen_src))
     elif r.reference == "adapter":
         out.append(RLTerm("reference_weights", 0, "0: the policy with its adapters disabled", "peft disable_adapter()"))
-    if r.objective == "ppo":
+    if r.spec.reward_model:
         r_arch = presets.model_config({"preset": r.reward_model}).arch() if r.reward_model else arch
         n = _frozen_params(r_arch, head=False)
         rew = tm.frozen_weight_bytes(n, reg.weight_bytes, tp=tp, dp=dp, sharded=sharded)
@@ -150,18 +153,16 @@ class Batch(NamedTuple):
 
 def _batch(plan: Plan, r: RLSettings) -> Batch:
     t = plan.training
-    b = t.micro_batch_size * (2 if r.objective == "dpo" else 1)
+    b = t.micro_batch_size * r.spec.sequences_per_example
     gen = t.micro_batch_size * t.grad_accum_steps if r.generates else 0  # TRL steps_per_generation = grad accum
-    old = r.uses_vllm or r.num_iterations > 1 or r.objective == "ppo"  # grpo_trainer.py training_step
-    logp = int(old) + int(r.reference != "none")
+    logp = int(r.scores_old_policy) + int(r.reference != "none")  # log-prob tensors kept for the update
     return Batch(b, gen, r.prompt_len, r.completion_len, r.seq_len, logp)
 
 
 def _scores(plan: Plan, r: RLSettings) -> bool:
     """Whether a scoring forward runs: old-policy log-probs (vLLM's importance sampling, ``num_iterations > 1``),
     reference log-probs, PPO's values and rewards."""
-    old = r.objective == "grpo" and (r.uses_vllm or r.num_iterations > 1)
-    return r.objective == "ppo" or r.reference in ("copy", "adapter") or old
+    return r.scores_old_policy or r.reference in ("copy", "adapter")
 
 
 def _phases(plan: Plan, r: RLSettings, est_u: Estimate, mo: Models, bt: Batch, cpu: bool) -> tuple[Phase, ...]:
@@ -169,7 +170,7 @@ def _phases(plan: Plan, r: RLSettings, est_u: Estimate, mo: Models, bt: Batch, c
     t, s = plan.training, plan.strategy
     arch, reg = plan.model.arch(), REGIMES[t.regime]
     tp, act = s.tensor_parallel, reg.act_bytes
-    scored = bt.b * (bt.seq - 1) if r.objective == "dpo" else bt.b * bt.completion  # DPO: prompt not split out
+    scored = bt.b * bt.completion if r.spec.scores_completion else bt.b * (bt.seq - 1)  # DPO: prompt not split out
     n_head = tm.head_positions(bt.b, bt.seq, scored, cpu=cpu)
     P, OS = est_u.largest["parameters"], est_u.largest["optimizer_states"]
     vs = mo.value_states
@@ -193,14 +194,14 @@ def _phases(plan: Plan, r: RLSettings, est_u: Estimate, mo: Models, bt: Batch, c
         else:
             live["vllm_engine"] = mo.engine
             what = "vLLM generates " + ("on the server's GPUs" if r.generation == "vllm-server" else "on this GPU")
-        phases.append(Phase("generation", what, live))
+        phases.append(Phase("generation", what, _ordered(live)))
     if _scores(plan, r):
         live = dict(resident)
         live["gathered_parameters"] = est_u.largest.get("gathered_parameters", 0)
         live["vllm_engine"] = mo.engine_resident
         live["temporaries"] = tm.forward_working_bytes(arch, bt.b, bt.seq, act, tp)
         live["logits"] = tm.fused_head_forward_bytes(arch, n_head, act, cpu=cpu) // tp
-        phases.append(Phase("scoring", f"no-grad forwards of {bt.b} sequences of {bt.seq} tokens", live))
+        phases.append(Phase("scoring", f"no-grad forwards of {bt.b} sequences of {bt.seq} tokens", _ordered(live)))
     head = (  # TRL's fused lm-head in place of the SFT loss's logits, at the loss (0) and backward's start (1)
         tm.fused_head_forward_bytes(arch, n_head, act, cpu=cpu) // tp,
         tm.fused_head_backward_bytes(arch, n_head, act, trained_head=t.method == "full", cpu=cpu) // tp,
@@ -214,13 +215,18 @@ def _phases(plan: Plan, r: RLSettings, est_u: Estimate, mo: Models, bt: Batch, c
         if p.name != "forward":
             live["gradients"] = live.get("gradients", 0) + vs.get("gradients", 0)
         live |= {"frozen_models": mo.frozen, "vllm_engine": mo.engine_resident, "rollout": rollout}
-        phases.append(Phase("update", f"update, {p.name}: {p.moment}", live))
+        phases.append(Phase("update", f"update, {p.name}: {p.moment}", _ordered(live)))
     return tuple(phases)
+
+
+def _ordered(live: dict[str, int]) -> dict[str, int]:
+    """A phase's live bytes by kind in the gauges' order (`core.memory.kinds.ALL_KINDS`)."""
+    return {k: live[k] for k in ALL_KINDS if k in live}
 
 
 def _value_estimate(plan: Plan, up: Plan, r: RLSettings, sft: SftEstimate, cpu: bool) -> Estimate | None:
     """PPO's value model trained beside the policy: the SFT estimate of its architecture on the update's batch."""
-    if r.objective != "ppo":
+    if not r.spec.value_model:
         return None
     vp = up.with_changes({"training.objective": "sft"} | ({"model.preset": r.value_model} if r.value_model else {}))
     return sft(vp, cpu=cpu)
@@ -257,10 +263,6 @@ def rl_estimate(plan: Plan, sft: SftEstimate, *, cpu: bool = False) -> Estimate:
         engine_short=mo.short,
     )
 
-    def explain() -> tuple[dict[str, tuple[str, str]], tuple[OverheadTerm, ...]]:
-        formulas, overheads = est_u.explainer()
-        return {**formulas, **_kind_formulas(memory, largest)}, overheads
-
     gpus_node = plan.hardware.gpus_per_node
     return Estimate(
         plan=plan,
@@ -275,7 +277,8 @@ def rl_estimate(plan: Plan, sft: SftEstimate, *, cpu: bool = False) -> Estimate:
         nvme_per_node=est_u.nvme_per_node,
         node=est_u.node,
         stage=est_u.stage,
-        explainer=explain,
+        headlines=(*est_u.headlines, *_kind_headlines(memory)),
+        overhead_terms=est_u.overhead_terms,
         rl=memory,
     )
 
@@ -289,8 +292,8 @@ def _batch_terms(plan: Plan, r: RLSettings, bt: Batch) -> tuple[RLTerm, ...]:
             "update_batch",
             0,
             f"{bt.b} sequences of {bt.seq} tokens per micro-batch"
-            + (" (chosen + rejected concatenated)" if r.objective == "dpo" else " (prompt + completion)"),
-            "trl/trainer/dpo_trainer.py (concatenated forward)" if r.objective == "dpo" else TRL_GRPO,
+            + (" (chosen + rejected concatenated)" if r.spec.sequences_per_example == 2 else " (prompt + completion)"),
+            "trl/trainer/dpo_trainer.py (concatenated forward)" if r.spec.sequences_per_example == 2 else TRL_GRPO,
         )
     ]
     if r.generation == "hf":
@@ -304,10 +307,7 @@ def _batch_terms(plan: Plan, r: RLSettings, bt: Batch) -> tuple[RLTerm, ...]:
     return tuple(out)
 
 
-RL_FORMULA_KINDS = ("frozen_models", "vllm_engine", "kv_cache", "rollout")
-
-
-def _kind_formulas(memory: RLMemory, largest: dict[str, int]) -> dict[str, tuple[str, str]]:
+def _kind_headlines(memory: RLMemory) -> tuple[Term, ...]:
     """The formula and source of each RL kind, from its terms."""
     terms = {t.name: t for t in memory.terms}
     pick = {
@@ -316,10 +316,9 @@ def _kind_formulas(memory: RLMemory, largest: dict[str, int]) -> dict[str, tuple
         "kv_cache": ("kv_cache",),
         "rollout": ("rollout",),
     }
-    out: dict[str, tuple[str, str]] = {}
-    for kind in RL_FORMULA_KINDS:
+    out = []
+    for kind in RL_KINDS:
         parts = [terms[n] for n in pick[kind] if n in terms]
         formula = "; ".join(f"{t.name}: {t.formula}" for t in parts) or "0"
-        source = "; ".join(dict.fromkeys(t.source for t in parts)) or "-"
-        out[kind] = (f"{formula} = {fmt_gib(largest.get(kind, 0), 2)}", source)
-    return out
+        out.append(headline(kind, "{}", formula, source="; ".join(dict.fromkeys(t.source for t in parts)) or "-"))
+    return tuple(out)

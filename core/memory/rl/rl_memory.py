@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from vramplan.core.plan.units import fmt_gib
+from vramplan.core.plan.helpers.units import fmt_gib
 
 PHASES = ("generation", "scoring", "update")
 PHASE_MEANING = {

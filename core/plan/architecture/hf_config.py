@@ -1,0 +1,302 @@
+"""A local Hugging Face ``config.json`` -> the plan's ``[model]`` keys. Offline: reads one file, never the hub.
+
+Each family names its sizes its own way (GPT-2 ``n_embd``/``n_layer``/``n_head``/``n_inner``, BLOOM ``n_embed``,
+Falcon ``multi_query``/``num_kv_heads``/``ffn_hidden_size``/``bias``, GPT-NeoX ``rotary_pct``...). A key the config
+leaves out takes the default of the family's transformers config class (read at v5.24), so the parameter count is
+what ``AutoModelForCausalLM.from_config`` builds from the same file; sizes without a sensible default are required
+and a missing one is named; keys that are not read and not known to be harmless are listed in
+``HFModel.ignored`` (shown as a note).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from vramplan.core.plan.architecture.config import upper_bound
+from vramplan.core.plan.architecture.families import FAMILIES
+from vramplan.core.plan.architecture.hf_families import NEW_MAPPERS, window_keys
+from vramplan.core.plan.architecture.hf_keys import MISSING, ConfigKeys, ignored_keys
+from vramplan.core.plan.helpers.errors import PlanError, clip, printable, shown
+from vramplan.core.plan.helpers.paths import user_path
+from vramplan.core.plan.helpers.readfile import path_problem, read_regular
+from vramplan.core.plan.helpers.tomlio import depth_problem
+
+SUPPORTED: tuple[str, ...] = tuple(FAMILIES)
+# keys whose presence (with a value > 0) marks a mixture-of-experts model
+MOE_KEYS: tuple[str, ...] = (
+    "num_local_experts",
+    "num_experts",
+    "n_routed_experts",
+    "moe_num_experts",
+    "num_experts_per_tok",
+    "moe_intermediate_size",
+)
+
+
+@dataclass(frozen=True)
+class HFModel:
+    """What a config.json says, as plan keys."""
+
+    path: Path  # the config.json read
+    name: str  # ``_name_or_path`` if the file has one, else its directory's name
+    model_type: str
+    model: dict[str, Any]  # [model] keys (HF names of the plan), without hf_config
+    ignored: tuple[str, ...] = ()  # keys of the file not modelled (neither read nor known to be harmless)
+
+
+def config_path(path: str | Path) -> Path:
+    """The config.json a path names: the file itself, or ``config.json`` inside a checkpoint directory. A
+    symlink loop or a dangling link (the path, or a directory's config.json) is said so."""
+    p = user_path(path)
+    if p.is_dir():
+        inner = p / "config.json"
+        if inner.is_symlink() or inner.exists():
+            problem = path_problem(inner)
+            if problem:
+                raise PlanError(problem, str(inner))
+            return inner
+        raise PlanError("no config.json in this directory", str(p))
+    problem = path_problem(p)
+    if problem == "no such file":
+        raise PlanError("no such file or directory (give a config.json or a checkpoint directory)", str(p))
+    if problem:
+        raise PlanError(problem, str(p))
+    return p
+
+
+def read_hf_config(path: str | Path) -> HFModel:
+    """Read and map a config.json (cached on path, size and modification time: a keystroke re-reads nothing)."""
+    p = config_path(path)
+    try:
+        st = p.stat()
+        resolved = str(p.resolve())
+    except (OSError, RuntimeError) as exc:  # RuntimeError: pathlib's symlink loop on Python < 3.13
+        raise PlanError(f"cannot read: {getattr(exc, 'strerror', None) or exc}", str(p)) from None
+    return _read(resolved, st.st_size, st.st_mtime_ns)
+
+
+@lru_cache(maxsize=64)
+def _read(path: str, size: int, mtime_ns: int) -> HFModel:
+    try:
+        text = read_regular(path).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise PlanError(f"not UTF-8 text (byte {exc.start})", path) from None
+    raw = parse_json(text, path)
+    try:
+        model, ignored = map_config_noted(raw)
+    except PlanError as exc:
+        raise exc.at(path) if exc.where else PlanError(exc.message, path) from None
+    name = raw.get("_name_or_path")
+    if not isinstance(name, str) or not name.strip():
+        name = os.path.basename(os.path.dirname(path)) or path
+    name = clip(printable(name), 120)  # shown in titles: never an escape sequence to the terminal
+    return HFModel(Path(path), name, model["model_type"], model, ignored)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def parse_json(text: str, where: str) -> dict[str, Any]:
+    """A config.json's object; `PlanError` for invalid JSON, ``NaN``/``Infinity`` (not JSON), integers of more than
+    4,300 digits, and nesting deep enough to exhaust the stack."""
+    try:
+        raw = json.loads(text, parse_constant=_no_constant)
+    except json.JSONDecodeError as exc:
+        raise PlanError(f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})", where) from None
+    except RecursionError:
+        raise PlanError("not readable: objects or arrays nested too deeply", where) from None
+    except ValueError as exc:  # NaN / Infinity, or int("9" * 5000)
+        what = "a number with more than 4,300 digits" if "digits" in str(exc) else str(exc)
+        raise PlanError(f"not valid JSON: {what}", where) from None
+    if not isinstance(raw, dict):
+        raise PlanError("not a config.json: expected a JSON object", where)
+    problem = depth_problem(raw)
+    if problem:
+        raise PlanError(problem, where)
+    return raw
+
+
+def map_config(raw: dict[str, Any]) -> dict[str, Any]:
+    """The plan's [model] keys for a parsed config.json; a `PlanError` names the offending key."""
+    return map_config_noted(raw)[0]
+
+
+def map_config_noted(raw: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """The plan's [model] keys and the config's keys ignored (neither read nor known to be harmless)."""
+    mt = raw.get("model_type")
+    if mt is not None and not isinstance(mt, str):
+        raise PlanError(f"must be a string (got {shown(mt)})", "model_type")
+    if mt is None:
+        raise PlanError(f'no "model_type" key; supported: {", ".join(SUPPORTED)}')
+    if mt not in _MAPPERS:
+        moe = [(k, raw[k]) for k in MOE_KEYS if _positive(raw.get(k))]
+        what = f" (a mixture-of-experts config: {moe[0][0]} = {moe[0][1]})" if moe else ""
+        raise PlanError(f"unsupported model_type {shown(mt)}{what}; supported: {', '.join(SUPPORTED)}", "model_type")
+    keys = ConfigKeys(raw, mt)
+    model = {"model_type": mt, **_MAPPERS[mt](keys)}
+    for key, value in model.items():  # a size beyond the plan's bounds is named here, with the file
+        limit = upper_bound(key)
+        if limit is not None and isinstance(value, int | float) and value > limit:
+            raise PlanError(f"must be at most {limit:,} (got {shown(value)})", key)
+    return model, ignored_keys(raw, keys.read)
+
+
+def _positive(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
+
+
+def _sizes(k: ConfigKeys, *, kv_default: Any) -> dict[str, Any]:
+    h = k.count("hidden_size")
+    a = k.count("num_attention_heads")
+    return {
+        "vocab_size": k.count("vocab_size"),
+        "hidden_size": h,
+        "intermediate_size": k.count("intermediate_size"),
+        "num_hidden_layers": k.count("num_hidden_layers"),
+        "num_attention_heads": a,
+        "num_key_value_heads": k.count("num_key_value_heads", default=a if kv_default == "heads" else kv_default),
+    }
+
+
+def _head_dim(k: ConfigKeys, default: int | None = None) -> dict[str, Any]:
+    d = k.count("head_dim", default=default)
+    return {} if d is None else {"head_dim": d}
+
+
+def _llama(k: ConfigKeys) -> dict[str, Any]:
+    """LlamaConfig: num_key_value_heads defaults to num_attention_heads, head_dim to h / a, no biases, untied."""
+    out = {**_sizes(k, kv_default="heads"), **_head_dim(k)}
+    out["tie_word_embeddings"] = k.flag("tie_word_embeddings", default=False)
+    out["attention_bias"] = k.flag("attention_bias", default=False)
+    out["mlp_bias"] = k.flag("mlp_bias", default=False)
+    return out
+
+
+def _mistral_like(k: ConfigKeys) -> dict[str, Any]:
+    """MistralConfig / Qwen2Config: their num_key_value_heads defaults (8, 32) are constants, so it is required."""
+    out = {**_sizes(k, kv_default=MISSING), **_head_dim(k)}
+    out["tie_word_embeddings"] = k.flag("tie_word_embeddings", default=False)
+    return out
+
+
+def _gemma(k: ConfigKeys) -> dict[str, Any]:
+    """GemmaConfig: head_dim 256 unless given, tied embeddings; ``hidden_act = "gelu"`` means the tanh
+    approximation (GemmaConfig.__post_init__ rewrites it)."""
+    out = {**_sizes(k, kv_default=MISSING), "head_dim": k.count("head_dim", default=256)}
+    out["tie_word_embeddings"] = k.flag("tie_word_embeddings", default=True)
+    out["attention_bias"] = k.flag("attention_bias", default=False)
+    act = k.act("hidden_act", "hidden_activation", default="gelu_pytorch_tanh")
+    out["hidden_act"] = "gelu_pytorch_tanh" if act == "gelu" else act
+    return out
+
+
+def _phi3(k: ConfigKeys) -> dict[str, Any]:
+    out = {**_sizes(k, kv_default="heads"), **_head_dim(k)}
+    out["tie_word_embeddings"] = k.flag("tie_word_embeddings", default=False)
+    out["partial_rotary_factor"] = k.rotary("partial_rotary_factor", default=1.0)
+    return out
+
+
+def _bloom(k: ConfigKeys) -> dict[str, Any]:
+    """BloomConfig: n_embed / n_layer / n_head, MLP 4h, tied."""
+    h = k.count("hidden_size", "n_embed")
+    a = k.count("num_attention_heads", "n_head")
+    return {
+        "vocab_size": k.count("vocab_size"),
+        "hidden_size": h,
+        "intermediate_size": 4 * h,  # type: ignore[operator]
+        "num_hidden_layers": k.count("num_hidden_layers", "n_layer"),
+        "num_attention_heads": a,
+        "num_key_value_heads": a,
+        "tie_word_embeddings": k.flag("tie_word_embeddings", default=True),
+    }
+
+
+def _gpt2(k: ConfigKeys) -> dict[str, Any]:
+    """GPT2Config: n_embd / n_layer / n_head, n_inner (None: 4h), n_positions (1024), gelu_new, tied."""
+    if k.raw.get("add_cross_attention"):
+        raise PlanError(
+            "cross-attention blocks are not modelled (a decoder-only GPT-2 has none)", "add_cross_attention"
+        )
+    h = k.count("n_embd", "hidden_size")
+    a = k.count("n_head", "num_attention_heads")
+    return {
+        "vocab_size": k.count("vocab_size"),
+        "hidden_size": h,
+        "intermediate_size": k.count("n_inner", default=None) or 4 * h,  # type: ignore[operator]
+        "num_hidden_layers": k.count("n_layer", "num_hidden_layers"),
+        "num_attention_heads": a,
+        "num_key_value_heads": a,
+        "tie_word_embeddings": k.flag("tie_word_embeddings", default=True),
+        "max_position_embeddings": k.count("n_positions", "max_position_embeddings", default=1024),
+        "hidden_act": k.act("activation_function", default="gelu_new"),
+    }
+
+
+def _gpt_neox(k: ConfigKeys) -> dict[str, Any]:
+    """GPTNeoXConfig: rotary_pct 0.25, parallel residual, biases, untied."""
+    out = _sizes(k, kv_default="heads")
+    out["num_key_value_heads"] = out["num_attention_heads"]
+    out["tie_word_embeddings"] = k.flag("tie_word_embeddings", default=False)
+    out["use_parallel_residual"] = k.flag("use_parallel_residual", default=True)
+    out["attention_bias"] = k.flag("attention_bias", default=True)
+    out["hidden_act"] = k.act("hidden_act", default="gelu")
+    out["partial_rotary_factor"] = k.rotary("rotary_pct", "partial_rotary_factor", default=0.25)
+    return out
+
+
+def _falcon(k: ConfigKeys) -> dict[str, Any]:
+    """FalconConfig: key/value heads 1 with ``multi_query`` (default), num_kv_heads with
+    ``new_decoder_architecture``, else all heads; ffn_hidden_size 4h; ``bias`` for every linear; tied."""
+    h = k.count("hidden_size", "n_embed")
+    a = k.count("num_attention_heads", "n_head")
+    new = k.flag("new_decoder_architecture", default=False)
+    kv = k.count("num_kv_heads", default=a) if new else (1 if k.flag("multi_query", default=True) else a)
+    bias = k.flag("bias", default=False)
+    out: dict[str, Any] = {
+        "vocab_size": k.count("vocab_size"),
+        "hidden_size": h,
+        "intermediate_size": k.count("ffn_hidden_size", default=None) or 4 * h,  # type: ignore[operator]
+        "num_hidden_layers": k.count("num_hidden_layers", "n_layer"),
+        "num_attention_heads": a,
+        "num_key_value_heads": kv,
+        "tie_word_embeddings": k.flag("tie_word_embeddings", default=True),
+        "attention_bias": bias,
+        "mlp_bias": bias,
+        "use_parallel_residual": k.flag("parallel_attn", default=True),
+        "alibi": k.flag("alibi", default=False),
+        "new_decoder_architecture": new,
+        "hidden_act": k.act("activation", default="gelu"),
+    }
+    n_ln = k.count("num_ln_in_parallel_attn", default=None)
+    if n_ln is not None:
+        out["num_ln_in_parallel_attn"] = n_ln
+    return out
+
+
+def _mistral(k: ConfigKeys) -> dict[str, Any]:
+    """MistralConfig: ``sliding_window`` (4096 by default, null in v0.2+) on every layer."""
+    out = _mistral_like(k)
+    return out | window_keys(k, out["num_hidden_layers"], 4096, 0)
+
+
+_MAPPERS: dict[str, Callable[[ConfigKeys], dict[str, Any]]] = {
+    "llama": _llama,
+    "mistral": _mistral,
+    "qwen2": _mistral_like,
+    "gemma": _gemma,
+    "phi3": _phi3,
+    "bloom": _bloom,
+    "gpt2": _gpt2,
+    "gpt_neox": _gpt_neox,
+    "falcon": _falcon,
+    **NEW_MAPPERS,
+}
+assert set(_MAPPERS) == set(FAMILIES)

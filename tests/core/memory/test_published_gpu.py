@@ -1,0 +1,162 @@
+"""The estimate against training steps other people measured on real GPUs and published (tests/data/published, a
+copy of ../shared/published made by bench/data/copy_published.py): what that directory's check.py does through the
+CLI, run in process (bench/data/published_rows.py builds each case's plan and estimate; bench/data/accuracy.py
+writes the estimate's expected error from the same rows). Throughput rows compare tokens/s/GPU at the default MFU;
+bound rows (a run that fit, or ran out of memory) compare the verdict.
+
+The bounds are issue 12's and 13's acceptance: memory median |error| <= 8% (7.2% over the 55 memory rows at
+2026-12-03), no run that fit predicted not to fit, throughput median |error| <= 15%. They are medians on purpose:
+several sources leave settings unstated or measure something the plan does not describe (each case's `notes`;
+docs/accuracy.md names the rows that stay off and why), so single rows are not held to a bound except where the
+mechanism is known (litgpt's 4-bit rows below).
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+import pytest
+
+from bench.data.published_rows import CASES, HERE, GiB, Row, build_rows, case_args, memory_rows, run_case
+from vramplan.core.plan.catalogue import presets
+
+
+@pytest.fixture(scope="module")
+def published_env() -> Any:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("VRAMPLAN_CONFIG_DIR", str(HERE / "user_presets"))
+        mp.setenv("VRAMPLAN_DETECT", "0")
+        presets.reload()
+        yield
+    presets.reload()
+
+
+@pytest.fixture
+def rows(published_env: None, monkeypatch: pytest.MonkeyPatch) -> dict[str, Row]:
+    # The suite's autouse fixture points VRAMPLAN_CONFIG_DIR at an empty folder before each test: point it back.
+    monkeypatch.setenv("VRAMPLAN_CONFIG_DIR", str(HERE / "user_presets"))
+    presets.reload()
+    return _rows()
+
+
+_CACHE: dict[str, Row] = {}
+
+
+def _rows() -> dict[str, Row]:
+    if not _CACHE:
+        _CACHE.update(build_rows())
+    return _CACHE
+
+
+def test_every_case_has_an_estimate_and_every_technique_is_expressible(rows: dict[str, Row]) -> None:
+    """All 61 cases resolve; every `future_sets` key (the techniques and the stack the run used) is accepted by its
+    plan, `stack.framework` and `strategy.checkpoint_impl` included."""
+    assert len(rows) == len(CASES) == 61
+    refused = {r.id: sorted(set(r.case.get("future_sets", {})) - set(r.accepted)) for r in rows.values()}
+    # The one refusal: the user preset of torchtitan's 96 GB H100 (copied unchanged) gives no fp8 TFLOP/s, so
+    # vramplan refuses Float8 on it as on any GPU without fp8 tensor cores; check.py leaves the key out the same way.
+    assert {k: v for k, v in refused.items() if v} == {"torchtitan-70b-2d-256xh100": ["strategy.float8"]}
+    assert rows["torchtitan-70b-2d-256xh100"].plan.hardware.gpu == "h100-96gb-gt"
+    assert presets.registry().gpus["h100-96gb-gt"].fp8_tflops is None
+    assert all(r.plan.hardware.gpu for r in rows.values())
+    # the user presets were used (the three GPUs the built-in presets lack)
+    assert {r.plan.hardware.gpu for r in rows.values()} >= {"h100-96gb-gt", "rtx-a6000"}
+    # every case names its stack, and the plan runs it
+    for r in rows.values():
+        assert f'"{r.plan.stack.framework}"' == r.case["future_sets"]["stack.framework"], r.id
+        if "strategy.checkpoint_impl" in r.case["future_sets"]:
+            assert f'"{r.plan.strategy.checkpoint_impl}"' == r.case["future_sets"]["strategy.checkpoint_impl"], r.id
+
+
+def test_memory_median_error_within_8_percent(rows: dict[str, Row]) -> None:
+    """7.2% over the 55 memory rows at 2026-12-03 (3.8% over the first 34; the 21 released cases, Answer.AI's and
+    PEFT's, are mostly under: docs/estimate.md, "Training stacks")."""
+    errors = {r.id: r.memory_error() for r in memory_rows(rows)}
+    assert len(errors) == 55
+    median = statistics.median(abs(e) for e in errors.values())
+    assert median <= 0.08, f"memory median |error| {median:.1%}: {errors}"
+
+
+def test_allocated_reserved_total_are_ordered(rows: dict[str, Row]) -> None:
+    for r in rows.values():
+        assert r.est.allocated <= r.est.reserved <= r.est.total, r.id
+        assert r.est.on_gpu <= r.est.total, r.id
+
+
+# Runs that ran out of memory which the estimate places just under the GPU; why each is not held (source notes):
+OOM_NOT_HELD = {
+    # litgpt's LoRA rows are 2-10% under (its loading peak and Lightning's buffers are not in the plan); 38.8 GiB
+    # of a 40 GiB A100 is within that of running out.
+    "litgpt-llama2-7b-lora-mb4-oom": 0.10,
+    # litgpt quantizes Falcon-40B while loading it: the OOM is most likely the loading peak, not the step's.
+    "litgpt-falcon40b-qlora-nf4dq-oom": 0.20,
+}
+
+
+def test_no_run_that_fit_is_predicted_not_to_fit(rows: dict[str, Row]) -> None:
+    """Every memory row measured on the GPU its source names ran there: each must be predicted to fit. The bound
+    rows are runs that ran out of memory (`over`): check.py's verdict (predicted over the bound, or not fitting)
+    holds for each except those in OOM_NOT_HELD, which must still come within their stated margin of the GPU."""
+    ran = [r for r in memory_rows(rows) if r.case.get("gpu_named_in_source", True)]
+    assert len(ran) >= 40 and [r.id for r in ran if not r.est.fits] == []
+    bound = [r for r in rows.values() if "published_bound" in r.case]
+    assert {r.case["published_bound"] for r in bound} == {"over"} and len(bound) == 3
+    for r in bound:
+        b = r.case["published_bound_gib"]
+        total_gib = r.est.total / GiB
+        agrees = total_gib > b * 0.985 or not r.est.fits
+        if r.id in OOM_NOT_HELD:
+            assert total_gib >= b * (1 - OOM_NOT_HELD[r.id]), f"{r.id}: {total_gib:.1f} GiB, ran out on {b} GiB"
+        else:
+            assert agrees, f"{r.id}: {total_gib:.1f} GiB predicted; the run ran out of memory on {b} GiB"
+
+
+def test_reentrant_checkpointing_frees_the_legacy_4bit_inputs(rows: dict[str, Row]) -> None:
+    """Answer.AI's 7B QLoRA DDP run (batch 8 x 2048 on two 24 GB RTX 3090s, bitsandbytes <= 0.43.1, reentrant
+    checkpointing) ran. bitsandbytes' legacy MatMul4Bit keeps each 4-bit linear's input in ``ctx.tensors``; under
+    non-reentrant checkpointing that input lives through the whole forward (about 24 GiB more here: 41 GiB, does
+    not fit), under reentrant checkpointing the forward runs without autograd and it is not kept (17.5 GiB)."""
+    r = rows["aai-llama2-7b-qlora-ddp-bs8"]
+    assert r.plan.strategy.checkpoint_impl == "reentrant" and r.plan.training.bnb_generation == "legacy"
+    assert r.est.fits
+    model, gpu, sets, hf = case_args(r.case)
+    kept = run_case(
+        r.case,
+        [*sets, *(f"{k}={v}" for k, v in r.case["future_sets"].items() if "checkpoint" not in k)],
+        model,
+        gpu,
+        hf,
+    )
+    assert kept.plan.strategy.checkpoint_impl == "non-reentrant"
+    assert not kept.est.fits and kept.est.total - r.est.total > 16 * GiB
+
+
+def test_throughput_median_error_within_15_percent(rows: dict[str, Row]) -> None:
+    thr = [r for r in rows.values() if "published_bound" not in r.case and r.case["figure_kind"] == "throughput"]
+    assert len(thr) == 3
+    for r in thr:
+        assert r.plan.training.mfu is None  # the default MFU, not one fitted to the run
+    errors = {r.id: r.throughput_error() for r in thr}
+    median = statistics.median(abs(e) for e in errors.values())
+    assert median <= 0.15, f"throughput median |error| {median:.1%}: {errors}"
+
+
+def test_litgpt_4bit_rows_within_10_percent_with_litgpt_settings(rows: dict[str, Row]) -> None:
+    """litgpt's 4-bit rows ran bitsandbytes 0.41.1 (each 4-bit linear keeps its input until its backward: PR #1270
+    removed that in 0.43.2) under Lightning's BitsandbytesPrecision, which quantizes every linear including lm_head,
+    with litgpt's LoRA dropout 0.05 (litgpt finetune/lora.py defaults): the cases' `future_sets` state them."""
+    cases = [c for c in CASES if c["id"].startswith("litgpt-") and "qlora" in c["id"] and c.get("published_gib")]
+    assert len(cases) == 4
+    errors = {c["id"]: rows[c["id"]].memory_error() for c in cases}
+    assert all(abs(e) <= 0.10 for e in errors.values()), errors
+    for c in cases:
+        assert rows[c["id"]].plan.training.bnb_generation == "legacy", c["id"]
+        assert rows[c["id"]].plan.training.quantized_modules == "all-linears", c["id"]
+    # with the case's arguments only (the custom stack's defaults: bitsandbytes >= 0.43.2, transformers' block
+    # linears only, no dropout) they are further under
+    default = {}
+    for c in cases:
+        model, gpu, sets, hf = case_args(c)
+        default[c["id"]] = run_case(c, sets, model, gpu, hf).memory_error()
+    assert all(default[k] < errors[k] for k in errors), (default, errors)
