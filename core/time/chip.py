@@ -36,6 +36,7 @@ class Chip(NamedTuple):
     matmul_efficiency: float
     kernel_s: float  # GPU time one kernel costs beyond its work
     generation: str
+    memory: str = "device memory"  # what the bandwidth reads: HBM3, GDDR6 (`GpuSpec.memory_label`), in formula texts
 
     @property
     def per_sm(self) -> float:
@@ -59,6 +60,7 @@ def chip(gpu: GpuSpec, dtype: str) -> Chip:
         matmul_efficiency=gpu.matmul_efficiency,
         kernel_s=gpu.kernel_overhead_us * 1e-6,
         generation=gpu.generation,
+        memory=gpu.memory_label,
     )
 
 

@@ -24,9 +24,9 @@ from vramplan.core.time.chip import Chip
 TILES = ((256, 128), (128, 256), (128, 128))
 SPLIT_K_MIN = 256  # the shallowest k slice a split-K block takes (two 128-deep main-loop stages)
 MATMUL_SRC = (
-    "roofline: max(2·m·n·k / (peak x matmul_efficiency x tile and wave efficiency), (m·k + k·n + m·n) x bytes / "
-    "usable HBM) + kernel overhead; tiles and waves: NVIDIA Matrix Multiplication Background User's Guide §3.1-3.2 "
-    "(tiles 256x128, 128x256, 128x128; waves of SM-count blocks; split-K below one wave, CUTLASS "
+    "roofline: max(2·m·n·k / (peak x matmul_efficiency x tile and wave efficiency), (m·k + k·n + m·n) x bytes / usable "
+    "memory bandwidth) + kernel overhead; tiles and waves: NVIDIA Matrix Multiplication Background User's Guide "
+    "§3.1-3.2 (tiles 256x128, 128x256, 128x128; waves of SM-count blocks; split-K below one wave, CUTLASS "
     "GemmSplitKParallel); matmul_efficiency: the GPU preset's measured best fraction of peak"
 )
 

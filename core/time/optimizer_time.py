@@ -17,9 +17,10 @@ FOREACH_TRAFFIC = 3.0  # foreach / for-loop passes against the fused kernel's on
 PASSES = 10  # the foreach step's operations, each a kernel per chunk of tensors (or per tensor in the for-loop)
 FOREACH_TENSORS_PER_KERNEL = 48  # multi_tensor_apply's tensor lists (torch/csrc: depth_to_max_tensors, 36-110)
 OPTIMIZER_STEP_SRC = (
-    "memory-bound: elements x bytes read and written per element / usable HBM; foreach and for-loop 3 x the fused "
-    "kernel's traffic (torch/optim/adam.py _multi_tensor_adam runs one pass per operation: 21 accesses per element "
-    "against the fused kernel's 7); kernels: 10 passes, per chunk of 48 tensors (foreach) or per tensor (for-loop)"
+    "memory-bound: elements x bytes read and written per element / usable memory bandwidth; foreach and for-loop 3 x "
+    "the fused kernel's traffic (torch/optim/adam.py _multi_tensor_adam runs one pass per operation: 21 accesses per "
+    "element against the fused kernel's 7); kernels: 10 passes, per chunk of 48 tensors (foreach) or per tensor (for-"
+    "loop)"
 )
 
 

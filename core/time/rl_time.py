@@ -5,7 +5,7 @@ One optimizer step (``grad_accum_steps`` micro-batches on each GPU) runs, in ord
 - **generation** (GRPO/PPO) of the step's completions, ``micro_batch_size x grad_accum_steps`` per GPU (TRL
   ``steps_per_generation`` = gradient accumulation): the prefill is one forward of the prompts (its kernels timed
   as the update's, `core.time.block_time`); each decoding step reads the engine's weights and the KV cache of the
-  sequences it runs at once, ``(weights + concurrent x KV per token x mean context) / HBM bandwidth`` (the
+  sequences it runs at once, ``(weights + concurrent x KV per token x mean context) / memory bandwidth`` (the
   roofline of decoding: Pope et al. 2022, "Efficiently Scaling Transformer Inference", §2), unless the host
   issues its kernels slower: ``model.generate`` runs the model's eager forward token by token (about 46 kernels
   a LLaMA layer, `core.time.launch`), vLLM replays a CUDA graph of its fused layer (`VLLM_LAYER_KERNELS`). vLLM runs as
@@ -48,8 +48,9 @@ VLLM_LAYER_KERNELS = 10
 VLLM_MODEL_KERNELS = 4  # the embedding, the final norm, the lm_head, the sampler
 DECODE_SRC = (
     "Pope et al. 2022 §2 (decoding reads every weight and the KV cache per token): max(GPU: (weights + KV read) / "
-    "usable HBM + kernels' overhead, host: kernels x its time per kernel); model.generate runs the model's eager "
-    "forward token by token (core/time/launch.py), vLLM replays CUDA graphs"
+    "usable memory bandwidth (HBM, or GDDR on a workstation GPU) + kernels' overhead, host: kernels x its time per "
+    "kernel); model.generate runs the model's eager forward token by token (core/time/launch.py), vLLM replays CUDA "
+    "graphs"
 )
 
 

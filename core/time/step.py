@@ -113,14 +113,14 @@ def compute_terms(plan: Plan, mb: MicroBatch, m: int, c: Chip, compress: float) 
                   "eager attention: QKᵀ and PV batched matmuls, the softmax's s x s traffic (Dao et al. 2022 §2.2)"),
         time_term("memory_ops", m * mb.elementwise.seconds, "memory",
                   "{} x {:.3g} B of norms, rotary, activations, adds, casts, embedding ({:,} kernels)"
-                  " / HBM {:.0f} GB/s",
-                  m, mb.elementwise.bytes, mb.elementwise.kernels, c.hbm / 1e9,
+                  " / {} {:.0f} GB/s",
+                  m, mb.elementwise.bytes, mb.elementwise.kernels, c.memory, c.hbm / 1e9,
                   source="core/time/block_time.py (transformers' modeling code op by op, or fused by torch.compile); "
                   + MEMORY_EFFICIENCY_SRC),
         time_term("loss", m * mb.loss.seconds, "memory",
-                  "{} x {:.3g} B over the logits ({} B per logit unfused) / HBM", m, mb.loss.bytes,
-                  LOSS_BYTES_PER_LOGIT, source="core/time/head_time.py (transformers ForCausalLMLoss; Liger's "
-                  "fused_linear_cross_entropy)"),
+                  "{} x {:.3g} B over the logits ({} B per logit unfused) / {}", m, mb.loss.bytes,
+                  LOSS_BYTES_PER_LOGIT, c.memory, source="core/time/head_time.py (transformers ForCausalLMLoss; "
+                  "Liger's fused_linear_cross_entropy)"),
     ]  # fmt: skip
     if mb.adapters.seconds:
         out.append(time_term("adapters", m * mb.adapters.seconds, "compute",
@@ -128,12 +128,12 @@ def compute_terms(plan: Plan, mb: MicroBatch, m: int, c: Chip, compress: float) 
                              m, len(lora_roles(plan.model.arch(), t.lora_targets)), L, source=MATMUL_SRC))  # fmt: skip
     if compress:
         out.append(time_term("activation_compression", m * compress, "memory",
-                             "{} x {} blocks' int8 packing and unpacking of what they save: {:.3g} B / HBM", m,
-                             mb.layers, compress / mb.layers * c.hbm, source=fl.INT8_SRC))  # fmt: skip
+                             "{} x {} blocks' int8 packing and unpacking of what they save: {:.3g} B / {}", m,
+                             mb.layers, compress / mb.layers * c.hbm, c.memory, source=fl.INT8_SRC))  # fmt: skip
     if mb.dequantization.seconds:
         out.append(time_term("dequantization", m * mb.dequantization.seconds, "memory",
                              "{} x {:.3g} B: the {} base's linears read and written as 16-bit weights for each "
-                             "matmul / HBM", m, mb.dequantization.bytes, t.base_quantization,
+                             "matmul / {}", m, mb.dequantization.bytes, t.base_quantization, c.memory,
                              source=DEQUANT_SRC))  # fmt: skip
     if mb.recompute.seconds:
         out.append(time_term("recompute", m * mb.recompute.seconds, "compute",
@@ -205,8 +205,8 @@ def _optimizer(plan: Plan, bt: Batch, c: Chip) -> TimeTerm | None:
     impl = resolve_impl(t.optimizer_impl, reg)
     w = optimizer_step(part, per, tensors, impl, c)
     return time_term("optimizer_step", w.seconds, "memory",
-                     "{:.3g} elements x {} B ({}, {}) / HBM + {:,} kernels", part, per, OPTIMIZERS[t.optimizer].name,
-                     impl, w.kernels, source=OPTIMIZER_STEP_SRC)  # fmt: skip
+                     "{:.3g} elements x {} B ({}, {}) / {} + {:,} kernels", part, per, OPTIMIZERS[t.optimizer].name,
+                     impl, c.memory, w.kernels, source=OPTIMIZER_STEP_SRC)  # fmt: skip
 
 
 def sft_step_time(plan: Plan) -> StepTime:

@@ -169,3 +169,14 @@ async def test_q_quits_where_no_text_field_has_the_focus() -> None:
         await pilot.press("q")
         await pilot.pause()
         assert not app.is_running
+
+
+async def test_the_hardware_pane_names_the_gpus_memory() -> None:
+    """Issue 40.7: the RTX A6000's 768 GB/s is GDDR6, not HBM."""
+    app = VramplanApp(plan=default_plan().with_changes({"hardware.gpu": "rtx-a6000"}))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("2")
+        pane = await app.planner.pane_widget("hardware")
+        await pilot.pause()
+        details = str(pane.query_one("#gpu-details").render())
+        assert "GDDR6 768 GB/s" in details and "HBM" not in details

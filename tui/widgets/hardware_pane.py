@@ -54,7 +54,8 @@ class HardwarePane(PlanPane):
         g = presets.gpu(hw.gpu)
         tf = f"{g.bf16_tflops:g} bf16" if g.bf16 else f"{g.fp16_tflops:g} fp16 (no bf16)"
         rest = (
-            f"  {g.memory_mib / 1024:.1f} GiB, {tf} TFLOP/s dense\nHBM {g.memory_bandwidth_gbs:g} GB/s, {g.gpu_link}\n"
+            f"  {g.memory_mib / 1024:.1f} GiB, {tf} TFLOP/s dense\n"
+            f"{g.memory_label} {g.memory_bandwidth_gbs:g} GB/s, {g.gpu_link}\n"  # GDDR6 on an RTX A6000, not HBM
             f"{hw.total_gpus} GPU{'s' if hw.total_gpus > 1 else ''}: {parallel_summary(plan)}"
         )
         reg = presets.registry()

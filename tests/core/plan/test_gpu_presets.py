@@ -65,3 +65,19 @@ def test_every_preset_names_its_memory_type_and_reports_say_it() -> None:
     assert "GDDR6 768" in row
     plain = presets.gpu("rtx-a6000").model_copy(update={"source": "a user's own figures"})
     assert (plain.memory_type, plain.memory_label) == ("", "device memory")
+
+
+def test_the_step_times_formulas_name_the_gpus_memory() -> None:
+    """Issue 40.7: the step time's memory-bound terms divide by the GPU's own memory (GDDR6 on an RTX A6000, HBM3
+    on an H100), and a GRPO plan's generation source says memory bandwidth, not HBM."""
+    from vramplan.core.plan.schema.plan import default_plan
+    from vramplan.core.time.step import step_time
+
+    for gpu, kind in (("rtx-a6000", "GDDR6"), ("h100-80gb", "HBM3")):
+        plan = default_plan().with_changes({"hardware.gpu": gpu, "training.optimizer": "adamw"})
+        terms = {t.name: t for t in step_time(plan).terms}
+        assert f"/ {kind} " in terms["memory_ops"].formula and f"/ {kind} " in terms["optimizer_step"].formula
+        assert all("HBM " not in t.formula for t in terms.values()) or kind.startswith("HBM")
+    grpo = default_plan().with_changes({"hardware.gpu": "rtx-a6000", "training.objective": "grpo"})
+    (generation,) = [t for t in step_time(grpo).terms if t.name == "generation"]
+    assert "usable memory bandwidth" in generation.source and "HBM +" not in generation.source
