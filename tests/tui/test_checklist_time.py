@@ -234,7 +234,7 @@ async def test_each_strategy_choice_shows_its_re_estimated_effect() -> None:
 
 async def test_largest_sequence_length_is_shown_and_applies() -> None:
     """Issue 16.13: beside the largest micro-batch, the largest sequence length that fits as is, with the safety
-    margin free (issue 32.1); enter takes it. Qwen2.5-7B: its preset states no trained context, so memory stops it."""
+    margin free (issue 32.1); enter takes it. Qwen2.5-7B: memory stops it before its 131,072-token context."""
     plan = default_plan().with_changes({"model.preset": "qwen2.5-7b"})
     advice = advise(plan)
     best = advice.max_seq_len

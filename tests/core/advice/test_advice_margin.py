@@ -113,10 +113,10 @@ def test_max_seq_len_keeps_the_margin_and_stops_at_the_trained_context() -> None
     assert trained_context(plan) == 2048
     advice = advise(plan)
     assert advice.max_seq_len == advice.context_len == 2048
-    unbounded = plan.with_changes({"model.preset": "qwen2.5-7b"})  # no trained context in its preset
-    assert trained_context(unbounded) is None
+    unbounded = plan.with_changes({"model.preset": "qwen2.5-7b"})  # a 131,072-token context: memory stops first
+    assert trained_context(unbounded) == 131072
     far = advise(unbounded)
-    assert far.context_len is None and far.max_seq_len > 2048
+    assert far.context_len is None and 2048 < far.max_seq_len < 131072
     at = estimate(unbounded.with_changes({"training.seq_len": far.max_seq_len}))
     past = estimate(unbounded.with_changes({"training.seq_len": far.max_seq_len + 1}))
     assert far.margin.keeps(at) and not far.margin.keeps(past)

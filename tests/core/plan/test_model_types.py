@@ -182,3 +182,18 @@ def test_each_presets_trained_context_is_its_config_jsons(name: str) -> None:
     raw = _raw(name)
     context = raw.get("max_position_embeddings", raw.get("text_config", {}).get("max_position_embeddings"))
     assert presets.model_preset(name).context == context
+
+
+def test_every_built_in_model_preset_states_its_trained_context() -> None:
+    """Issue 40.4 (user-40a's leftover): the presets without a config.json in tests/data state it from their own
+    source: BLOOM's model cards (sequence length 2048; ALiBi, no position rows), the Qwen configs'
+    max_position_embeddings."""
+    from vramplan.core.plan.catalogue import presets
+
+    reg = presets.registry()
+    missing = [m.id for m in reg.sorted_models() if not reg.is_user("models", m.id) and m.context is None]
+    assert missing == []
+    contexts = {i: presets.model_preset(i).context for i in ("bloom-560m", "bloom-7b1", "qwen1.5-72b")}
+    assert contexts == {"bloom-560m": 2048, "bloom-7b1": 2048, "qwen1.5-72b": 32768}
+    contexts = {i: presets.model_preset(i).context for i in ("qwen2.5-0.5b", "qwen2.5-7b", "qwen2.5-72b")}
+    assert contexts == {"qwen2.5-0.5b": 32768, "qwen2.5-7b": 131072, "qwen2.5-72b": 131072}
