@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from vramplan.core.memory.kinds import KIND_LABELS
+from vramplan.core.memory.kinds import kind_label
 from vramplan.core.memory.record import Estimate
 from vramplan.core.plan.catalogue import presets
 from vramplan.core.plan.catalogue.presets import Registry
@@ -13,7 +13,7 @@ from vramplan.core.plan.helpers.errors import PlanError
 from vramplan.core.plan.helpers.units import GiB, fmt_count, fmt_seconds, fmt_steps, gib_text
 from vramplan.core.plan.resolved import choices_text
 from vramplan.core.plan.schema.objectives import objective
-from vramplan.core.time.record import LABELS, StepTime
+from vramplan.core.time.record import StepTime, term_label
 
 if TYPE_CHECKING:
     from vramplan.core.advice.advisor import Advice
@@ -110,7 +110,7 @@ def estimate_table(est: Estimate, hardware_note: str = "") -> str:
     lines += ["", f"per GPU{stage}, GiB          largest   at peak"]
     live = est.live_at_peak
     for kind, comp in est.components.items():
-        lines.append(f"  {KIND_LABELS[kind]:<24}{_g(comp.bytes)}  {_g(live.get(kind, 0))}")
+        lines.append(f"  {kind_label(kind, est.plan):<24}{_g(comp.bytes)}  {_g(live.get(kind, 0))}")
     lines.append("  " + "-" * 44)
     lines.append(f"  {'peak (' + est.peak_phase + ')':<24}{'':8}  {_g(est.total)}")
     lines.append(f"  {'  torch allocated':<24}{'':8}  {_g(est.allocated)}")
@@ -227,7 +227,7 @@ def time_table(st: StepTime) -> str:
         if t.seconds <= 0:
             continue
         exposed = fmt_seconds(t.exposed) if t.exposed > 0 else "hidden"
-        lines.append(f"  {LABELS.get(t.name, t.name):<28}{fmt_seconds(t.seconds):>10}  {exposed:>10}")
+        lines.append(f"  {term_label(t.name, st.plan):<28}{fmt_seconds(t.seconds):>10}  {exposed:>10}")
     lines += rl_time_lines(st)
     steps = st.train_steps
     if st.tokens is not None and st.train_seconds is not None and st.gpu_hours is not None and steps is not None:

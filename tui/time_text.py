@@ -6,7 +6,7 @@ from __future__ import annotations
 from textual.content import Content
 
 from vramplan.core.plan.helpers.units import fmt_count, fmt_seconds
-from vramplan.core.time.record import LABELS, StepTime
+from vramplan.core.time.record import StepTime, term_label
 
 
 def rate(per_second: float) -> str:
@@ -67,7 +67,7 @@ def time_table(st: StepTime, width: int = 52) -> Content:
         if t.seconds <= 0:
             continue
         exposed = fmt_seconds(t.exposed) if t.exposed > 0 else "hidden"
-        label = LABELS.get(t.name, t.name)[:label_w]
+        label = term_label(t.name, st.plan)[:label_w]
         lines.append(Content(f"{label:<{label_w}}{fmt_seconds(t.seconds):>10}{exposed:>10}"))
     setting = "" if st.mfu_setting is None else f", matmuls at training.mfu {st.mfu_setting:g}"
     lines.append(

@@ -38,7 +38,7 @@ from vramplan.core.advice.advisor import Suggestion, suggestions
 from vramplan.core.advice.margin import safety_margin
 from vramplan.core.advice.whatif import WhatIf
 from vramplan.core.memory.accuracy import ExpectedError
-from vramplan.core.memory.kinds import ALL_KINDS, KIND_LABELS
+from vramplan.core.memory.kinds import ALL_KINDS, kind_label
 from vramplan.core.memory.peak import estimate
 from vramplan.core.memory.record import Estimate
 from vramplan.core.plan.catalogue import presets
@@ -251,9 +251,9 @@ def _why(est: Estimate, gpus: int) -> str:
     alone = [k for k in ALL_KINDS if live.get(k, 0) > cap]
     if alone:
         k = alone[0]
-        return f"{head}; {KIND_LABELS[k].lower()} alone ({gib_text(live[k])} GiB) exceed the GPU"
+        return f"{head}; {kind_label(k, est.plan).lower()} alone ({gib_text(live[k])} GiB) exceed the GPU"
     kind, most = max(live.items(), key=lambda kv: kv[1])
-    return f"{head}; largest: {KIND_LABELS.get(kind, kind).lower()} {gib_text(most)} GiB"
+    return f"{head}; largest: {kind_label(kind, est.plan).lower()} {gib_text(most)} GiB"
 
 
 def _ladder(plan: Plan) -> list[tuple[tuple[int, int], Plan]]:

@@ -9,7 +9,7 @@ from typing import Any
 
 from vramplan.core.advice.checklist import checklist
 from vramplan.core.files.planfile import utc_now, vramplan_version, without_adapter_defaults
-from vramplan.core.memory.kinds import KIND_LABELS
+from vramplan.core.memory.kinds import kind_label
 from vramplan.core.memory.record import Estimate
 from vramplan.core.plan.describe import batch_label, gpu_name, method_label, model_name, plan_title, sharding_label
 from vramplan.core.plan.helpers.units import fmt_count, gib_text
@@ -167,7 +167,7 @@ def _breakdown(est: Estimate) -> list[str]:
     ]
     for kind, c in est.components.items():
         lines.append(
-            f"| {KIND_LABELS.get(kind, kind)} | {_g(c.bytes)} | {_g(live.get(kind, 0))} | {c.bytes:,} | "
+            f"| {kind_label(kind, est.plan)} | {_g(c.bytes)} | {_g(live.get(kind, 0))} | {c.bytes:,} | "
             f"{_cell(c.formula)} | {_cell(c.source)} |"
         )
     lines.append(f"| **Peak ({est.peak_phase})** | | **{_g(est.total)}** | {est.total:,} | | |")

@@ -5,6 +5,12 @@ table, gauge, legend, advice rule and report reads a kind from here; adding a ki
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from vramplan.core.plan.resolved import fsdp_sharded
+
+if TYPE_CHECKING:
+    from vramplan.core.plan.schema.plan import Plan
 
 
 @dataclass(frozen=True)
@@ -54,6 +60,19 @@ TENSOR_KINDS: tuple[str, ...] = tuple(k for k in ALL_KINDS if k != "overhead")
 # The tensors of a supervised step (what its moments hold).
 STEP_KINDS: tuple[str, ...] = tuple(k for k in KINDS if k != "overhead")
 KIND_LABELS: dict[str, str] = {k.key: k.label for k in KIND_SPECS}
+# The labels a plan names in its framework's words: the weights a plan FSDP shards gathers (`fsdp_sharded`) are
+# FSDP's all-gather, as the estimate's header says "FSDP2 full shard (ZeRO-3)" of it (`describe.sharding_label`).
+FSDP_LABELS: dict[str, str] = {"gathered_parameters": "FSDP gathered"}
+
+
+def plan_labels(plan: Plan) -> dict[str, str]:
+    """The labels of ``plan``'s kinds that differ from `KIND_LABELS` (none for most plans)."""
+    return FSDP_LABELS if fsdp_sharded(plan) else {}
+
+
+def kind_label(kind: str, plan: Plan | None = None) -> str:
+    """What tables and gauges call ``kind``, in the words of ``plan``'s framework where it has its own."""
+    return (plan_labels(plan) if plan is not None else {}).get(kind) or KIND_LABELS.get(kind, kind)
 
 
 def kinds_freed_by(group: str) -> tuple[str, ...]:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from vramplan.core.memory.terms import Part
 from vramplan.core.plan.catalogue import presets
 from vramplan.core.plan.helpers.units import fmt_seconds
+from vramplan.core.plan.resolved import fsdp_sharded
 
 if TYPE_CHECKING:
     from vramplan.core.memory.accuracy import ExpectedError
@@ -136,6 +137,13 @@ LABELS: dict[str, str] = {
     "scoring": "Scoring forwards (RL)",
     "value_update": "Value model update",
 }
+# A plan FSDP shards (`fsdp_sharded`) gathers and scatters with FSDP, not ZeRO-3 (`core.memory.kinds.plan_labels`)
+FSDP_LABELS: dict[str, str] = {"zero3_comm": "FSDP gathers + scatter"}
+
+
+def term_label(name: str, plan: Plan) -> str:
+    """What tables call the term ``name`` of ``plan``'s step, in its framework's words."""
+    return (FSDP_LABELS.get(name) if fsdp_sharded(plan) else None) or LABELS.get(name, name)
 
 
 @dataclass(frozen=True)

@@ -180,3 +180,15 @@ async def test_the_hardware_pane_names_the_gpus_memory() -> None:
         await pilot.pause()
         details = str(pane.query_one("#gpu-details").render())
         assert "GDDR6 768 GB/s" in details and "HBM" not in details
+
+
+async def test_the_legend_says_fsdp_for_a_plan_fsdp_shards() -> None:
+    """Issue 40.7: the gauges' legend called an FSDP plan's gathered weights "ZeRO-3 gathered"."""
+    app = VramplanApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        legend = str(app.planner.query_one(KindLegend).render())
+        assert "FSDP gathered" in legend and "ZeRO-3" not in legend
+        assert app.planner.apply_changes({"training.precision": "bf16-master"})  # DeepSpeed's ZeRO-3
+        await pilot.pause()
+        assert "ZeRO-3 gathered" in str(app.planner.query_one(KindLegend).render())

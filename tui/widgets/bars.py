@@ -187,19 +187,24 @@ class KindLegend(Widget, can_focus=True):
         self._cols: tuple[int, list[tuple[str, int, int]], tuple[int, int]] | None = None  # (width, rows, columns)
         self._keys: list[tuple[object, ...]] = []  # every line's key after the last show
         self.note = ""  # a dim line under the rows where there is room (a mixture-of-experts model's experts)
+        self.labels: dict[str, str] = {}  # the plan's own labels of some kinds (`show`)
 
     @property
     def kind(self) -> str | None:
         return self.rows[self.cursor][0] if self.rows else None
 
-    def show(self, rows: list[tuple[str, int, int]], note: str = "") -> None:
-        if rows == self.rows and note == self.note:
+    def show(self, rows: list[tuple[str, int, int]], note: str = "", labels: dict[str, str] | None = None) -> None:
+        """The rows (kind, bytes at the peak, at its largest), a note under them, and the plan's own labels of
+        some kinds (`core.memory.kinds.plan_labels`: FSDP's words for an FSDP plan)."""
+        labels = labels or {}
+        if rows == self.rows and note == self.note and labels == self.labels:
             return
         # the keys the last show left (a focus, theme or size change since repainted the whole legend anyway)
         before = self._keys or self._line_keys()
         kind = self.kind
         self.rows = rows
         self.note = note
+        self.labels = labels
         kinds = [k for k, _, _ in rows]
         self.set_reactive(KindLegend.cursor, kinds.index(kind) if kind in kinds else 0)
         # same height whatever the rows: no layout pass (the costly part of a frame); only changed lines repaint
@@ -249,9 +254,10 @@ class KindLegend(Widget, can_focus=True):
     def _line_key(self, y: int, context: tuple[object, ...] | None = None) -> tuple[object, ...]:
         """What line ``y`` shows: its strip is redrawn only when this changes."""
         row = self.rows[y - 1] if 0 < y <= len(self.rows) else None
+        label = self.labels.get(row[0]) if row is not None else None
         cursor = y - 1 == self.cursor
         note = self.note if y == self._note_y() else None
-        return (y == 0, row, note, cursor, self._look() if context is None else context)
+        return (y == 0, row, label, note, cursor, self._look() if context is None else context)
 
     def _line_keys(self) -> list[tuple[object, ...]]:
         """Every line's key (the context worked out once)."""
@@ -271,7 +277,7 @@ class KindLegend(Widget, can_focus=True):
             return Content.assemble((header, self.get_visual_style("kind-legend--header")))
         kind, at_peak, largest = self.rows[y - 1]
         glyphs = GLYPHS_NO_COLOR if self.app.no_color else {}
-        label = KIND_LABELS.get(kind, kind)[:label_w]
+        label = (self.labels.get(kind) or KIND_LABELS.get(kind, kind))[:label_w]
         line = Content.assemble(
             (glyphs.get(kind, "█"), kind_style(self, kind)),
             f" {label:<{label_w}}{gib(at_peak, 2):>{num_w}}{gib(largest, 2):>{num_w}}",

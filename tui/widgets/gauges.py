@@ -14,7 +14,7 @@ from textual.reactive import Reactive, var
 from textual.widgets import Static
 
 from vramplan.core.advice.margin import FLOOR, need_bytes, safety_margin
-from vramplan.core.memory.kinds import ALL_KINDS, KINDS
+from vramplan.core.memory.kinds import ALL_KINDS, KINDS, kind_label, plan_labels
 from vramplan.core.memory.record import Estimate
 from vramplan.core.plan.describe import gpu_name, method_label, model_name
 from vramplan.core.plan.helpers.units import fmt_count
@@ -135,7 +135,7 @@ def explanation(est: Estimate, kind: str) -> Content:
     lines = [
         Content.from_markup(
             "[b]$label[/b]: $peak GiB at the peak, $most GiB at most",
-            label=c.label,
+            label=kind_label(kind, est.plan),
             peak=gib(live, 2),
             most=gib(c.bytes, 2),
         ),
@@ -239,7 +239,7 @@ class MemoryGauges(VerticalScroll, can_focus=False):
         self.query_one("#gpu-bar", StackedBar).show([(k, live.get(k, 0)) for k in ALL_KINDS], est.gpu_capacity)
         stage = "" if est.stage == "all" else f" (busiest: {est.stage} pipeline stage)"
         show_text(self.query_one("#peak-moment", Static), Content(f"peak: {est.peak.moment}{stage}"))
-        self.query_one(KindLegend).show(legend_rows(est), experts_note(est))
+        self.query_one(KindLegend).show(legend_rows(est), experts_note(est), plan_labels(est.plan))
         # after the frame that shows the new figure: the explanation and the host bar change height (a layout
         # pass over the whole screen, e.g. switching ZeRO-3), and the key's frame need not wait for them
         self.show_later()

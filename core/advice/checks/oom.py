@@ -10,6 +10,7 @@ from vramplan.core.advice.checks.base import Context, Item, Rule, gib, pct
 from vramplan.core.advice.moves import TARGET_KINDS
 from vramplan.core.advice.whatif import Effect
 from vramplan.core.memory.record import FRAGMENTATION_RISK
+from vramplan.core.plan.describe import sharding_label
 from vramplan.core.plan.helpers.units import fmt_count
 
 FRAGMENTATION_SRC = (
@@ -115,7 +116,8 @@ def _what(c: Context, target: str) -> str:
             return f"fused cross-entropy over a vocabulary of {c.arch.V:,}"
         return f"{tokens:,} tokens x a vocabulary of {c.arch.V:,} in fp32"
     if target == "optimizer_states":
-        shard = f", sharded over {p.data_parallel} ranks (ZeRO-{s.zero_stage})" if s.zero_stage >= 1 else ""
+        how = sharding_label(p)  # ZeRO-N, or FSDP's words for a plan FSDP shards
+        shard = f", sharded over {p.data_parallel} ranks: {how}" if s.zero_stage >= 1 else ""
         if s.offload_optimizer != "none":
             where = "host RAM" if s.offload_optimizer == "cpu" else "NVMe"
             held = est.cpu_per_node if s.offload_optimizer == "cpu" else est.nvme_per_node

@@ -12,6 +12,7 @@ from vramplan.core.advice.checks.base import Context, Item, Rule, fastest, pct
 from vramplan.core.advice.whatif import Effect
 from vramplan.core.memory.record import FRAGMENTATION_RISK
 from vramplan.core.plan.helpers.units import fmt_seconds
+from vramplan.core.plan.resolved import fsdp_sharded
 from vramplan.core.time.offload import HOST_MEMORY_GBS_PER_NODE
 
 WORTH = 0.95  # a fix must make the time per token at least 5% shorter
@@ -151,6 +152,8 @@ def _spans(c: Context) -> list[str]:
         what = {3: "ZeRO-3 gathers and reduce-scatters", 2: "ZeRO-2 reduce-scatters"}.get(
             s.zero_stage, "the gradient reduction"
         )
+        if s.zero_stage >= 2 and fsdp_sharded(p):  # the plan's framework's words (`describe.sharding_label`)
+            what = what.replace(f"ZeRO-{s.zero_stage}", "FSDP's")
         out.append(f"{what} cross nodes ({net})")
     return out
 
@@ -228,10 +231,11 @@ def micro_batch(c: Context) -> Item:
     n, seq = c.batch  # an RL plan's own lengths (`Context.batch`)
     launches = c.st.seconds("host_launch")
     gathers = c.st.seconds("zero3_comm")
+    gathered = "FSDP's gathers" if fsdp_sharded(c.plan) else "ZeRO-3 gathers"
     share = _share(c, launches + gathers)
     tokens = n * seq
     waits = [f"{what} {fmt_seconds(x)} ({pct(_share(c, x))})" for what, x in
-             (("the host issuing kernels", launches), ("ZeRO-3 gathers", gathers)) if x > 0]  # fmt: skip
+             (("the host issuing kernels", launches), (gathered, gathers)) if x > 0]  # fmt: skip
     waits_text = f"the step waits on {' and '.join(waits)}" if waits else "the GPU's work hides its fixed costs"
     detail = f"{_mbs(t.grad_accum_steps)} of {n} x {seq} = {tokens:,} tokens per step; for each, {waits_text}."
     fix, alts = _fix(c, _bigger_micro_batches(c))
