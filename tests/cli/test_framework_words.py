@@ -38,3 +38,15 @@ def test_a_deepspeed_plan_keeps_zero_words(capsys: pytest.CaptureFixture[str]) -
     assert term_label("zero3_comm", plan) == "ZeRO-3 gathers + scatter"
     table = out_of(["estimate", "--set", "training.precision=bf16-master"], capsys)
     assert "ZeRO-3 gathered" in table and "FSDP" not in table
+
+
+def test_an_fsdp_config_is_imported_in_fsdp_words() -> None:
+    """The import's summary line names the sharding as the file's framework does (user-40a's line said ZeRO-3)."""
+    from tests.conftest import ROOT
+    from vramplan.core.files.importers.apply import import_config
+
+    for name in ("accelerate_fsdp.yaml", "axolotl_llama2_qlora_fsdp.yml"):
+        im = import_config(ROOT / "tests" / "data" / "import" / name, default_plan())
+        assert "sharding FSDP1 full shard (ZeRO-3)" in im.summary(), im.summary()
+    ds = import_config(ROOT / "tests" / "data" / "import" / "hf_ds_config_zero2.json", default_plan())
+    assert "sharding ZeRO-2;" in ds.summary()

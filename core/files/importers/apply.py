@@ -16,6 +16,7 @@ from vramplan.core.files.importers.config_format import FORMATS, FRAMEWORK_OF, d
 from vramplan.core.files.importers.reading import read_data
 from vramplan.core.files.importers.record import Auto, Batch, Ignored, ImportLog, Read, shown
 from vramplan.core.files.planio import PlanFile, load_plan_file
+from vramplan.core.plan.describe import sharding_label
 from vramplan.core.plan.helpers.errors import PlanError
 from vramplan.core.plan.keys import apply_overrides, parse_set, set_value
 from vramplan.core.plan.schema.plan import Plan
@@ -91,7 +92,7 @@ class Imported:
     def _sharding(self) -> str:
         """``sharding ZeRO-2``, ``no sharding: DDP (assumed: ...)``, ``the plan's ZeRO-3 (the file does not say)``."""
         s = self.plan.strategy
-        what = f"sharding ZeRO-{s.zero_stage}" if s.zero_stage else "no sharding"
+        what = f"sharding {sharding_label(self.plan)}" if s.zero_stage else "no sharding"  # FSDP's words for FSDP
         read = next((r for r in self.reads if r.plan_key == "strategy.zero_stage"), None)
         if read is None:
             return f"{what}: the plan's (the file does not say)"
