@@ -50,3 +50,12 @@ def test_an_fsdp_config_is_imported_in_fsdp_words() -> None:
         assert "sharding FSDP1 full shard (ZeRO-3)" in im.summary(), im.summary()
     ds = import_config(ROOT / "tests" / "data" / "import" / "hf_ds_config_zero2.json", default_plan())
     assert "sharding ZeRO-2;" in ds.summary()
+
+
+def test_a_deepspeed_config_is_imported_in_zero_words_whatever_the_plans_regime() -> None:
+    """README task 4: a DeepSpeed JSON exported from a bf16-autocast plan is ZeRO-2 (DeepSpeed runs it), not FSDP."""
+    from tests.conftest import ROOT
+    from vramplan.core.files.importers.apply import import_config
+
+    ds = import_config(ROOT / "tests" / "data" / "import" / "seed_13b_zero3.json", default_plan())
+    assert "sharding ZeRO-3" in ds.summary() and "FSDP" not in ds.summary()

@@ -92,7 +92,10 @@ class Imported:
     def _sharding(self) -> str:
         """``sharding ZeRO-2``, ``no sharding: DDP (assumed: ...)``, ``the plan's ZeRO-3 (the file does not say)``."""
         s = self.plan.strategy
-        what = f"sharding {sharding_label(self.plan)}" if s.zero_stage else "no sharding"  # FSDP's words for FSDP
+        # in the words of the file's framework: FSDP's for a file with an FSDP section, else DeepSpeed's ZeRO-N
+        fsdp = any("fsdp" in r.key for r in self.reads)
+        how = sharding_label(self.plan) if fsdp else f"ZeRO-{s.zero_stage}"
+        what = f"sharding {how}" if s.zero_stage else "no sharding"
         read = next((r for r in self.reads if r.plan_key == "strategy.zero_stage"), None)
         if read is None:
             return f"{what}: the plan's (the file does not say)"
