@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -56,3 +57,28 @@ def test_fit_packs_only_what_fits_on_its_allocated_bytes(monkeypatch: pytest.Mon
         floor = real(p, pack=False)
         assert safety_margin(floor).keeps(floor), p
     assert len(packed) < candidates / 3  # most candidates never pay for the packing
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {},
+        {"strategy.tensor_parallel": 2},
+        {"strategy.tensor_parallel": 4, "hardware.gpu": "a100-40gb"},
+        {"strategy.tensor_parallel": 8, "strategy.pipeline_parallel": 2, "strategy.zero_stage": 1, "hardware.nodes": 2},
+        {"strategy.pipeline_parallel": 3, "strategy.zero_stage": 1, "hardware.gpus_per_node": 3},
+    ],
+)
+def test_the_gpu_counts_min_gpus_bisects_are_indexed_not_listed(changes: dict[str, Any]) -> None:
+    """`Realizable` reads a size by its index (the search reads about 20 of up to 800,000): the same sizes, in the
+    same order, as listing them (one node's worth of TP x PP groups, then whole nodes up to MAX_NODES)."""
+    from vramplan.core.advice.fit_limits import MAX_NODES, Realizable, node_size
+
+    plan = default_plan().with_changes(changes)
+    s, per_node = plan.strategy, node_size(plan)
+    unit = s.tensor_parallel * s.pipeline_parallel
+    step = per_node // math.gcd(unit, per_node)
+    listed = list(range(1, per_node // unit + 1))
+    listed += [k * step for k in range(per_node // unit // step + 1, MAX_NODES * per_node // unit // step + 1)]
+    sizes = Realizable(plan)
+    assert len(sizes) == len(listed) and list(sizes) == listed and sizes[-1] == listed[-1]
