@@ -17,6 +17,7 @@ from vramplan.core.advice.margin import FLOOR, need_bytes, safety_margin
 from vramplan.core.memory.kinds import ALL_KINDS, KINDS, kind_label, plan_labels
 from vramplan.core.memory.record import Estimate
 from vramplan.core.plan.describe import gpu_name, method_label, model_name
+from vramplan.core.plan.helpers.memo import memoised
 from vramplan.core.plan.helpers.units import fmt_count
 from vramplan.core.plan.helpers.units import gib_text as gib
 from vramplan.core.time.record import StepTime
@@ -91,12 +92,17 @@ def plan_summary(est: Estimate, width: int = SUMMARY_WIDTH) -> str:
     (`names`: both still unique among the presets): the GPU is on the Hardware pane and in the headline's
     capacity, where a cut model name (``Llama-3.1-7…`` for a 70B) is misread."""
     p = est.plan
-    t, hw = p.training, p.hardware
-    method = method_label(t, compact=True)
-    model, gpu = model_name(p.model), gpu_name(p)
+    return summary_line(model_name(p.model), method_label(p.training, compact=True), p.hardware.total_gpus,
+                        gpu_name(p), width)  # fmt: skip
+
+
+@memoised(256, group="presets")  # the same line for every key that changes none of it (a strategy key); emptied
+# with the presets (`presets.reload`: a new preset's name may change how the others are told apart)
+def summary_line(model: str, method: str, gpus: int, gpu: str, width: int) -> str:
+    """`plan_summary`'s line from its parts."""
 
     def line(model_text: str, gpu_text: str) -> str:
-        return f"{model_text} {method}, {hw.total_gpus} x {gpu_text}"
+        return f"{model_text} {method}, {gpus} x {gpu_text}"
 
     room = width - len(line("", ""))  # for the two names: the model first, the GPU what is left
     model_text = short_model(model, max(6, min(len(model), room - GPU_MIN_WIDTH)))
