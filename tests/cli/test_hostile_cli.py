@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.hostile import strict_json, write_config_files, write_plan_files
+from tests.hostile import DOTTED_KEY_FILES, strict_json, write_config_files, write_plan_files
 from vramplan.__main__ import mistyped_command
 from vramplan.cli.parser import run
 
@@ -155,3 +155,36 @@ def test_a_mistyped_command_is_one_line_not_the_planner(tmp_path: Path, monkeypa
     (tmp_path / "estmate").write_text("")
     for arg in ("estmate", "plans/estimate", "estmate.toml", "test", "myplan", "fix"):
         assert mistyped_command(arg) == "", arg
+
+
+def test_a_long_dotted_key_is_one_line_in_every_command_that_reads_toml(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 39: a plan file of one dotted key of 100,000 parts (200 KB) took 8-45 s to be refused (estimate, check,
+    fit and export are in the test of every broken plan file above); bench/bench_hostile.py times each command."""
+    from vramplan.core.plan.catalogue import presets
+
+    dotted = tmp_path / "dotted_table.toml"
+    dotted.write_text(DOTTED_KEY_FILES["dotted_table.toml"])
+    good = tmp_path / "good.toml"
+    good.write_text('[model]\npreset = "llama-7b"\n')
+    for argv in (
+        ["gpus", str(dotted)],
+        ["diff", str(good), str(dotted)],
+        ["diff", str(dotted), str(good)],
+        ["estimate", "--calibration", str(dotted)],
+        ["measure", str(dotted), "--device", "cpu"],
+    ):
+        assert run(argv) == 2, argv
+        captured = capsys.readouterr()
+        line = one_error_line(captured.err)
+        assert "dotted_table.toml" in line and "a dotted key of more than 16 parts" in line, (argv, line)
+        assert captured.out == ""
+    (tmp_path / "cfg" / "models").mkdir(parents=True)
+    (tmp_path / "cfg" / "models" / "dotted.toml").write_text(DOTTED_KEY_FILES["dotted_table.toml"])
+    monkeypatch.setenv("VRAMPLAN_CONFIG_DIR", str(tmp_path / "cfg"))
+    presets.reload()
+    for command in ("presets", "estimate"):
+        assert run([command]) in (0, 1)
+        err = capsys.readouterr().err
+        assert "skipped user preset:" in err and "dotted.toml: a dotted key of more than 16 parts" in err, err

@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import user_dir
-from tests.hostile import BIG_INT, HUGE_INT, write_config_files, write_plan_files
+from tests.hostile import BIG_INT, DOTTED, DOTTED_KEY_FILES, HUGE_INT, write_config_files, write_plan_files
 from vramplan.core.files.planio import load_plan_file
 from vramplan.core.plan.architecture.hf_config import read_hf_config
 from vramplan.core.plan.catalogue import presets
 from vramplan.core.plan.catalogue.gpu_match import clean_name, parse
+from vramplan.core.plan.helpers import tomlio
 from vramplan.core.plan.helpers.errors import PlanError, printable, shown
 from vramplan.core.plan.helpers.readfile import read_regular
 from vramplan.core.plan.schema.plan import default_plan
@@ -75,12 +76,57 @@ def test_each_broken_plan_file_is_one_line_naming_it(tmp_path: Path) -> None:
         ("datetime_title.toml", "meta.title: must be a string (got 1979-05-27T07:32:00+00:00)"),
         ("fifo.toml", "named pipe"),
         ("folder.toml", "is a directory"),
+        *((name, "a dotted key of more than 16 parts") for name in DOTTED_KEY_FILES),
     ],
 )
 def test_what_each_plan_file_error_says(tmp_path: Path, name: str, expected: str) -> None:
     path = write_plan_files(tmp_path)[name]
     with deadline(), pytest.raises(PlanError, match=re.escape(expected)):
         load_plan_file(path)
+
+
+def test_a_long_dotted_key_is_refused_before_tomllib_parses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 39: the bound is checked before the parse (whose time grows with the square of a key's parts), so
+    tomllib never sees the key; its timing is bench/bench_hostile.py's (not a deadline here)."""
+
+    def never(text: str) -> dict[str, object]:
+        raise AssertionError("tomllib parsed a key of 100,000 parts")
+
+    monkeypatch.setattr(tomlio.tomllib, "loads", never)
+    for name, text in DOTTED_KEY_FILES.items():
+        path = tmp_path / name
+        path.write_text(text)
+        with pytest.raises(PlanError, match="a dotted key of more than 16 parts") as info:
+            load_plan_file(path)
+        assert_one_clean_line(info.value, name)
+    for text in (
+        "[" + ".".join("a" * 17) + "]",
+        " . ".join(['"a"'] * 17) + " = 1",
+        "x = {" + ".".join("a" * 17) + "=1}",
+    ):
+        with pytest.raises(PlanError, match="dotted key"):
+            tomlio.loads(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f'[model]\npreset = "llama-7b"\n[meta]\nnote = "{DOTTED}"\n',  # dots in a string count nothing
+        "[model]\npreset = 'llama-7b'\n[meta]\nnote = '''\n" + DOTTED + "'''\n",
+        f'[model]\npreset = "llama-7b"\n# {DOTTED}\n',
+        '[model]\npreset = "llama-7b"\n[training]\nlearning_rate = 1.5e-5\n[' + ".".join("abcdefghijklmno") + "]\n",
+    ],
+)
+def test_dots_in_strings_comments_and_numbers_are_no_key(text: str) -> None:
+    data = tomlio.loads(text)
+    assert data["model"] == {"preset": "llama-7b"}
+
+
+def test_a_byte_order_mark_is_read_past(tmp_path: Path) -> None:
+    """Issue 39: a UTF-8 BOM (Windows editors write one) was "Invalid statement (at line 1, column 1)"."""
+    path = tmp_path / "bom.toml"
+    path.write_bytes(b'\xef\xbb\xbf[model]\npreset = "llama-7b"\n')
+    assert load_plan_file(path).plan == default_plan()
 
 
 @pytest.mark.parametrize(

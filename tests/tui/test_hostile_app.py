@@ -9,7 +9,7 @@ from pathlib import Path
 
 from textual.widgets import Input, Static
 
-from tests.hostile import write_config_files, write_plan_files
+from tests.hostile import DOTTED_KEY_FILES, write_config_files, write_plan_files
 from tests.tui.conftest import text_of
 from vramplan.core.plan.schema.plan import default_plan
 from vramplan.tui.app import VramplanApp, open_plan
@@ -156,3 +156,24 @@ async def test_the_app_starts_beside_a_fifo_and_a_broken_user_gpu(tmp_path: Path
         notice = text_of(app, "#notice")
         assert "pipe.toml: is a named pipe" in notice
         assert "a100-80gb.toml" in notice and "(the built-in a100-80gb is used)" in notice
+
+
+async def test_ctrl_o_refuses_a_long_dotted_key(tmp_path: Path) -> None:
+    """Issue 39: a plan file of one dotted key of 100,000 parts froze the open dialog for ~20 s (tomllib's time grows
+    with the square of a key's parts); the bound is checked before the parse (timed in bench/bench_hostile.py)."""
+    app = VramplanApp(plan=default_plan())
+    async with app.run_test() as pilot:
+        for name, text in DOTTED_KEY_FILES.items():
+            path = tmp_path / name
+            path.write_text(text)
+            await pilot.press("ctrl+o")
+            await pilot.pause()
+            app.screen.query_one("#open-path", Input).value = str(path)
+            await asyncio.wait_for(pilot.press("enter"), timeout=20)
+            await pilot.pause()
+            assert isinstance(app.screen, OpenScreen), name
+            error = str(app.screen.query_one("#open-error", Static).visual)
+            assert name in error and "a dotted key of more than 16 parts" in error, error
+            await pilot.press("escape")
+            await pilot.pause()
+        assert app.planner.plan == default_plan() and app.is_running
