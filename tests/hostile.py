@@ -100,3 +100,22 @@ def write_config_files(directory: Path) -> dict[str, Path]:
     (checkpoint / "config.json").symlink_to("missing.json")
     paths["checkpoint"] = checkpoint
     return paths
+
+
+# Training configs (`--from FILE`, the open dialog) with numbers Python will not convert (issue 39: a ValueError
+# traceback in every command, a crash of the app's ctrl+o, and exit 1 from `measure --from`, its "out of memory")
+TRAINING_CONFIGS: dict[str, str] = {
+    "ds_huge_int.json": '{"train_micro_batch_size_per_gpu": ' + HUGE_INT + ', "zero_optimization": {"stage": 2}}',
+    "ds_nan.json": '{"train_micro_batch_size_per_gpu": NaN, "zero_optimization": {"stage": 2}}',
+    "trl_huge_int.yaml": f"model_name_or_path: meta-llama/Llama-3.1-8B\nbeta: 0.1\nnum_generations: {HUGE_INT}\n",
+    "axolotl_huge_int.yaml": f"base_model: meta-llama/Llama-3.1-8B\nmicro_batch_size: {HUGE_INT}\n",
+}
+
+
+def write_training_configs(directory: Path) -> dict[str, Path]:
+    paths = {}
+    for name, text in TRAINING_CONFIGS.items():
+        p = directory / name
+        p.write_text(text)
+        paths[name] = p
+    return paths

@@ -10,7 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.hostile import DOTTED_KEY_FILES, strict_json, write_config_files, write_plan_files
+from tests.hostile import (
+    DOTTED_KEY_FILES,
+    strict_json,
+    write_config_files,
+    write_plan_files,
+    write_training_configs,
+)
 from vramplan.__main__ import mistyped_command
 from vramplan.cli.parser import run
 
@@ -188,3 +194,15 @@ def test_a_long_dotted_key_is_one_line_in_every_command_that_reads_toml(
         assert run([command]) in (0, 1)
         err = capsys.readouterr().err
         assert "skipped user preset:" in err and "dotted.toml: a dotted key of more than 16 parts" in err, err
+
+
+def test_training_configs_with_unconvertible_numbers_are_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 39: ``--from`` a DeepSpeed JSON with a 5,000-digit integer was a ValueError traceback, and ``measure
+    --from`` exited 1, which measure documents as "out of memory"."""
+    for name, path in write_training_configs(tmp_path).items():
+        for argv in (["estimate", "--from", str(path)], ["measure", "--from", str(path), "--device", "cpu"]):
+            assert run(argv) == 2, (name, argv)
+            captured = capsys.readouterr()
+            assert name in one_error_line(captured.err) and captured.out == ""

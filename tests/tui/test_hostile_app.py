@@ -9,7 +9,7 @@ from pathlib import Path
 
 from textual.widgets import Input, Static
 
-from tests.hostile import DOTTED_KEY_FILES, write_config_files, write_plan_files
+from tests.hostile import DOTTED_KEY_FILES, write_config_files, write_plan_files, write_training_configs
 from tests.tui.conftest import text_of
 from vramplan.core.plan.schema.plan import default_plan
 from vramplan.tui.app import VramplanApp, open_plan
@@ -174,6 +174,24 @@ async def test_ctrl_o_refuses_a_long_dotted_key(tmp_path: Path) -> None:
             assert isinstance(app.screen, OpenScreen), name
             error = str(app.screen.query_one("#open-error", Static).visual)
             assert name in error and "a dotted key of more than 16 parts" in error, error
+            await pilot.press("escape")
+            await pilot.pause()
+        assert app.planner.plan == default_plan() and app.is_running
+
+
+async def test_ctrl_o_on_training_configs_with_unconvertible_numbers(tmp_path: Path) -> None:
+    """Issue 39: opening a DeepSpeed JSON with a 5,000-digit integer crashed the app."""
+    app = VramplanApp(plan=default_plan())
+    async with app.run_test() as pilot:
+        for name, path in write_training_configs(tmp_path).items():
+            await pilot.press("ctrl+o")
+            await pilot.pause()
+            app.screen.query_one("#open-path", Input).value = str(path)
+            await pilot.press("enter")
+            await pilot.pause()
+            assert isinstance(app.screen, OpenScreen), name
+            error = str(app.screen.query_one("#open-error", Static).visual)
+            assert name in error and "(the plan is unchanged)" in error, error
             await pilot.press("escape")
             await pilot.pause()
         assert app.planner.plan == default_plan() and app.is_running

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from vramplan.core.plan.helpers.errors import PlanError
+from vramplan.core.plan.helpers.jsonio import TOO_MANY_DIGITS, too_many_digits
 from vramplan.core.plan.helpers.readfile import read_regular
 
 if sys.version_info >= (3, 11):
@@ -88,8 +89,8 @@ def loads(text: str, where: str = "<string>") -> dict[str, Any]:
     except RecursionError:
         raise PlanError("not readable: tables or lists nested too deeply", where) from None
     except ValueError as exc:  # int("9" * 5000): Python's limit on converting long digit strings
-        if "digits" in str(exc):
-            raise PlanError("a number with more than 4,300 digits (no plan value is that large)", where) from None
+        if too_many_digits(exc):
+            raise PlanError(f"{TOO_MANY_DIGITS} (no plan value is that large)", where) from None
         raise PlanError(f"not valid TOML: {exc}", where) from None
     problem = depth_problem(data)
     if problem:

@@ -14,8 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.hostile import TRAINING_CONFIGS, write_training_configs
 from vramplan.core.files import safewrite
+from vramplan.core.files.importers.apply import import_config
 from vramplan.core.files.safewrite import OverwriteRefused, WriteError, check_target, write_atomic
+from vramplan.core.plan.helpers.errors import PlanError
+from vramplan.core.plan.schema.plan import default_plan
 
 ORIGINAL = b"[model]\npreset = 'llama-7b'\n"
 
@@ -164,3 +168,15 @@ def test_a_fifo_made_during_the_write_is_not_replaced(tmp_path: Path, monkeypatc
     with pytest.raises(WriteError, match="named pipe"):
         write_atomic(target, "ours", overwrite=True)
     assert target.is_fifo() and [p.name for p in tmp_path.iterdir()] == ["plan.toml"]
+
+
+@pytest.mark.parametrize("name", sorted(TRAINING_CONFIGS))
+def test_a_training_config_with_an_unconvertible_number_is_one_line(tmp_path: Path, name: str) -> None:
+    """Issue 39: a DeepSpeed JSON or a YAML config with an integer of more than 4,300 digits raised Python's
+    ValueError (a traceback in every command, a crash of the app's ctrl+o); NaN is not JSON."""
+    path = write_training_configs(tmp_path)[name]
+    with pytest.raises(PlanError) as info:
+        import_config(path, default_plan())
+    line = info.value.line()
+    assert name in line and "\n" not in line and "set_int_max_str_digits" not in line, line
+    assert ("4,300 digits" in line) or ("NaN is not a JSON number" in line), line
