@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from vramplan.core.plan.helpers.errors import PlanError
+from vramplan.core.plan.helpers.errors import PlanError, shown
 from vramplan.core.plan.helpers.readfile import kind_problem, path_problem
 
 _REASONS = {
@@ -144,7 +144,14 @@ def write_atomic(path: str | Path, data: bytes | str, *, overwrite: bool = False
     behind (the signal then takes its usual course).
     """
     target = check_target(path, overwrite)
-    payload = data.encode("utf-8") if isinstance(data, str) else data
+    try:
+        payload = data.encode("utf-8") if isinstance(data, str) else data
+    except UnicodeEncodeError as exc:  # a lone surrogate: bytes of another encoding in a command-line argument
+        raise WriteError(
+            f"cannot write: the text holds {shown(data[exc.start : exc.end])}, not UTF-8 (a non-UTF-8 argument?); "
+            "nothing written",
+            str(path),
+        ) from None
     directory = target.parent
     # short: a target name of up to 255 bytes (the file system's limit) still has a legal temporary name
     tmp = directory / f".vramplan-{secrets.token_hex(4)}.tmp"

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import tomli_w
 
 from tests.hostile import (
     DOTTED_KEY_FILES,
@@ -206,3 +207,137 @@ def test_training_configs_with_unconvertible_numbers_are_one_line(
             assert run(argv) == 2, (name, argv)
             captured = capsys.readouterr()
             assert name in one_error_line(captured.err) and captured.out == ""
+
+
+# -- Ctrl-C (issue 39): one line, exit 130, nothing printed or written ----------------------------------------
+
+INTERRUPTIBLE = {  # a command, and the function of its work a Ctrl-C is made to land in
+    "estimate": ("vramplan.core.time.step", "step_time"),
+    "check": ("vramplan.core.advice.checklist", "checklist"),
+    "fit": ("vramplan.core.advice.advisor", "advise"),
+    "gpus": ("vramplan.core.advice.gpuguide", "gpu_guide"),
+    "export": ("vramplan.core.files.safewrite", "_write_all"),  # mid-write: the temporary file is there
+}
+
+
+@pytest.mark.parametrize("command", sorted(INTERRUPTIBLE))
+def test_ctrl_c_in_any_command_is_one_line_and_exit_130(
+    command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A Ctrl-C during fit, gpus, check, export or a slow estimate was a 35-53 line KeyboardInterrupt traceback; the
+    one handler (`vramplan.__main__.main`) says "interrupted", drops what the command had printed and exits 130."""
+    import importlib
+
+    from vramplan.__main__ import main
+
+    module, name = INTERRUPTIBLE[command]
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(importlib.import_module(module), name, interrupted)
+    monkeypatch.chdir(tmp_path)
+    argv = [command, "--model", "llama-3.1-8b", *(["-o", "plan.toml"] if command == "export" else [])]
+    assert main(argv) == 130
+    captured = capsys.readouterr()
+    assert captured.err == "vramplan: interrupted\n" and captured.out == ""
+    assert list(tmp_path.iterdir()) == []  # no plan.toml, no temporary file
+
+
+SIGINT_IN = """
+import os, signal, sys, time
+import {module} as target
+def interrupted(*args, **kwargs):
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(1)
+target.{name} = interrupted
+sys.argv = ["vramplan", *sys.argv[1:]]
+from vramplan.__main__ import main
+sys.exit(main())
+"""
+
+
+@pytest.mark.parametrize(
+    ("argv", "module", "name"),
+    [
+        (["fit", "--model", "llama-3.1-70b"], "vramplan.core.advice.advisor", "advise"),
+        (["export", "-o", "plan.toml"], "vramplan.core.files.safewrite", "_write_all"),
+        (
+            ["measure", "--model", "llama-3.2-1b", "--gpus", "1", "--device", "cpu"],
+            "vramplan.cli.measuring",
+            "_need_extra",
+        ),
+    ],
+)
+def test_a_real_sigint_is_one_line_and_exit_130(tmp_path: Path, argv: list[str], module: str, name: str) -> None:
+    """The signal itself, in a process of its own: during the fit advisor, mid-write of an export (nothing is left
+    in the folder), and in `measure`'s first seconds (its imports: was a traceback or exit 1)."""
+    code = SIGINT_IN.format(module=module, name=name)
+    r = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert (r.returncode, r.stderr, r.stdout) == (130, "vramplan: interrupted\n", ""), r
+    assert list(tmp_path.iterdir()) == []
+
+
+# -- text that is not UTF-8, text that would drive the terminal (issue 39) ---------------------------------------
+
+
+def test_a_title_or_note_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
+    """Bytes of another encoding in ``--title``/``--note`` were a UnicodeEncodeError traceback from the atomic
+    write; they are refused before anything is written."""
+    for option in ("--title", "--note"):
+        for target in ("plan.toml", "plan.md", "-"):
+            cmd = [sys.executable, "-m", "vramplan", "export", "-o", target, option.encode(), b"caf\xe9"]
+            r = subprocess.run(cmd, capture_output=True, cwd=tmp_path, timeout=30)
+            err = r.stderr.decode()
+            assert r.returncode == 2 and r.stdout == b"", (option, target, err)
+            assert f"{option}: not UTF-8 text (byte 0xe9 at 4)" in one_error_line(err)
+    assert list(tmp_path.iterdir()) == []
+
+
+ESCAPES = "\x1b]0;pwned\x07\x1b[2J\x9b31m\u202e"  # set the title, clear the screen, a C1 CSI, a bidi override
+
+
+def test_escape_sequences_in_user_presets_never_reach_the_terminal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A user preset's name was printed raw by presets, estimate, check, fit and gpus (it set the terminal's title and
+    cleared the screen)."""
+    from vramplan.core.plan.catalogue import presets
+
+    gpu = presets.gpu("a100-80gb").model_dump(exclude={"id"}, exclude_none=True)
+    cfg = tmp_path / "cfg"
+    (cfg / "models").mkdir(parents=True)
+    (cfg / "hardware").mkdir()
+    model = {"name": f"Evil{ESCAPES} model", "source": f"me{ESCAPES}", "config": {"preset": "llama-7b"}}
+    (cfg / "models" / "evil.toml").write_text(tomli_w.dumps(model))
+    (cfg / "hardware" / "evilgpu.toml").write_text(tomli_w.dumps({**gpu, "name": f"Evil{ESCAPES} GPU"}))
+    monkeypatch.setenv("VRAMPLAN_CONFIG_DIR", str(cfg))
+    presets.reload()
+    for argv in (
+        ["presets"],
+        ["estimate", "--model", "evil", "--gpu", "evilgpu"],
+        ["check", "--model", "evil", "--gpu", "evilgpu"],
+        ["fit", "--model", "evil", "--gpu", "evilgpu", "--limit", "2"],
+        ["gpus", "--model", "evil"],
+        ["export", "--model", "evil", "--gpu", "evilgpu", "--format", "markdown", "-o", "-"],
+    ):
+        run(argv)
+        captured = capsys.readouterr()
+        shown = captured.out + captured.err
+        assert not any(ch in shown for ch in "\x1b\x07\x9b\u202e"), (argv, shown)
+        assert "Evil\\x1b]0;pwned\\x07" in shown, argv
+
+
+def test_a_plan_title_and_note_reach_the_markdown_report_escaped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plan = tmp_path / "plan.toml"
+    meta = {"title": f"Review{ESCAPES}\nsecond line", "note": f"one\ntwo{ESCAPES}"}
+    plan.write_text(tomli_w.dumps({"model": {"preset": "llama-7b"}, "meta": meta}))
+    assert run(["export", str(plan), "--format", "markdown", "-o", "-"]) == 0
+    out = capsys.readouterr().out
+    assert not any(ch in out for ch in "\x1b\x07\x9b\u202e")
+    assert out.startswith("# Review\\x1b]0;pwned\\x07\\x1b[2J\\x9b31m\\u202e\\nsecond line\n")
+    assert "> one\n> two\\x1b]0;pwned" in out
+    assert run(["export", str(plan), "--format", "markdown", "-o", str(tmp_path / "r.md")]) == 0
+    assert "\x1b" not in (tmp_path / "r.md").read_text()

@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+import tomli_w
 
 from tests.conftest import user_dir
 from tests.hostile import BIG_INT, DOTTED, DOTTED_KEY_FILES, HUGE_INT, write_config_files, write_plan_files
@@ -342,3 +343,13 @@ def test_a_user_gpu_with_absurd_figures_is_refused(key: str, value: object) -> N
     good = presets.gpu("a100-80gb").model_dump()
     with pytest.raises(ValueError, match=key):
         presets.GpuSpec.model_validate({**good, "id": "mine", key: value})
+
+
+def test_a_user_presets_texts_are_escaped_where_they_are_read(tmp_path: Path, monkeypatch) -> None:
+    """Issue 39: a user preset's name (shown by every command and the planner) held a raw escape sequence."""
+    evil = "\x1b]0;pwned\x07\x1b[2J"
+    text = tomli_w.dumps({"name": f"Evil{evil}", "source": f"x{evil}", "config": {"preset": "llama-7b"}})
+    user_dir(tmp_path, monkeypatch, {"models/evil.toml": text})
+    assert presets.registry().problems == []
+    preset = presets.registry().models["evil"]
+    assert preset.name == "Evil\\x1b]0;pwned\\x07\\x1b[2J" and preset.source.startswith("x\\x1b")

@@ -195,3 +195,23 @@ async def test_ctrl_o_on_training_configs_with_unconvertible_numbers(tmp_path: P
             await pilot.press("escape")
             await pilot.pause()
         assert app.planner.plan == default_plan() and app.is_running
+
+
+async def test_a_user_presets_escape_sequences_never_reach_the_screen(tmp_path: Path, monkeypatch) -> None:
+    """Issue 39: a user preset's name is escaped where it is read, so the model list and the palette show
+    ``\\x1b[2J``, never run it."""
+    import tomli_w
+
+    from vramplan.core.plan.catalogue import presets
+
+    (tmp_path / "models").mkdir()
+    model = {"name": "Evil\x1b]0;pwned\x07\x1b[2J", "source": "x", "config": {"preset": "llama-7b"}}
+    (tmp_path / "models" / "evil.toml").write_text(tomli_w.dumps(model))
+    monkeypatch.setenv("VRAMPLAN_CONFIG_DIR", str(tmp_path))
+    presets.reload()
+    app = VramplanApp(plan=default_plan().with_changes({"model.preset": "evil"}))
+    async with app.run_test(size=(160, 50)) as pilot:
+        await pilot.pause()
+        shown = app.export_screenshot()
+        assert "\x1b" not in shown and "\x07" not in shown
+        assert "Evil\\x1b]0;pwned" in shown.replace("&#160;", " ")

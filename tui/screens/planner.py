@@ -23,7 +23,7 @@ from vramplan.core.files.importers.config_format import is_config_path
 from vramplan.core.memory.peak import estimate
 from vramplan.core.memory.record import Estimate
 from vramplan.core.plan.catalogue.gpu_match import DetectedGpus
-from vramplan.core.plan.helpers.errors import PlanError
+from vramplan.core.plan.helpers.errors import PlanError, printable
 from vramplan.core.plan.schema.plan import Plan
 from vramplan.core.time.step import step_time
 from vramplan.core.time.step_record import StepTime
@@ -220,7 +220,8 @@ class PlannerScreen(Screen[None]):
     # -- view state ------------------------------------------------------------------------------------------
     def watch_notice(self) -> None:
         notice = self.query_one("#notice", Static)
-        notice.update(Content(self.notice))  # plain text: messages quote TOML ("[model]") and lists
+        # plain text (messages quote TOML: "[model]"), never a raw escape sequence (a file name in a notice)
+        notice.update(Content(printable(self.notice, keep="\n")))
         notice.display = bool(self.notice)
         notice.set_class("✘" not in self.notice, "-info")  # an error, or news (a file written, GPUs detected)
 

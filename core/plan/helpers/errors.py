@@ -16,10 +16,18 @@ MAX_WHERE = 300  # the file and key an error names
 MAX_LINES = 10  # problems of one input listed, one line each; the rest counted
 
 
-def printable(text: str) -> str:
-    """``text`` with control characters (terminal escape sequences, newlines, C1 codes) written as escapes
-    (``\\x1b``), so a name read from a file or a program never reaches the terminal raw."""
-    return "".join(ch if ch.isprintable() or ch == " " else ascii(ch)[1:-1] for ch in text)
+def printable(text: str, keep: str = "") -> str:
+    """``text`` with control characters (terminal escape sequences, newlines, C1 codes, bidirectional overrides)
+    written as escapes (``\\x1b``), but those in ``keep`` (``"\\n"``: a report's lines): the one sanitiser of text
+    that reaches a terminal, so a name read from a file or a program never sets a terminal's title or clears its
+    screen. The CLI passes everything it prints through it (`vramplan.cli.parser.run`); the planner shows what
+    was sanitised where it was read (preset files, config.json names, nvidia-smi's GPU names)."""
+    probe = text
+    for ch in keep:
+        probe = probe.replace(ch, " ")
+    if probe.isprintable():  # the common case, at C speed
+        return text
+    return "".join(ch if ch.isprintable() or ch == " " or ch in keep else ascii(ch)[1:-1] for ch in text)
 
 
 def clip(text: str, limit: int = MAX_SHOWN) -> str:

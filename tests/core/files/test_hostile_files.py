@@ -180,3 +180,13 @@ def test_a_training_config_with_an_unconvertible_number_is_one_line(tmp_path: Pa
     line = info.value.line()
     assert name in line and "\n" not in line and "set_int_max_str_digits" not in line, line
     assert ("4,300 digits" in line) or ("NaN is not a JSON number" in line), line
+
+
+def test_text_that_is_not_utf8_is_one_line_and_writes_nothing(tmp_path: Path) -> None:
+    """Issue 39: a lone surrogate (a non-UTF-8 byte in a command-line argument, as Python decodes it) in an export's
+    text was a UnicodeEncodeError traceback; the CLI refuses such a --title/--note before writing (test_hostile_cli),
+    and the writer itself refuses to write it."""
+    with pytest.raises(WriteError, match=r"not UTF-8 .* nothing written") as info:
+        write_atomic(tmp_path / "plan.toml", 'title = "caf\udce9"\n')
+    assert "\n" not in info.value.line() and "\udce9" not in info.value.line()
+    assert list(tmp_path.iterdir()) == []
