@@ -341,3 +341,26 @@ def test_a_plan_title_and_note_reach_the_markdown_report_escaped(
     assert "> one\n> two\\x1b]0;pwned" in out
     assert run(["export", str(plan), "--format", "markdown", "-o", str(tmp_path / "r.md")]) == 0
     assert "\x1b" not in (tmp_path / "r.md").read_text()
+
+
+# -- round trips (issue 39.4) ---------------------------------------------------------------------------------
+
+
+def test_an_export_on_an_unknown_detected_gpu_loads_back_to_the_same_estimate(tmp_path: Path) -> None:
+    """On a machine whose GPU has no preset, ``export`` wrote ``gpu = "detected-..."`` and the file failed to load,
+    on that machine too (a plan file never runs nvidia-smi): the file now carries the preset."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    smi = bindir / "nvidia-smi"
+    smi.write_text('#!/bin/sh\necho "NVIDIA Foo 9000, 40000"\necho "NVIDIA Foo 9000, 40000"\n')
+    smi.chmod(0o755)
+    base = {**os.environ, "VRAMPLAN_CONFIG_DIR": str(tmp_path / "none")}
+    here = {**base, "VRAMPLAN_DETECT": "1", "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    r = cli("export", "-o", "plan.toml", cwd=tmp_path, env=here)
+    assert r.returncode == 0, r.stderr
+    assert 'gpu = "detected-foo-9000"' in (tmp_path / "plan.toml").read_text()
+    detected = cli("estimate", "--brief", cwd=tmp_path, env=here)
+    for env in (here, {**base, "VRAMPLAN_DETECT": "0"}):  # this machine, and one without that GPU
+        loaded = cli("estimate", "--brief", "plan.toml", cwd=tmp_path, env=env)
+        assert loaded.returncode in (0, 1) and loaded.stderr == "", loaded.stderr
+        assert loaded.stdout == detected.stdout != ""

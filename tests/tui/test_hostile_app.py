@@ -215,3 +215,33 @@ async def test_a_user_presets_escape_sequences_never_reach_the_screen(tmp_path: 
         shown = app.export_screenshot()
         assert "\x1b" not in shown and "\x07" not in shown
         assert "Evil\\x1b]0;pwned" in shown.replace("&#160;", " ")
+
+
+async def test_export_to_a_missing_folder_or_a_wrong_extension_is_an_error(tmp_path: Path, monkeypatch) -> None:
+    """Issue 39: the dialog wrote a regular file ``newdir`` for ``newdir/`` and TOML into ``x.yaml``, both of which
+    the CLI refuses (`core.files.export.export_target`, the check both share)."""
+    monkeypatch.chdir(tmp_path)
+    app = VramplanApp(plan=default_plan())
+    async with app.run_test() as pilot:
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        dialog = app.screen
+        assert isinstance(dialog, ExportScreen)
+        for typed, expected in (
+            ("newdir/", "ends with / (a directory)"),
+            ("x.yaml", "the name of an accelerate config, not a plan file: name it x.toml"),
+            ("x.json", "the name of a DeepSpeed config, not a plan file"),
+            ("x.conf", ".conf is no export format's extension: name it x.toml"),
+        ):
+            dialog.query_one("#export-path", Input).value = typed
+            await pilot.press("enter")
+            await pilot.pause()
+            assert app.screen is dialog and not dialog.confirming, typed
+            error = str(dialog.query_one("#export-error", Static).visual)
+            assert expected in error and "(nothing was written)" in error, (typed, error)
+        assert list(tmp_path.iterdir()) == []
+        dialog.query_one("#export-path", Input).value = "plan"  # no extension: the format chosen decides
+        await pilot.press("enter")
+        await pilot.pause()
+    assert [p.name for p in tmp_path.iterdir()] == ["plan"]
+    assert (tmp_path / "plan").read_text().startswith("# vramplan plan file")

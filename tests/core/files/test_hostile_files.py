@@ -14,12 +14,21 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import user_dir
 from tests.hostile import TRAINING_CONFIGS, write_training_configs
 from vramplan.core.files import safewrite
 from vramplan.core.files.importers.apply import import_config
+from vramplan.core.files.planfile import plan_toml
+from vramplan.core.files.planio import plan_file_from_data
 from vramplan.core.files.safewrite import OverwriteRefused, WriteError, check_target, write_atomic
+from vramplan.core.memory.peak import estimate
+from vramplan.core.plan.catalogue import presets
+from vramplan.core.plan.catalogue.gpu_match import detected_from
+from vramplan.core.plan.detected import plan_on
+from vramplan.core.plan.helpers import tomlio
 from vramplan.core.plan.helpers.errors import PlanError
-from vramplan.core.plan.schema.plan import default_plan
+from vramplan.core.plan.schema.plan import Plan, default_plan
+from vramplan.core.time.step import step_time
 
 ORIGINAL = b"[model]\npreset = 'llama-7b'\n"
 
@@ -190,3 +199,55 @@ def test_text_that_is_not_utf8_is_one_line_and_writes_nothing(tmp_path: Path) ->
         write_atomic(tmp_path / "plan.toml", 'title = "caf\udce9"\n')
     assert "\n" not in info.value.line() and "\udce9" not in info.value.line()
     assert list(tmp_path.iterdir()) == []
+
+
+# -- round trips (issue 39.4): a plan file records what a colleague needs to load it ----------------------------
+
+
+def _same_estimate(a: Plan, b: Plan) -> None:
+    assert a == b
+    assert estimate(a).total == estimate(b).total and step_time(a).step_seconds == step_time(b).step_seconds
+
+
+def test_a_plan_on_an_unknown_detected_gpu_loads_where_that_gpu_is_missing() -> None:
+    """nvidia-smi reported a GPU no preset knows: the plan names the runtime preset ``detected-...``, which a plan
+    file used to leave out, so it failed to load (even on the same machine: a plan file never runs nvidia-smi)."""
+    det = detected_from("NVIDIA Foo 9000, 40000\n")
+    assert det is not None and not det.matched
+    plan = plan_on(det)
+    text = plan_toml(plan)
+    assert f"[presets.hardware.{det.gpu_id}]" in text
+    presets.reload()  # another machine, or this one without detection
+    assert det.gpu_id not in presets.registry().gpus
+    pf = plan_file_from_data(tomlio.loads(text), "plan.toml")
+    _same_estimate(pf.plan, plan)
+    assert pf.notices == ()  # the stored [estimate] agrees
+
+
+def test_a_plan_on_a_user_model_preset_loads_for_a_colleague(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    mine = 'name = "LLaMA-7B, 30 layers"\nsource = "mine"\n[config]\npreset = "llama-7b"\nnum_hidden_layers = 30\n'
+    user_dir(tmp_path, monkeypatch, {"models/mine.toml": mine})
+    plan = default_plan().with_changes({"model.preset": "mine"})
+    text = plan_toml(plan)
+    monkeypatch.setenv("VRAMPLAN_CONFIG_DIR", str(tmp_path / "colleague"))
+    presets.reload()
+    pf = plan_file_from_data(tomlio.loads(text), "plan.toml")
+    _same_estimate(pf.plan, plan)
+    assert pf.notices == () and presets.model_preset("mine").name == "LLaMA-7B, 30 layers"
+    assert "plan.toml (carried by the plan file)" in presets.registry().origin["models/mine"]
+
+
+def test_a_carried_preset_never_replaces_one_known_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The colleague's own preset of that id is used (the stored [estimate] then says what changed); a built-in is
+    never carried, and a carried table that does not validate names its key."""
+    user_dir(tmp_path, monkeypatch, {"models/mine.toml": 'name = "A"\nsource = "x"\n[config]\npreset = "llama-7b"\n'})
+    plan = default_plan().with_changes({"model.preset": "mine"})
+    text = plan_toml(plan)
+    assert "[presets.hardware" not in text  # a100-80gb is built in
+    other = 'name = "B"\nsource = "y"\n[config]\npreset = "llama-7b"\nnum_hidden_layers = 2\n'
+    user_dir(tmp_path / "other", monkeypatch, {"models/mine.toml": other})
+    pf = plan_file_from_data(tomlio.loads(text), "plan.toml")
+    assert presets.model_preset("mine").name == "B" and pf.plan.model.num_hidden_layers == 32  # the file's keys
+    bad = text.replace('[presets.models.mine]\nname = "A"', "[presets.models.new]\nname = 7")
+    with pytest.raises(PlanError, match=r"presets\.models\.new\.name: must be a string"):
+        plan_file_from_data(tomlio.loads(bad), "plan.toml")
