@@ -74,6 +74,12 @@ def test_every_broken_config_json_is_one_line_and_exit_2(tmp_path: Path, capsys:
         (["estimate", "--set", f"model.hidden_size={'9' * 301}"], "model.hidden_size"),
         (["estimate", "--set", "model.preset=" + "x" * 20_000], "characters)"),
         (["export", "-o", ""], "-o: empty path"),
+        (["estimate", "--set", "training.lora_targets=[1, 2, 3]"], "must be a string (got 1) (and 2 more items)"),
+        (["estimate", "--set", "checklist.ticked=nan.data,oops"], "not a by-hand checklist item: 'oops'"),
+        (["estimate", "--set", "strategy.compile=yes"], "strategy.compile: must be true or false (got 'yes')"),
+        (["measure", "--steps", "0"], "--steps: expected a whole number from 1 to 99,999,999, got '0'"),
+        (["measure", "--steps", "-1"], "--steps: expected a whole number from 1 to 99,999,999, got '-1'"),
+        (["measure", "--warmup", "-1"], "--warmup: expected a whole number from 0 to 99,999,999, got '-1'"),
     ],
 )
 def test_bad_values_are_one_short_line(args: list[str], expected: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -217,6 +217,8 @@ def test_read_hf_config_names_a_looping_path(tmp_path: Path) -> None:
         ("training.micro_batch_size", True, "must be a number, not true"),
         ("strategy.zero_stage", False, "must be a number, not false"),
         ("strategy.compile", 1, "must be true or false"),
+        ("strategy.compile", "yes", "must be true or false (got 'yes')"),  # issue 39: "0", "no", "yes" were read
+        ("strategy.compile", "0", "must be true or false (got '0')"),
         ("model.model_type", [], "must be a string"),
         ("model.hf_config", " ", "must not be empty"),
     ],
@@ -226,6 +228,39 @@ def test_values_out_of_physical_range_or_type_are_refused(key: str, value: objec
         default_plan().with_changes({key: value})
     assert expected in info.value.line() and key in info.value.line()
     assert_one_clean_line(info.value, key)
+
+
+@pytest.mark.parametrize(
+    ("model", "changes", "expected"),
+    [
+        (
+            "qwen3-30b-a3b",
+            {"model.dense_layers": 100},
+            "model.dense_layers: 100 layers, more than num_hidden_layers=48",
+        ),
+        ("mistral-7b", {"model.sliding_layers": 33}, "model.sliding_layers: 33 layers, more than num_hidden_layers=32"),
+        ("deepseek-v3", {"model.num_hidden_layers": 2}, "model.dense_layers: 3 layers, more than num_hidden_layers=2"),
+    ],
+)
+def test_layer_counts_past_the_model_are_refused(model: str, changes: dict[str, int], expected: str) -> None:
+    """Issue 39: dense_layers and sliding_layers above the layer count were clamped silently."""
+    plan = default_plan().with_changes({"model.preset": model})
+    with pytest.raises(PlanError) as info:
+        plan.with_changes(changes)
+    assert expected in info.value.line()
+
+
+def test_list_keys_take_commas_as_typed_on_the_command_line() -> None:
+    """Issue 39: ``--set checklist.ticked=a,b`` was refused (one item named "a,b") while ``training.lora_targets=q,v``
+    took the commas; both list keys now read a typed value alike (`field_values.word_list`)."""
+    from vramplan.core.plan.keys import parse_set
+
+    for typed in ("nan.data,slow.data_loading", "nan.data, slow.data_loading", "nan.data slow.data_loading"):
+        key, value = parse_set(f"checklist.ticked={typed}")
+        plan = default_plan().with_changes({key: value})
+        assert plan.checklist.ticked == ("nan.data", "slow.data_loading"), typed
+    key, value = parse_set("training.lora_targets=Q,v")
+    assert default_plan().with_changes({key: value}).training.lora_targets == ("q", "v")
 
 
 def test_error_lines_cut_long_values_and_escape_control_characters() -> None:

@@ -82,7 +82,8 @@ async def test_huge_numbers_typed_into_fields_are_errors(tmp_path: Path) -> None
             ("model.hidden_size", "9" * 39, "less than or equal to"),
             ("model.vocab_size", "1e300", "less than or equal to"),
             ("training.tokens", "1e300", "less than or equal to"),
-            ("training.tokens", "9" * 400, "finite"),
+            ("training.tokens", "9" * 400, "(got a 400-digit number)"),
+            ("training.tokens", "9" * 25, f"(got {'9' * 25})"),  # issue 39: was float-rounded
             ("training.mfu", "5e-324", "greater than or equal to 0.001"),
         ):
             await app.planner.action_edit_field(key)  # its pane shown, the cursor in the field

@@ -145,8 +145,19 @@ def pydantic_error(
     in its ``others``): an unknown key gets close matches among ``known_keys(parent_path)``; a whole number too
     large to read (``1e30``) the field's bound, looked up in ``model``'s fields, as other out-of-range numbers."""
     every = exc.errors()
+    # the items of one list (``lora_targets = [1, 2]``) are one value's problem: its first item's, counted
+    items: dict[tuple[Any, ...], list[Any]] = {}
+    for err in every:
+        items.setdefault(tuple(part for part in err["loc"] if not isinstance(part, int)), []).append(err)
+    every = [same[0] for same in items.values()]
+    # the other items counted once each (an item of a union type fails once per member)
+    more = {id(same[0]): len({_indices(e["loc"]) for e in same}) - 1 for same in items.values()}
     # a key missing is said when first (a preset that does not load leaves them all missing: not said each)
-    errors = [_one_error(err, known_keys, model) for i, err in enumerate(every) if not i or err["type"] != "missing"]
+    errors = [
+        _with_more_items(_one_error(err, known_keys, model), more[id(err)])
+        for i, err in enumerate(every)
+        if not i or err["type"] != "missing"
+    ]
     unique = list({e.first_line(): e for e in errors}.values())
     listed: set[str] = set()  # a table's known keys, said once
     for i, e in enumerate(unique):
@@ -155,6 +166,18 @@ def pydantic_error(
             unique[i] = PlanError(head, e.where)
         listed.add(known)
     return PlanError(unique[0].message, unique[0].where, tuple(unique[1:]))
+
+
+def _indices(loc: tuple[Any, ...]) -> tuple[int, ...]:
+    """Which item of which list a pydantic error's location names: its integer parts."""
+    return tuple(part for part in loc if isinstance(part, int))
+
+
+def _with_more_items(error: PlanError, more: int) -> PlanError:
+    """``training.lora_targets.0: must be a string (got 1) (and 1 more item)``: a list's other bad items counted."""
+    if not more:
+        return error
+    return PlanError(f"{error.message} (and {more} more item{'s' if more > 1 else ''})", error.where)
 
 
 def _upper_bound(model: type | None, loc: list[str]) -> str:
