@@ -42,7 +42,9 @@ from vramplan.core.plan.helpers.units import GiB, MiB
 from vramplan.core.plan.schema.plan import Plan
 
 FORMAT_VERSION = 1
-MAX_TERM_BYTES = 1 << 50  # 1 PiB: no GPU's overhead is larger; a bigger number is a mistake
+# 1 TiB: no GPU's overhead is larger, and the [overhead] keys the terms become take at most 1,048,576 MiB
+# (cuda_context_mib, nccl_mib_per_group): a value the file's own bound allows always applies
+MAX_TERM_BYTES = 1 << 40
 MAX_TEXT = 300  # characters of a provenance string
 TERM_KEYS = ("cuda_context_bytes", "allocator_gap_bytes", "allocated_peak_bytes", "nccl_bytes_per_group")
 TEXT_KEYS = ("gpu", "machine", "torch_version", "created", "vramplan_version", "plan")
@@ -72,10 +74,11 @@ class Calibration:
 
     @property
     def allocator_reserve_percent(self) -> float | None:
-        """The allocator gap as a share of the allocated peak, in percent (at most 100, the plan's bound)."""
+        """The allocator gap as a share of the allocated peak, in percent (at most 100: a larger gap is refused
+        when the file is read)."""
         if self.allocator_gap_bytes is None or not self.allocated_peak_bytes:
             return None
-        return min(100.0, round(100 * self.allocator_gap_bytes / self.allocated_peak_bytes, 3))
+        return round(100 * self.allocator_gap_bytes / self.allocated_peak_bytes, 3)
 
     def provenance(self) -> str:
         """``cal.toml (NVIDIA H100 80GB HBM3 on gpu-node-17, torch 2.8.0, 2026-12-03)``."""
@@ -118,8 +121,11 @@ def mib_up(n_bytes: int) -> int:
 
 
 def apply_calibration(plan: Plan, cal: Calibration) -> Plan:
-    """`plan` with the calibration's ``[overhead]`` terms (its other keys as they were)."""
-    return plan.with_changes(cal.overrides())
+    """`plan` with the calibration's ``[overhead]`` terms (its other keys as they were); a problem names the file."""
+    try:
+        return plan.with_changes(cal.overrides())
+    except PlanError as exc:
+        raise exc.at(cal.source) if cal.source else exc from None
 
 
 def _term(raw: dict[str, Any], key: str, where: str) -> int | None:
@@ -183,6 +189,13 @@ def calibration_from_data(raw: dict[str, Any], where: str) -> Calibration:
         )
     if values["allocated_peak_bytes"] == 0:
         raise PlanError("must be more than 0 (the gap is a share of it)", f"{where}: terms.allocated_peak_bytes")
+    gap, peak = values["allocator_gap_bytes"], values["allocated_peak_bytes"]
+    if gap is not None and peak is not None and gap > peak:  # was shown as "100%", silently capped
+        raise PlanError(
+            f"more than allocated_peak_bytes ({gap:,} > {peak:,}): the gap applies as "
+            "overhead.allocator_reserve_percent, at most 100% of the peak",
+            f"{where}: terms.allocator_gap_bytes",
+        )
     return Calibration(**values, **{k: _text(on, k, where) for k in TEXT_KEYS}, source=where)  # type: ignore[arg-type]
 
 

@@ -370,3 +370,29 @@ def test_an_export_on_an_unknown_detected_gpu_loads_back_to_the_same_estimate(tm
         loaded = cli("estimate", "--brief", "plan.toml", cwd=tmp_path, env=env)
         assert loaded.returncode in (0, 1) and loaded.stderr == "", loaded.stderr
         assert loaded.stdout == detected.stdout != ""
+
+
+@pytest.mark.parametrize(
+    ("terms", "expected"),
+    [
+        # within the file's bound (1 PiB then), past [overhead]'s: was "overhead.cuda_context_mib: ..." without the file
+        ({"cuda_context_bytes": 1 << 45}, "terms.cuda_context_bytes: must be from 0 to 1,099,511,627,776 bytes"),
+        # a gap of ten times the peak: was applied as "100%"
+        (
+            {"cuda_context_bytes": 1 << 29, "allocator_gap_bytes": 10 << 30, "allocated_peak_bytes": 1 << 30},
+            "terms.allocator_gap_bytes: more than allocated_peak_bytes",
+        ),
+    ],
+)
+def test_calibration_values_are_checked_against_what_they_apply_to(
+    tmp_path: Path, terms: dict[str, int], expected: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cal = tmp_path / "cal.toml"
+    cal.write_text(tomli_w.dumps({"format_version": 1, "terms": terms}))
+    for argv in (["estimate", "--calibration", str(cal)], ["export", "-o", "-", "--calibration", str(cal)]):
+        assert run(argv) == 2
+        line = one_error_line(capsys.readouterr().err)
+        assert line.startswith(f"vramplan: {cal}: ") and expected in line, line
+    cal.write_text(tomli_w.dumps({"format_version": 1, "terms": {"cuda_context_bytes": 1 << 40}}))  # the bound itself
+    assert run(["estimate", "--calibration", str(cal), "--json"]) == 0
+    assert strict_json(capsys.readouterr().out)["plan"]["overhead"]["cuda_context_mib"] == 1 << 20
