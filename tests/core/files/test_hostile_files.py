@@ -74,16 +74,18 @@ def test_a_dangling_link_creates_nothing(tmp_path: Path) -> None:
     assert list(elsewhere.iterdir()) == [] and link.is_symlink()
 
 
-def test_links_in_sticky_world_writable_directories_are_refused(tmp_path: Path) -> None:
-    """A link planted in /tmp (mode 1777) could point at any of the victim's files: never written through."""
+@pytest.mark.parametrize("mode", [0o1777, 0o777])
+def test_links_in_world_writable_directories_are_refused(tmp_path: Path, mode: int) -> None:
+    """A link planted in /tmp (mode 1777) could point at any of the victim's files: never written through; nor in
+    a world-writable folder without the sticky bit (issue 39: it was written through with --force)."""
     shared = tmp_path / "shared"
     shared.mkdir()
-    shared.chmod(0o1777)
+    shared.chmod(mode)
     victim = tmp_path / "victim.toml"
     victim.write_bytes(ORIGINAL)
     link = shared / "plan.toml"
     link.symlink_to(victim)
-    with pytest.raises(WriteError, match="shared directory"):
+    with pytest.raises(WriteError, match=r"shared directory \(world-writable\): not written through"):
         write_atomic(link, "x", overwrite=True)
     assert victim.read_bytes() == ORIGINAL
 
@@ -251,3 +253,19 @@ def test_a_carried_preset_never_replaces_one_known_here(tmp_path: Path, monkeypa
     bad = text.replace('[presets.models.mine]\nname = "A"', "[presets.models.new]\nname = 7")
     with pytest.raises(PlanError, match=r"presets\.models\.new\.name: must be a string"):
         plan_file_from_data(tomlio.loads(bad), "plan.toml")
+
+
+def test_standard_output_and_kernel_files_are_said_so(tmp_path: Path) -> None:
+    """``-o /dev/stdout`` into a pipe said "/proc/<pid>/fd/pipe:[...]: No such file or directory"; ``-o
+    /proc/self/mem`` said "already exists (use --force)", then with --force "directory does not exist"."""
+    cmd = [sys.executable, "-m", "vramplan", "export", "-o", "/dev/stdout", "--force"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)  # stdout: a pipe
+    assert r.returncode == 2 and r.stdout == "", r.stderr
+    assert r.stderr == (
+        "vramplan: /dev/stdout: is a named pipe (FIFO), not a file: never replaced (standard output: -o - prints to "
+        "it)\n"
+    )
+    if Path("/proc/self/mem").exists():
+        for overwrite in (False, True):
+            with pytest.raises(WriteError, match="a file system of the kernel's"):
+                check_target("/proc/self/mem", overwrite=overwrite)
