@@ -269,3 +269,41 @@ def test_standard_output_and_kernel_files_are_said_so(tmp_path: Path) -> None:
         for overwrite in (False, True):
             with pytest.raises(WriteError, match="a file system of the kernel's"):
                 check_target("/proc/self/mem", overwrite=overwrite)
+
+
+# -- importers (issue 39.6): every value read or said, none taken silently -------------------------------------
+
+
+def _import_lines(tmp_path: Path, name: str, text: str) -> tuple[Plan, list[str]]:
+    path = tmp_path / name
+    path.write_text(text)
+    imported = import_config(path, default_plan())
+    return imported.plan, imported.lines()
+
+
+def test_accelerate_names_absent_keys_as_absent_and_says_an_unknown_strategy(tmp_path: Path) -> None:
+    plan, lines = _import_lines(
+        tmp_path,
+        "acc.yaml",
+        "distributed_type: FSDP\nnum_processes: 8\nfsdp_config:\n  fsdp_sharding_strategy: MAYBE\n",
+    )
+    assert plan.strategy.zero_stage == 3
+    assert any('ignored fsdp_config.fsdp_sharding_strategy="MAYBE": not a sharding strategy' in x for x in lines), lines
+    _, lines = _import_lines(
+        tmp_path, "one.yaml", "num_processes: 1\nfsdp_config:\n  fsdp_sharding_strategy: FULL_SHARD\n"
+    )
+    assert any('(no distributed_type)="NO" -> strategy.zero_stage=0' in x for x in lines), lines
+    assert not any(x.count("distributed_type=") and "(no " not in x for x in lines), lines
+    plan, lines = _import_lines(
+        tmp_path, "ds.yaml", "distributed_type: DEEPSPEED\nnum_processes: 8\ndeepspeed_config: {}\n"
+    )
+    assert plan.strategy.zero_stage == 2  # DeepSpeedPlugin's default (it was read as 0, under the key's own name)
+    assert any("(no deepspeed_config.zero_stage) -> strategy.zero_stage=2" in x for x in lines), lines
+
+
+def test_axolotl_gradient_checkpointing_maybe_is_ignored_not_full(tmp_path: Path) -> None:
+    plan, lines = _import_lines(tmp_path, "ax.yaml", "base_model: x\ngradient_checkpointing: maybe\n")
+    assert any('ignored gradient_checkpointing="maybe": not a value axolotl takes' in x for x in lines), lines
+    assert plan.strategy.gradient_checkpointing == default_plan().strategy.gradient_checkpointing
+    plan, _ = _import_lines(tmp_path, "ax2.yaml", "base_model: x\ngradient_checkpointing: offload\n")
+    assert plan.strategy.gradient_checkpointing == "full"
