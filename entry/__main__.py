@@ -129,12 +129,17 @@ def _closed_streams() -> list[str]:
 MISTYPED = 0.7
 
 
+def _bare_word(arg: str) -> bool:
+    """No directory and no extension: where a command goes, not a plan file's path (``plan.toml``, ``plans/x``)."""
+    return not (os.sep in arg or (os.altsep and os.altsep in arg) or "." in arg)
+
+
 def mistyped_command(arg: str) -> str:
     """``; did you mean estimate?`` when ``arg``, given where a command or a plan file goes, names no file and reads
     as a mistyped command: a bare word (no directory, no extension) close to a command's name (`vramplan estmate`,
-    `vramplan Presets`, `vramplan hepl`), else empty. A plan path that does not exist still opens the planner,
-    which says so."""
-    if os.sep in arg or (os.altsep and os.altsep in arg) or "." in arg or os.path.lexists(arg):
+    `vramplan Presets`, `vramplan hepl`), else empty. A bare word that names no file is an error either way
+    (`run_app`); a plan path that does not exist still opens the planner, which says so."""
+    if not _bare_word(arg) or os.path.lexists(arg):
         return ""
     from vramplan.cli import COMMANDS
     from vramplan.core.plan.helpers.errors import suggest
@@ -181,7 +186,8 @@ def run_app(args: list[str]) -> int:
     if len(args) > 1 or (args and args[0].startswith("-")):
         print(f"vramplan: unknown command or option {args[0]!r} (see vramplan --help)", file=sys.stderr)
         return 2
-    if args and (hint := mistyped_command(args[0])):
+    if args and _bare_word(args[0]) and not os.path.lexists(args[0]):  # `vramplan bogus` opened the planner
+        hint = mistyped_command(args[0])
         print(
             f"vramplan: no command or plan file {args[0]!r}{hint} (vramplan --help lists the commands)", file=sys.stderr
         )
@@ -196,8 +202,8 @@ def run_app(args: list[str]) -> int:
         from vramplan.tui.app import VramplanApp
 
     app = VramplanApp(plan_path=args[0] if args else None, freeze=True, calibration=calibration)  # the only app
-    app.run()
-    return app.return_code or 0
+    refused = app.run()  # 2 without a terminal (said on stderr); else the app's return code
+    return app.return_code or (refused if isinstance(refused, int) else 0)
 
 
 if __name__ == "__main__":

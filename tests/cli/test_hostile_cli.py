@@ -162,8 +162,16 @@ def test_a_mistyped_command_is_one_line_not_the_planner(tmp_path: Path, monkeypa
         assert r.returncode == 2 and r.stdout == "", (word, r)
         line = one_error_line(r.stderr)
         assert f"'{word}'" in line and f"did you mean {meant}?" in line, line
-    # what is a plan file to open: an existing file of that name, a path, a name with an extension, a word far
-    # from every command (the planner opens and says when no such file exists)
+    # a bare word far from every command is no command either (issue 39: `vramplan bogus` opened the planner)
+    for word in ("bogus", "test", "myplan"):
+        r = cli(word, cwd=tmp_path)
+        assert r.returncode == 2 and r.stdout == "", (word, r)
+        assert (
+            one_error_line(r.stderr)
+            == f"vramplan: no command or plan file '{word}' (vramplan --help lists the commands)"
+        )
+    # what is a plan file to open: an existing file of that name, a path, a name with an extension (the planner
+    # opens and says when no such file exists); no suggestion for a word far from every command
     monkeypatch.chdir(tmp_path)
     (tmp_path / "estmate").write_text("")
     for arg in ("estmate", "plans/estimate", "estmate.toml", "test", "myplan", "fix"):
@@ -370,6 +378,28 @@ def test_an_export_on_an_unknown_detected_gpu_loads_back_to_the_same_estimate(tm
         loaded = cli("estimate", "--brief", "plan.toml", cwd=tmp_path, env=env)
         assert loaded.returncode in (0, 1) and loaded.stderr == "", loaded.stderr
         assert loaded.stdout == detected.stdout != ""
+
+
+def test_the_planner_without_a_terminal_is_one_line_not_a_hang(tmp_path: Path) -> None:
+    """Issue 39: started with standard input or output not a terminal (cron, CI, ``< /dev/null``) the planner could
+    never read a key and never exited; the subprocess's timeout is the hang guard. Textual reads standard input
+    and draws on standard error: both are checked (here a file and a pipe)."""
+    plan = tmp_path / "plan.toml"
+    plan.write_text('[model]\npreset = "llama-7b"\n')
+    for args in ((), (str(plan),)):
+        r = cli(*args, stdin=subprocess.DEVNULL, env={**os.environ, "VRAMPLAN_DETECT": "0"})
+        assert r.returncode == 2 and r.stdout == "", r
+        line = one_error_line(r.stderr)
+        assert "the planner needs a terminal (standard input and standard error are not one)" in line, line
+    import pty
+
+    main_fd, terminal = pty.openpty()  # standard input a terminal, standard error still a pipe
+    try:
+        r = cli(str(plan), stdin=terminal, env={**os.environ, "VRAMPLAN_DETECT": "0"})
+    finally:
+        os.close(main_fd)
+        os.close(terminal)
+    assert r.returncode == 2 and "(standard error is not one)" in one_error_line(r.stderr), r
 
 
 @pytest.mark.parametrize(
