@@ -15,7 +15,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NoReturn, TextIO, cast
 
-from vramplan.cli import COMMANDS
+from vramplan.cli import COMMANDS, is_interrupt
 from vramplan.cli.handlers import cmd_check, cmd_estimate, cmd_export, cmd_fit, cmd_keys, cmd_presets
 from vramplan.cli.importing import add_from_arg
 from vramplan.cli.stackfrom import add_stack_arg
@@ -383,10 +383,9 @@ def _run(argv: Sequence[str]) -> int:
                     _note_this_machine()
                 code = handler(args)
             _print_notices(caught)
-        except KeyboardInterrupt:  # what the command had printed is dropped (vramplan.__main__ says "interrupted")
-            raise
-        except BaseException:
-            sys.stdout.write(printable(output.getvalue(), keep="\n\t"))
+        except BaseException as exc:
+            if not is_interrupt(exc):  # an interrupt drops what the command had printed (__main__: "interrupted")
+                sys.stdout.write(printable(output.getvalue(), keep="\n\t"))
             raise
         sys.stdout.write(printable(output.getvalue(), keep="\n\t"))
         return code

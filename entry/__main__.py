@@ -27,7 +27,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     own handler, around the measured steps) and comes here on the second."""
     try:
         code = _main(argv)
-    except KeyboardInterrupt:
+    except BaseException as exc:
+        from vramplan.cli import is_interrupt  # light, and loaded by `_main`'s first lines
+
+        if not is_interrupt(exc):  # a Ctrl-C, or one that an import wrapped in a RuntimeError
+            raise
         if argv is None:  # this process is vramplan's: a second Ctrl-C while it exits is no traceback either
             signal.signal(signal.SIGINT, signal.SIG_IGN)
         print("vramplan: interrupted", file=sys.stderr)

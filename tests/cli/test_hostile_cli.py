@@ -258,6 +258,36 @@ def test_ctrl_c_in_any_command_is_one_line_and_exit_130(
     assert list(tmp_path.iterdir()) == []  # no plan.toml, no temporary file
 
 
+def test_a_ctrl_c_that_an_import_wrapped_is_one_line_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A Ctrl-C inside a class body's ``__set_name__`` (``import platform`` while ``gpus`` loads, 0.15 s in) reaches
+    vramplan as "RuntimeError: Error calling __set_name__" caused by the KeyboardInterrupt (CPython 3.11): it was a
+    traceback and exit 1, and is now the same one line and 130."""
+    import vramplan.core.advice.gpuguide as guide
+    from vramplan.__main__ import main
+
+    def wrapped(*args: object, **kwargs: object) -> None:
+        print("half a table")
+        raise RuntimeError("Error calling __set_name__ on 'cached_property' instance") from KeyboardInterrupt()
+
+    monkeypatch.setattr(guide, "gpu_guide", wrapped)
+    monkeypatch.chdir(tmp_path)
+    assert main(["gpus", "--model", "llama-3.1-8b"]) == 130
+    captured = capsys.readouterr()
+    assert captured.err == "vramplan: interrupted\n" and captured.out == ""
+
+    def other(*args: object, **kwargs: object) -> None:  # an error raised while handling one is not an interrupt
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            raise RuntimeError("a bug") from None
+
+    monkeypatch.setattr(guide, "gpu_guide", other)
+    with pytest.raises(RuntimeError, match="a bug"):
+        main(["gpus", "--model", "llama-3.1-8b"])
+
+
 SIGINT_IN = """
 import os, signal, sys, time
 import {module} as target
