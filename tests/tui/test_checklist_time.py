@@ -18,8 +18,8 @@ from vramplan.core.plan.helpers.errors import PlanError
 from vramplan.core.plan.helpers.tomlio import loads
 from vramplan.core.plan.helpers.units import GiB, fmt_seconds
 from vramplan.core.plan.schema.plan import Plan, default_plan
+from vramplan.core.time.record import StepTime
 from vramplan.core.time.step import step_time
-from vramplan.core.time.step_record import StepTime
 from vramplan.tui.app import VramplanApp
 from vramplan.tui.effects import alternatives
 from vramplan.tui.time_text import rate

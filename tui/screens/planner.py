@@ -25,8 +25,8 @@ from vramplan.core.memory.record import Estimate
 from vramplan.core.plan.catalogue.gpu_match import DetectedGpus
 from vramplan.core.plan.helpers.errors import PlanError, printable
 from vramplan.core.plan.schema.plan import Plan
+from vramplan.core.time.record import StepTime
 from vramplan.core.time.step import step_time
-from vramplan.core.time.step_record import StepTime
 from vramplan.tui.choices import error_text, next_valid
 from vramplan.tui.command_table import bindings
 from vramplan.tui.detection import detected_notice
