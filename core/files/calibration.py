@@ -46,7 +46,7 @@ import tomli_w
 
 from vramplan.core.files.safewrite import OverwriteRefused, write_atomic
 from vramplan.core.plan.helpers.errors import PlanError, printable, shown
-from vramplan.core.plan.helpers.tomlio import read_toml
+from vramplan.core.plan.helpers.tomlio import loads, read_toml
 from vramplan.core.plan.helpers.units import GiB, MiB
 from vramplan.core.plan.schema.overhead import STEP_TIME_FACTOR_MAX, STEP_TIME_FACTOR_MIN
 from vramplan.core.plan.schema.plan import Plan
@@ -310,9 +310,18 @@ def calibration_toml(cal: Calibration) -> str:
 
 
 def write_calibration(path: str | Path, cal: Calibration, *, overwrite: bool = False) -> Path:
-    """Write `cal` atomically; an existing file only with ``overwrite`` (--force). Errors are one `PlanError`."""
+    """Write `cal` atomically; an existing file only with ``overwrite`` (--force). Errors are one `PlanError`.
+    Nothing is written that `read_calibration` would refuse (a measured allocator gap past the allocated peak, as a
+    small plan's can be: the plan takes at most 100%): the reader's bounds are the writer's."""
+    text = calibration_toml(cal)
     try:
-        return write_atomic(path, calibration_toml(cal), overwrite=overwrite)
+        calibration_from_data(loads(text), str(path))
+    except PlanError as exc:
+        key = (exc.where or "").rpartition(": ")[2]
+        said = f"not a calibration vramplan can read back ({key}: {exc.message}); nothing written"
+        raise PlanError(said, str(path)) from None
+    try:
+        return write_atomic(path, text, overwrite=overwrite)
     except OverwriteRefused as exc:
         raise PlanError(f"{exc.message} (use --force to replace it)", exc.where) from None
 

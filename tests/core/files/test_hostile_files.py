@@ -307,3 +307,23 @@ def test_axolotl_gradient_checkpointing_maybe_is_ignored_not_full(tmp_path: Path
     assert plan.strategy.gradient_checkpointing == default_plan().strategy.gradient_checkpointing
     plan, _ = _import_lines(tmp_path, "ax2.yaml", "base_model: x\ngradient_checkpointing: offload\n")
     assert plan.strategy.gradient_checkpointing == "full"
+
+
+def test_a_calibration_is_never_written_that_would_not_read_back(tmp_path: Path) -> None:
+    """Issue 39.6 refuses an allocator gap past the allocated peak when a calibration is read (it showed as "100%");
+    `vramplan measure --save-calibration` of a small plan can measure one (reserved over twice allocated): such a
+    file is not written, rather than written and refused later."""
+    from vramplan.core.files.calibration import Calibration, read_calibration, write_calibration
+
+    path = tmp_path / "cal.toml"
+    small = Calibration(cuda_context_bytes=500 << 20, allocator_gap_bytes=90 << 20, allocated_peak_bytes=60 << 20)
+    with pytest.raises(PlanError) as info:
+        write_calibration(path, small)
+    assert info.value.line() == (
+        f"{path}: not a calibration vramplan can read back (terms.allocator_gap_bytes: more than "
+        "allocated_peak_bytes (94,371,840 > 62,914,560): the gap applies as overhead.allocator_reserve_percent, at "
+        "most 100% of the peak); nothing written"
+    )
+    assert list(tmp_path.iterdir()) == []
+    fine = Calibration(cuda_context_bytes=500 << 20, allocator_gap_bytes=60 << 20, allocated_peak_bytes=60 << 20)
+    assert read_calibration(write_calibration(path, fine)).allocator_reserve_percent == 100.0
