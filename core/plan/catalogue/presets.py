@@ -284,7 +284,8 @@ def register_model(preset: ModelPreset, origin: str) -> None:
     reg.origin[f"models/{preset.id}"] = origin
 
 
-CARRIED = {"hardware": GpuSpec, "models": ModelPreset}  # the kinds of preset a plan file may carry
+# the kinds of preset a plan file may carry
+CARRIED: dict[str, type[GpuSpec | ModelPreset]] = {"hardware": GpuSpec, "models": ModelPreset}
 
 
 def carried_presets(gpu_id: str, model_id: str | None) -> dict[str, dict[str, dict[str, Any]]]:
