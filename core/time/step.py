@@ -60,6 +60,7 @@ from vramplan.core.time.transfers import (
     Transfers,
     communication_terms,
     offload_terms,
+    offloads,
 )
 
 if TYPE_CHECKING:
@@ -222,7 +223,11 @@ def sft_step_time(plan: Plan) -> StepTime:
     tr = Transfers(plan, gpu, lk, nvme_link(plan), bt.gathered, bt.grad_bytes, bt.trainable, bt.grad_elem,
                    bt.compute_elem, mb.seconds + compress, mb.layers)  # fmt: skip
     comm, per_mb_exposed, reduce_s = communication_terms(tr, m)
-    off, off_mb = offload_terms(tr, m, cpu_cores_per_rank(plan), HOST_MEMORY_GBS_PER_NODE, reduce_s)
+    off, off_mb = (
+        offload_terms(tr, m, cpu_cores_per_rank(plan), HOST_MEMORY_GBS_PER_NODE, reduce_s)
+        if offloads(plan)
+        else ([], 0.0)
+    )
     opt = _optimizer(plan, bt, c)
     micro = mb.seconds + compress + per_mb_exposed + off_mb
     bubble = (pp - 1) * micro

@@ -154,6 +154,12 @@ def communication_terms(x: Transfers, m: int) -> tuple[list[TimeTerm], float, fl
     return out, per_mb, reduce if zero <= 1 else ag + rs  # ZeRO-3: the backward's gathers come first
 
 
+def offloads(plan: Plan) -> bool:
+    """Whether anything of `plan` crosses the host link or the NVMe drive (else `offload_terms` has no term)."""
+    s = plan.strategy
+    return s.offload_optimizer != "none" or s.offload_parameters != "none" or s.activation_offload != "none"
+
+
 def offload_terms(
     x: Transfers, m: int, cores: float, host_gbs_node: float, reduce_s: float = 0.0
 ) -> tuple[list[TimeTerm], float]:

@@ -105,10 +105,11 @@ class TrainingPane(PlanPane):
             f"MFU achieved [b]{st.mfu:.1%}[/b] of {st.peak_flops / 1e12:g} TFLOP/s{setting}: step "
             f"{fmt_seconds(st.step_seconds)} {st.error_text()}, mostly {st.bottleneck}"
         )
-        if st.tokens is not None and st.train_seconds is not None and st.gpu_hours is not None:
+        tokens, steps, seconds, gpu_hours = st.tokens, st.train_steps, st.train_seconds, st.gpu_hours
+        if tokens is not None and steps is not None and seconds is not None and gpu_hours is not None:
             text += (
-                f"\n{fmt_count(st.tokens)} tokens in {fmt_steps(st.train_steps)}: [b]{fmt_seconds(st.train_seconds)}"
-                f"[/b], {st.gpu_hours:,.0f} GPU-hours"
+                f"\n{fmt_count(tokens)} tokens in {fmt_steps(steps)}: [b]{fmt_seconds(seconds)}"
+                f"[/b], {gpu_hours:,.0f} GPU-hours"
             )
             text += f", cost {st.cost:,.0f} USD" if st.cost is not None else " (a price per GPU-hour gives the cost)"
         show_text(self.query_one("#time-details", Static), text)
