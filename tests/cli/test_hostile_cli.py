@@ -18,6 +18,7 @@ from tests.hostile import (
     write_plan_files,
     write_training_configs,
 )
+from tests.waiting import HANG_S
 from vramplan.__main__ import mistyped_command
 from vramplan.cli.parser import run
 
@@ -26,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def cli(*args: str, cwd: Path = ROOT, **kw: object) -> subprocess.CompletedProcess[str]:
     cmd = [sys.executable, "-m", "vramplan", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, timeout=30, **kw)  # type: ignore[call-overload]
+    return subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, timeout=HANG_S, **kw)  # type: ignore[call-overload]
 
 
 def one_error_line(err: str) -> str:
@@ -119,7 +120,7 @@ def test_closed_stdout_is_one_line_not_a_traceback() -> None:
 
 def test_a_reader_that_stops_early_is_no_error() -> None:
     cmd = f"{sys.executable} -m vramplan keys | head -c 1 >/dev/null; exit ${{PIPESTATUS[0]}}"
-    r = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, cwd=ROOT, timeout=30)
+    r = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, cwd=ROOT, timeout=HANG_S)
     assert r.returncode == 0 and r.stderr == ""
 
 
@@ -317,7 +318,8 @@ def test_a_real_sigint_is_one_line_and_exit_130(tmp_path: Path, argv: list[str],
     """The signal itself, in a process of its own: during the fit advisor, mid-write of an export (nothing is left
     in the folder), and in `measure`'s first seconds (its imports: was a traceback or exit 1)."""
     code = SIGINT_IN.format(module=module, name=name)
-    r = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    cmd = [sys.executable, "-c", code, *argv]
+    r = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=HANG_S)
     assert (r.returncode, r.stderr, r.stdout) == (130, "vramplan: interrupted\n", ""), r
     assert list(tmp_path.iterdir()) == []
 
@@ -331,7 +333,7 @@ def test_a_title_or_note_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
     for option in ("--title", "--note"):
         for target in ("plan.toml", "plan.md", "-"):
             cmd = [sys.executable, "-m", "vramplan", "export", "-o", target, option.encode(), b"caf\xe9"]
-            r = subprocess.run(cmd, capture_output=True, cwd=tmp_path, timeout=30)
+            r = subprocess.run(cmd, capture_output=True, cwd=tmp_path, timeout=HANG_S)
             err = r.stderr.decode()
             assert r.returncode == 2 and r.stdout == b"", (option, target, err)
             assert f"{option}: not UTF-8 text (byte 0xe9 at 4)" in one_error_line(err)
@@ -454,7 +456,8 @@ def test_measure_refuses_a_plan_past_free_host_memory_before_building(tmp_path: 
         "sys.exit(code)\n"
     )
     argv = ["measure", "--model", "llama-3.1-8b", "--gpus", "1", "--device", "cpu"]
-    r = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    cmd = [sys.executable, "-c", code, *argv]
+    r = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=HANG_S)
     assert r.returncode == 2 and r.stdout == "torch not imported\n", r
     line = one_error_line(r.stderr)
     assert "predicted peak here is 150." in line and "more than the 23.00 GiB of host memory available" in line

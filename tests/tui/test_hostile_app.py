@@ -171,7 +171,7 @@ async def test_ctrl_o_refuses_a_long_dotted_key(tmp_path: Path) -> None:
             await pilot.press("ctrl+o")
             await pilot.pause()
             app.screen.query_one("#open-path", Input).value = str(path)
-            await asyncio.wait_for(pilot.press("enter"), timeout=20)
+            await asyncio.wait_for(pilot.press("enter"), timeout=HANG_S)  # a hang guard, no deadline
             await pilot.pause()
             assert isinstance(app.screen, OpenScreen), name
             error = str(app.screen.query_one("#open-error", Static).visual)

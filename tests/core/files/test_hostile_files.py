@@ -260,7 +260,7 @@ def test_standard_output_and_kernel_files_are_said_so(tmp_path: Path) -> None:
     """``-o /dev/stdout`` into a pipe said "/proc/<pid>/fd/pipe:[...]: No such file or directory"; ``-o
     /proc/self/mem`` said "already exists (use --force)", then with --force "directory does not exist"."""
     cmd = [sys.executable, "-m", "vramplan", "export", "-o", "/dev/stdout", "--force"]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)  # stdout: a pipe
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=HANG_S)  # stdout: a pipe
     assert r.returncode == 2 and r.stdout == "", r.stderr
     assert r.stderr == (
         "vramplan: /dev/stdout: is a named pipe (FIFO), not a file: never replaced (standard output: -o - prints to "
