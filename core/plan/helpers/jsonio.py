@@ -5,7 +5,6 @@ exhaust the stack, and ``NaN``/``Infinity`` (Python writes them; JSON has none).
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from vramplan.core.plan.helpers.errors import PlanError
@@ -24,6 +23,8 @@ def _no_constant(name: str) -> Any:
 
 def loads_json(text: str, where: str) -> Any:
     """The data of a JSON text; every failure is one `PlanError` naming ``where``."""
+    import json  # here: `tomlio` shares this module's wording, and the planner's first frame loads no json
+
     try:
         return json.loads(text, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
