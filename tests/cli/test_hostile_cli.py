@@ -317,6 +317,9 @@ sys.exit(main())
 def test_a_real_sigint_is_one_line_and_exit_130(tmp_path: Path, argv: list[str], module: str, name: str) -> None:
     """The signal itself, in a process of its own: during the fit advisor, mid-write of an export (nothing is left
     in the folder), and in `measure`'s first seconds (its imports: was a traceback or exit 1)."""
+    import signal
+
+    assert signal.getsignal(signal.SIGINT) is not signal.SIG_IGN  # else the child inherits SIGINT ignored
     code = SIGINT_IN.format(module=module, name=name)
     cmd = [sys.executable, "-c", code, *argv]
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=HANG_S)
