@@ -392,9 +392,8 @@ def _run(argv: Sequence[str]) -> int:
     except CliError as exc:
         print(str(exc), file=sys.stderr)
         return 2
-    except PlanError as exc:  # a plan file's every bad key, one line each
-        for line in exc.lines():
-            print(f"vramplan: {line}", file=sys.stderr)
+    except PlanError as exc:  # a plan file's every bad key, in one line
+        print(f"vramplan: {exc.full_line()}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # e.g. `vramplan presets | head -1`: the reader has what it wanted
         _silence_stdout()

@@ -467,12 +467,12 @@ def test_measure_refuses_a_plan_past_free_host_memory_before_building(tmp_path: 
     assert line.endswith("not built (--force runs it anyway)") and list(tmp_path.iterdir()) == []
 
 
-def test_a_training_config_with_two_bad_values_names_each_once(
+def test_a_training_config_with_two_bad_values_is_one_line_naming_each(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Issue 39.6 listed a TRL config with two bad values among the errors of two lines. Kept, as a plan file's bad
-    keys are (issue 32, tests/cli/test_plan_file_errors_cli.py): one line per bad key of a file, each naming the
-    file and the key, so both are fixed at once; no traceback, exit 2, nothing on stdout."""
+    """Issue 39.6: a TRL config with two bad values took two lines. Now one line names the file once and each bad
+    key (as a plan file's bad keys are: tests/cli/test_plan_file_errors_cli.py), so both are fixed at once; no
+    traceback, exit 2, nothing on stdout."""
     trl = tmp_path / "grpo.yaml"
     trl.write_text(
         "model_name_or_path: meta-llama/Llama-3.1-8B\nbeta: 0.1\nnum_generations: 4\n"
@@ -482,8 +482,8 @@ def test_a_training_config_with_two_bad_values_names_each_once(
     captured = capsys.readouterr()
     errors = [x for x in captured.err.splitlines() if "read from" not in x]
     assert errors == [
-        f"vramplan: {trl}: rl.max_prompt_length: must be less than or equal to 10000000 (got 99999999999)",
-        f"vramplan: {trl}: rl.max_completion_length: must be less than or equal to 10000000 (got 99999999999)",
+        f"vramplan: {trl}: rl.max_prompt_length: must be less than or equal to 10000000 (got 99999999999)"
+        " | rl.max_completion_length: must be less than or equal to 10000000 (got 99999999999)"
     ]
     assert captured.out == "" and "Traceback" not in captured.err
 

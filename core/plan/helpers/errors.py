@@ -13,7 +13,8 @@ if TYPE_CHECKING:  # pydantic is imported by the modules that validate, not by e
 MAX_SHOWN = 80  # characters of a user's value echoed in an error line
 MAX_MESSAGE = 600  # an error line's message is cut here (a safety net: values are cut to MAX_SHOWN first)
 MAX_WHERE = 300  # the file and key an error names
-MAX_LINES = 10  # problems of one input listed, one line each; the rest counted
+MAX_PROBLEMS = 4  # problems of one input named in its one line; the rest counted
+LINE_BUDGET = 600  # characters of that line past its first problem's (a longer one is counted, not named)
 
 
 def printable(text: str, keep: str = "") -> str:
@@ -86,6 +87,12 @@ def _render(value: object, parts: list[str], budget: int, depth: int) -> int:
     return budget - len(text)
 
 
+def _shared_prefix(lines: list[str]) -> str:
+    """The ``where: `` that every line starts with (the file all of an input's problems are in), else ""."""
+    head = lines[0].split(": ", 1)[0] + ": "
+    return head if len(lines) > 1 and all(x.startswith(head) and len(x) > len(head) for x in lines) else ""
+
+
 class PlanError(ValueError):
     """A problem with user input: a plan file, a key, a value, a preset id.
 
@@ -97,7 +104,7 @@ class PlanError(ValueError):
     def __init__(self, message: str, where: str | None = None, others: tuple[PlanError, ...] = ()) -> None:
         self.message = clip(printable(message), MAX_MESSAGE)
         self.where = clip(printable(where), MAX_WHERE) if where is not None else None
-        self.others = others  # the input's further problems (every bad key of a file), each its own line
+        self.others = others  # the input's further problems (every bad key of a file), named in `full_line`
         super().__init__(self.line())
 
     def first_line(self) -> str:
@@ -108,12 +115,18 @@ class PlanError(ValueError):
         n = len(self.others)
         return self.first_line() + (f" (and {n} more problem{'s' if n > 1 else ''})" if n else "")
 
-    def lines(self) -> list[str]:
-        """Every problem, one line each (the CLI's stderr): at most `MAX_LINES`, then ``and N more``."""
+    def full_line(self) -> str:
+        """Every problem in one line (the CLI's stderr), the file they share named once: at most `MAX_PROBLEMS`
+        within `LINE_BUDGET` characters (the first always), then ``and N more``
+        (``p.toml: training.a: unknown key | training.b: must be ...``)."""
         every = [self.first_line(), *(e.first_line() for e in self.others)]
-        if len(every) <= MAX_LINES:
-            return every
-        return [*every[: MAX_LINES - 1], f"and {len(every) - MAX_LINES + 1} more"]
+        prefix = _shared_prefix(every)
+        text, n = every[0], 1
+        for x in every[1:MAX_PROBLEMS]:
+            if len(text) + len(x) - len(prefix) > LINE_BUDGET or (n == MAX_PROBLEMS - 1 and len(every) > MAX_PROBLEMS):
+                break
+            text, n = text + " | " + x[len(prefix) :], n + 1
+        return text + (f" | and {len(every) - n} more" if len(every) > n else "")
 
     def at(self, where: str) -> PlanError:
         """The same error located more precisely (``file`` prefixed to the key)."""
