@@ -1,0 +1,59 @@
+"""The plan's model, adapters and optimizer on fake tensors (`vramplan trace`): nothing is allocated, downloaded or
+run on a GPU. The model is built as `vramplan.measure.build` builds it (the same transformers config, meta device,
+the weights' dtype, ``train()``, checkpointing, PEFT LoRA), all of it on the meta device; then, inside
+``FakeTensorMode`` and the recorder, ``to_empty`` gives every parameter and buffer a fake CPU storage (recorded as
+built), ``tie_weights`` re-ties tied embeddings, and the optimizer is made over the trainable parameters. LoRA is
+added on the meta device because PEFT moves new adapters with ``Module.to``, which must swap a fake tensor's
+parameters (``torch.utils.swap_tensors``), and the recorder's weak references forbid that."""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+from vramplan.measure.build import add_lora, enable_checkpointing, make_optimizer, meta_model, transformers_config
+from vramplan.measure.forward import DTYPES
+from vramplan.measure.recipe import Recipe
+from vramplan.measure.tracer import Recorder
+
+
+@dataclass
+class FakeBuilt:
+    """The traced model, its optimizer and the fake-tensor mode they live in."""
+
+    model: Any
+    optimizer: Any
+    mode: FakeTensorMode
+    built_params: int
+
+
+def build_fake(r: Recipe, rec: Recorder) -> FakeBuilt:
+    """Model (meta, then fake CPU storages under `rec`), checkpointing, LoRA and optimizer of the recipe."""
+    cfg = transformers_config(r)
+    extra = {"experts_implementation": r.experts} if r.experts else {}
+    model = meta_model(cfg, attn_implementation=r.attention, **extra)
+    model.to(DTYPES[r.weights_dtype])
+    built_params = sum(p.numel() for p in model.parameters())
+    model.train()
+    if r.checkpointing:
+        enable_checkpointing(model, r.reentrant)
+    if r.method != "full" and r.lora_modules:
+        with torch.device("meta"):
+            model = add_lora(model, r.lora_rank, 2 * r.lora_rank, r.lora_dropout, list(r.lora_modules))
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    rec.set_phase("build", 0)
+    with mode, rec, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model.to_empty(device="cpu")
+        tie = getattr(model, "tie_weights", None)
+        if callable(tie):
+            tie()
+        rec.mark(model.parameters(), "parameter")
+        rec.mark(model.buffers(), "buffer")
+        params = [p for p in model.parameters() if p.requires_grad]
+        opt = make_optimizer(params, r.optimizer, r.optimizer_impl, r.learning_rate)
+    return FakeBuilt(model, opt, mode, built_params)

@@ -1,0 +1,97 @@
+"""What `vramplan trace` cannot run on fake tensors, said before it starts (`not_traced`), and how those parts enter
+its figures: one rank's shards of a data-parallel plan (`shard_factors`: each sharded tensor divided by the degree,
+as FSDP2 shards each parameter; no collective runs) and parts taken from the formula estimator, marked
+(`adjustments`). Pure Python: the CLI lists them before torch is imported."""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any
+
+from vramplan.core.plan.schema.plan import Plan
+from vramplan.measure.recipe import OPTIMIZERS, WEIGHTS_AND_AUTOCAST
+
+
+def not_traced(plan: Plan) -> tuple[str, ...]:
+    """Each part of `plan` the trace does not run as planned, and what it does instead."""
+    t, s = plan.training, plan.strategy
+    out: list[str] = []
+    dp = plan.data_parallel
+    if s.zero_stage and dp > 1:
+        out.append(
+            f"ZeRO-{s.zero_stage} over {dp} ranks: one rank's view, each sharded tensor / {dp}; no collective runs "
+            "(all-gather and reduce-scatter buffers, DeepSpeed's engine and buckets: the estimate's terms)"
+        )
+    elif dp > 1:
+        out.append(f"data parallel over {dp} ranks: one rank traced; DDP's buckets: the estimate's terms")
+    for name, value in (("tensor", s.tensor_parallel), ("pipeline", s.pipeline_parallel)):
+        if value > 1:
+            out.append(f"{name} parallel {value}: not traced (one unsplit model)")
+    if s.sequence_parallel:
+        out.append("sequence parallel: not traced")
+    if s.expert_parallel > 1:
+        out.append(f"expert parallel {s.expert_parallel}: not traced (every expert on one rank)")
+    if s.offload_optimizer != "none" or s.offload_parameters != "none":
+        out.append("DeepSpeed offload: not traced (states stay on the GPU in the trace)")
+    if t.objective_spec.post_training:
+        out.append(f"objective {t.objective}: a supervised step of the policy is traced (no generation, reference)")
+    if t.regime not in WEIGHTS_AND_AUTOCAST:
+        out.append(f"precision {t.regime}: the fp32 master copy of DeepSpeed/FSDP is not built; bf16 weights traced")
+    if t.method == "qlora" or t.quantization not in (None, "none"):
+        out.append(
+            f"quantized base ({t.base_quantization}): bitsandbytes has no fake-tensor kernels; a 16-bit base is "
+            "traced and its parameters are the estimate's (marked)"
+        )
+    if t.method != "full" and t.lora_dtype != "fp32":
+        out.append(f"adapters in {t.lora_dtype}: PEFT keeps them fp32 in the trace")
+    if t.optimizer not in OPTIMIZERS:
+        out.append(f"optimizer {t.optimizer}: not in torch.optim; AdamW traced, its states are the estimate's (marked)")
+    if s.gradient_checkpointing in ("selective", "op"):
+        out.append(f"{s.gradient_checkpointing} checkpointing: not run by HF (whole blocks or nothing); none traced")
+    if s.gradient_checkpointing == "full" and s.checkpoint_every > 1:
+        out.append("checkpointing every k-th block: HF checkpoints every block")
+    for flag, what in (
+        (s.compile, "torch.compile (Triton kernels)"),
+        (s.optimizer_in_backward, "the optimizer step in backward"),
+        (s.activation_offload != "none", "activation offload"),
+        (s.loss_chunks > 1, f"the loss in {s.loss_chunks} chunks"),
+        (s.activation_compression != "none", "activation compression"),
+        (s.fused_cross_entropy, "a fused cross-entropy kernel (Triton: Liger, Unsloth)"),
+        (s.float8, "float8 linears (torchao)"),
+    ):
+        if flag:
+            out.append(f"{what}: not run on fake tensors; the plain PyTorch path is traced")
+    if importlib.util.find_spec("flash_attn") is None and s.attention == "flash":
+        out.append("attention flash: PyTorch SDPA's flash kernel is traced (flash-attn's own package is not needed)")
+    return tuple(out)
+
+
+def shard_factors(plan: Plan) -> dict[str, int]:
+    """The divisor of each traced role on one rank of a sharded data-parallel plan: optimizer states from ZeRO-1,
+    gradients from ZeRO-2, parameters from ZeRO-3 / FSDP full sharding (`strategy.zero_stage`)."""
+    dp, z = plan.data_parallel, plan.strategy.zero_stage
+    if dp <= 1 or not z:
+        return {}
+    out = {"optimizer_state": dp}
+    if z >= 2:
+        out["gradient"] = dp
+    if z >= 3:
+        out["parameter"] = dp
+    return out
+
+
+def adjustments(plan: Plan, est: Any, by_role: dict[str, int]) -> tuple[tuple[str, int], ...]:
+    """Parts of the peak taken from the estimate where the trace cannot run them (each named, its bytes added to
+    the traced peaks): a quantized base's parameters, an optimizer torch.optim does not have, and the
+    communication buckets the allocator hands out (DeepSpeed's, DDP's)."""
+    t = plan.training
+    out: list[tuple[str, int]] = []
+    if t.method == "qlora" or t.quantization not in (None, "none"):
+        out.append(("quantized parameters (estimate)", est.largest.get("parameters", 0) - by_role.get("parameter", 0)))
+    if t.optimizer not in OPTIMIZERS:
+        traced = by_role.get("optimizer_state", 0)
+        out.append((f"{t.optimizer} states (estimate)", est.peak.live.get("optimizer_states", 0) - traced))
+    for name in ("zero_buckets", "ddp_buckets"):
+        if est.overhead_bytes.get(name):
+            out.append((f"{name} (estimate)", est.overhead_bytes[name]))
+    return tuple(out)
