@@ -20,6 +20,10 @@ from vramplan.measure.forward import DTYPES
 from vramplan.measure.recipe import Recipe
 from vramplan.measure.tracer import Recorder
 
+# transformers' per-expert loop (experts_implementation "eager") finds each expert's tokens with ``nonzero``, whose
+# output size is data-dependent: fake tensors cannot run it, so the grouped kernel is traced (said before the trace)
+LOOP_TRACED_AS = {"eager": "grouped_mm"}
+
 
 @dataclass
 class FakeBuilt:
@@ -34,7 +38,8 @@ class FakeBuilt:
 def build_fake(r: Recipe, rec: Recorder) -> FakeBuilt:
     """Model (meta, then fake CPU storages under `rec`), checkpointing, LoRA and optimizer of the recipe."""
     cfg = transformers_config(r)
-    extra = {"experts_implementation": r.experts} if r.experts else {}
+    experts = LOOP_TRACED_AS.get(r.experts or "", r.experts)
+    extra = {"experts_implementation": experts} if experts else {}
     model = meta_model(cfg, attn_implementation=r.attention, **extra)
     model.to(DTYPES[r.weights_dtype])
     built_params = sum(p.numel() for p in model.parameters())

@@ -36,6 +36,30 @@ def _round(n: int, m: int) -> int:
     return -(-n // m) * m
 
 
+def grouped_mm_output(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``torch._grouped_mm``'s output for inputs its fake (meta) kernel refuses: it checks CUDA's bf16-only rule
+    (torch/_meta_registrations.py ``_meta_grouped_mm_common``), while transformers runs the CPU kernel in fp32 too
+    (integrations/moe.py ``_can_use_grouped_mm``). Shapes as the kernel's: (2-D, 3-D) -> [m, n]; (2-D, 2-D) with
+    offsets -> [groups, m, n]; (3-D, 2-D) -> [m, n] per group stacked; (3-D, 3-D) -> [groups, m, n]. None when the
+    fake kernel takes the inputs (bf16)."""
+    if func is not aten._grouped_mm.default:
+        return None
+    a, b = args[0], args[1]
+    if a.dtype == torch.bfloat16:
+        return None
+    offs = args[2] if len(args) > 2 else kwargs.get("offs")
+    dtype = kwargs.get("out_dtype") or a.dtype
+    if a.dim() == 2 and b.dim() == 3:
+        shape: tuple[int, ...] = (a.shape[0], b.shape[-1])
+    elif a.dim() == 2 and b.dim() == 2:
+        shape = (offs.shape[0], a.shape[0], b.shape[-1])
+    elif a.dim() == 3 and b.dim() == 2:
+        shape = (a.shape[1], b.shape[-1])
+    else:
+        shape = (a.shape[0], a.shape[1], b.shape[-1])
+    return torch.empty(shape, dtype=dtype)
+
+
 def cuda_outputs(func: Any, args: tuple[Any, ...], out: Any) -> Any:
     """`out` as the CUDA kernel would return it (new fake tensors where the layout or dtype differs)."""
     if func is aten.native_layer_norm.default:

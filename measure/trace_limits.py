@@ -44,6 +44,11 @@ def not_traced(plan: Plan) -> tuple[str, ...]:
         )
     if t.method != "full" and t.lora_dtype != "fp32":
         out.append(f"adapters in {t.lora_dtype}: PEFT keeps them fp32 in the trace")
+    if plan.model.num_experts and s.experts == "loop":
+        out.append(
+            "experts loop: each expert's tokens come from nonzero (data-dependent sizes fake tensors lack); "
+            "the grouped kernel is traced"
+        )
     if t.optimizer not in OPTIMIZERS:
         out.append(f"optimizer {t.optimizer}: not in torch.optim; AdamW traced, its states are the estimate's (marked)")
     if s.gradient_checkpointing in ("selective", "op"):

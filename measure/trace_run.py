@@ -103,8 +103,13 @@ def run_trace(
                 _one_step(r, built, rec, names, k + 1, lengths[k], torch)
                 out.traced_steps.append(k + 1)
                 say(f"step {k + 1} traced ({n}/{len(to_run)}): {time.perf_counter() - ts:.1f} s", n)
+                check()
     except Stopped:
         out.partial = True
+    except Exception:
+        if stop is None or not stop.is_set():
+            raise
+        out.partial = True  # the stop raised inside autograd's engine, which may re-raise it as another type
     rec.closed = True
     rec.settle_roles()
     out.seconds = time.perf_counter() - t0

@@ -87,7 +87,9 @@ class Recorder(TorchDispatchMode):  # type: ignore[misc]
         self.ops += 1
         if self.ops % 4096 == 0 and self.stop_check is not None:
             self.stop_check()
-        out = func(*args, **(kwargs or {}))
+        out = trace_kernels.grouped_mm_output(func, args, kwargs or {})
+        if out is None:
+            out = func(*args, **(kwargs or {}))
         if self.cuda:
             if not self._workspace and func in trace_kernels.MATMULS:
                 self._workspace = True
@@ -230,7 +232,8 @@ class ModuleNames:
                 rec.recompute_window += 1
             rec.recompute_depth += 1
         self._push(name)
-        if torch.is_grad_enabled():
+        if torch.is_grad_enabled() and rec.phase != BACKWARD:  # a recomputed graph is not run backward, and the
+            # hook's closure would keep its nodes (their saved tensors) alive
             ts = self._tensors(inputs)
             if ts:
                 self.grad_hooks.append(torch.autograd.graph.register_multi_grad_hook(ts, lambda _: self._pop(name)))
@@ -242,7 +245,7 @@ class ModuleNames:
         if self.rec.phase == BACKWARD and self.rec.recompute_depth:
             self.rec.recompute_depth -= 1
         self._pop(name)
-        if torch.is_grad_enabled():
+        if torch.is_grad_enabled() and self.rec.phase != BACKWARD:
             ts = self._tensors(output)
             if ts:
                 self.grad_hooks.append(torch.autograd.graph.register_multi_grad_hook(ts, lambda _: self._push(name)))

@@ -1,0 +1,209 @@
+"""`vramplan trace` through the CLI: on CPU kernels the fake step agrees with the real one (`vramplan measure --device
+cpu` of the same plan, within 1% of allocated) and with the CPU oracle's committed truth (tests/data/*_truth.json,
+the cases bench/data/measured_cases.py maps to plans); on CUDA kernels its report is consistent (rounded blocks,
+reserved >= allocated, rows that add up); what it cannot run is said first; bad options are one line; Ctrl-C stops
+it with exit code 130 and a partial report. Skipped without the measure extra."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import load_truth
+from tests.hostile import strict_json
+
+pytest.importorskip("torch", reason="the measure extra (torch) is not installed")
+pytest.importorskip("transformers", reason="the measure extra (transformers) is not installed")
+
+from vramplan.cli.parser import run
+
+TINY = {
+    "model_type": "llama",
+    "vocab_size": 512,
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "tie_word_embeddings": False,
+}
+
+
+def case_args(case: dict[str, Any], config: Path) -> list[str]:
+    """A measured case as plan arguments (bench/data/measured_cases.py's mapping, the model from a config.json)."""
+    c = case
+    if "hf_config" in c:
+        model = {"model_type": c["family"], **c["hf_config"]}
+    else:
+        model = {
+            "model_type": c["family"],
+            "vocab_size": c["vocab_size"],
+            "hidden_size": c["hidden_size"],
+            "intermediate_size": c.get("intermediate_size") or 4 * c["hidden_size"],
+            "num_hidden_layers": c["num_layers"],
+            "num_attention_heads": c["num_heads"],
+            "num_key_value_heads": c.get("num_kv_heads") or c["num_heads"],
+            "tie_word_embeddings": c.get("tie_embeddings", c["family"] == "bloom"),
+        }
+    config.write_text(json.dumps(model))
+    precision = {"fp32": "fp32", "bf16-mixed": "bf16-autocast", "bf16": "bf16-pure"}[c["precision"]]
+    sets = {
+        "training.seq_len": c["seq_len"],
+        "training.micro_batch_size": c["micro_batch_size"],
+        "training.grad_accum_steps": c.get("grad_accum_steps", 1),
+        "training.precision": f'"{precision}"',
+        "training.optimizer": f'"{c["optimizer"]}"',
+        "training.optimizer_impl": f'"{c.get("optimizer_impl", "foreach")}"',
+        "training.method": f'"{c["method"]}"',
+        "strategy.gradient_checkpointing": '"full"' if c["gradient_checkpointing"] else '"none"',
+        "strategy.attention": '"eager"' if c["attention"] == "eager" else '"flash"',
+    }
+    if c["method"] == "lora":
+        t = c.get("lora_targets", "qv")
+        targets = '["qkv"]' if (t == "qv" and c["family"] == "bloom") else '["q", "v"]' if t == "qv" else f'["{t}"]'
+        sets |= {"training.lora_rank": c["lora_rank"], "training.lora_targets": targets}
+    args = ["--hf-config", str(config), "--gpus", "1"]
+    for key, value in sets.items():
+        args += ["--set", f"{key}={value}"]
+    return args
+
+
+def run_json(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, Any], str]:
+    code = run([*argv, "--json"])
+    captured = capsys.readouterr()
+    return code, strict_json(captured.out) if captured.out.strip() else {}, captured.err
+
+
+def test_trace_agrees_with_measure_on_the_cpu_within_1_percent(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    c = load_truth("oracle_truth.json")["llama_lora_qv"]["resolved_case"]
+    args = case_args(c, tmp_path / "config.json")
+    code, measured, _ = run_json(["measure", *args, "--device", "cpu", "--warmup", "1", "--steps", "1"], capsys)
+    assert code == 0
+    code, traced, err = run_json(["trace", *args, "--kernels", "cpu", "--steps", "2"], capsys)
+    assert code == 0, err
+    m = measured["ranks"][0]["max_allocated_bytes"]
+    t = traced["traced"]["peak_allocated_bytes"]
+    assert abs(t - m) <= 0.01 * m, (t, m)
+    assert traced["traced"]["peak_reserved_bytes"] == t  # the CPU: no caching allocator
+
+
+@pytest.mark.parametrize(
+    ("truth", "case_id"),
+    [
+        ("oracle_truth", "llama_base"),
+        ("oracle_truth", "llama_gc"),
+        ("oracle_truth", "llama_ga2"),
+        ("oracle_truth", "bloom_lora_qkv"),
+        ("extra_truth", "llama_lora_all_gc_bf16mixed"),
+        ("families_truth", "gpt2_bf16mixed"),
+        ("moe_truth", "qwen3moe_lora_qv"),
+        ("moe_truth", "qwen3_bf16mixed_gc"),
+    ],
+)
+def test_trace_on_cpu_kernels_agrees_with_the_cpu_oracle(
+    truth: str, case_id: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the oracle's steady peak (its second step, the counter of every live CPU allocation) within 1%;
+    # python -m bench.measure.trace_oracle runs every case
+    t = load_truth(f"{truth}.json")[case_id]
+    args = case_args(t["resolved_case"], tmp_path / "c.json")
+    code, out, err = run_json(["trace", *args, "--kernels", "cpu"], capsys)
+    assert code == 0, err
+    peak, want = out["traced"]["peak_allocated_bytes"], t["figures"]["steady_peak_bytes"]
+    assert abs(peak - want) <= 0.01 * want, (peak, want)
+
+
+def test_the_cuda_report_is_consistent(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(TINY))
+    argv = ["trace", "--hf-config", str(tmp_path / "config.json"), "--gpu", "h100-80gb", "--gpus", "1"]
+    argv += ["--set", "training.seq_len=64", "--set", "training.method=lora", "--steps", "3"]
+    code, out, err = run_json(argv, capsys)
+    assert code == 0, err
+    tr = out["traced"]
+    assert tr["peak_allocated_bytes"] >= tr["tensor_peak_bytes"]  # 512-byte blocks at least
+    assert tr["peak_reserved_bytes"] >= tr["peak_allocated_bytes"]
+    assert tr["peak_reserved_bytes"] % (2 * 1024**2) == 0  # segments of 2 MiB multiples
+    assert out["steps"] == 3 and out["steps_traced"] == 1  # the same lengths: one step traced, repeated
+    assert {p["phase"] for p in tr["phases"]} == {"forward", "backward", "optimizer", "zero_grad"}
+    rows = {d["name"]: d for d in out["differences"]}
+    parts = ("parameters", "gradients", "optimizer states", "activations", "logits / loss", "temporaries")
+    assert sum(rows[p]["traced_bytes"] for p in parts) == tr["peak_allocated_bytes"]
+    assert rows["peak allocated"]["estimated_bytes"] == out["estimate"]["allocated_bytes"]
+    assert rows["temporaries"]["traced_bytes"] >= 32 * 1024**2  # the cuBLAS workspace (Hopper)
+    assert "cuBLAS workspace" in " ".join(out["cuda_corrections"])
+    lines = err.splitlines()
+    assert lines.index(next(x for x in lines if "building" in x)) < len(lines)
+
+
+def test_what_is_not_traced_comes_before_the_build(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(TINY))
+    argv = ["trace", "--hf-config", str(tmp_path / "config.json"), "--gpus", "1", "--set", "training.seq_len=32"]
+    argv += ["--set", "training.optimizer=lion"]
+    code, out, err = run_json(argv, capsys)
+    assert code == 0
+    lines = err.splitlines()
+    lion = next(i for i, x in enumerate(lines) if "optimizer lion" in x and "not traced" in x)
+    building = next(i for i, x in enumerate(lines) if "building" in x)
+    assert lion < building
+    assert any("lion states (estimate)" in k for k in out["traced"]["adjustments_bytes"])
+
+
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        (["--lengths", "uniform:9k-1k"], "--lengths: 9,216 is above 1,024"),
+        (["--alloc-conf", "max_split_size_mb:4"], "--alloc-conf: max_split_size_mb: must be at least 20"),
+        (["--steps", "0"], "expected a whole number from 1 to 1,000"),
+    ],
+)
+def test_bad_options_are_one_line_and_exit_2(
+    extra: list[str], needle: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(TINY))
+    assert run(["trace", "--hf-config", str(tmp_path / "config.json"), *extra]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    (line,) = captured.err.strip().splitlines()
+    assert needle in line, line
+
+
+def test_sigint_stops_the_trace_with_a_partial_report(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(TINY))
+    argv = ["trace", "--hf-config", "config.json", "--gpus", "1", "--steps", "1000", "--lengths", "uniform:16-4096/16"]
+    code = f"import sys; from vramplan.__main__ import main; sys.exit(main({argv!r}))"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "VRAMPLAN_DETECT": "0", "OMP_NUM_THREADS": "1"},
+    )
+    assert proc.stderr is not None
+    seen = []
+    deadline = time.monotonic() + 120
+    for line in proc.stderr:
+        seen.append(line)
+        if "(3/" in line or time.monotonic() > deadline:
+            break
+    assert any("(3/" in line for line in seen), "".join(seen)[-2000:]
+    proc.send_signal(signal.SIGINT)
+    try:
+        out, err = proc.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        pytest.fail("vramplan trace did not stop within 20 s of SIGINT")
+    assert proc.returncode == 130, err[-2000:]
+    assert "Traceback" not in err
+    assert "PARTIAL" in out and "peak allocated" in out, out[-2000:]
