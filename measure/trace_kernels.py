@@ -51,7 +51,7 @@ def grouped_mm_output(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) 
     dtype = kwargs.get("out_dtype") or a.dtype
     if a.dim() == 2 and b.dim() == 3:
         shape: tuple[int, ...] = (a.shape[0], b.shape[-1])
-    elif a.dim() == 2 and b.dim() == 2:
+    elif a.dim() == 2 and b.dim() == 2 and offs is not None:
         shape = (offs.shape[0], a.shape[0], b.shape[-1])
     elif a.dim() == 3 and b.dim() == 2:
         shape = (a.shape[1], b.shape[-1])
