@@ -39,6 +39,8 @@ ROLE_ROWS: dict[str, str] = {
     "input": "temporaries",
     "workspace": "temporaries",
 }
+# the row of each part taken from the estimate (`trace_limits.adjustments`), by its name's first word
+ADJUSTED_ROWS = {"quantized": "parameters", "gathered": "parameters", "optimizer": "optimizer states"}
 HEAD = "(model: loss and outputs)"
 LAYER = re.compile(r"\.\d+(?=\.|$)")
 
@@ -51,6 +53,13 @@ def module_group(name: str) -> str:
     if not name:
         return HEAD
     return ".".join(LAYER.sub(".*", name).split(".")[:4])
+
+
+def phase_group(a: Any) -> str:
+    """Where an allocation was made: its module group in forward and backward, else its phase."""
+    if a.phase in (1, 2):
+        return module_group(a.module)
+    return {0: "(built: parameters, buffers)", 3: "(optimizer step)", 4: "(zero_grad)"}.get(a.phase, "?")
 
 
 def row_of(a: Any) -> str:
@@ -132,8 +141,7 @@ def analyse(plan: Plan, options: TraceOptions, traced: Any) -> TraceReport:
     for i in live:
         a = info(i)
         by_role[a.role] += rnd(sizes[i])
-        if a.phase != 0:
-            by_module[module_group(a.module)] += rnd(sizes[i])
+        by_module[phase_group(a)] += rnd(sizes[i])
     est = estimate(plan, cpu=not cuda)
     adj = adjustments(plan, est, dict(by_role))
     extra = sum(n for _, n in adj)
@@ -163,7 +171,7 @@ def analyse(plan: Plan, options: TraceOptions, traced: Any) -> TraceReport:
         saved_by_op=_saved_by_op(rec, traced),
         estimate_allocated=est.allocated,
         estimate_reserved=est.reserved,
-        differences=_differences(est, by_role, live, info, sizes, rnd, max(allocated, default=0) + extra,
+        differences=_differences(est, adj, live, info, sizes, rnd, max(allocated, default=0) + extra,
                                  max(reserved, default=0) + extra),
         not_traced=not_traced(plan),
         corrections=_corrections() if cuda else (),
@@ -182,10 +190,12 @@ def _sizes(
 ) -> dict[int, int]:
     """Each allocation's bytes on this rank: a sharded role's tensors divided by the data-parallel degree."""
     out: dict[int, int] = {}
+    optimizer = PHASES.index("optimizer")
     for k, i, _, _ in events:
         if k == ALLOC:
             a = allocs[origin.get(i, i)]
-            out[i] = -(-a.nbytes // factors.get(a.role, 1))
+            role = "optimizer_temporary" if (a.phase == optimizer and a.role == "temporary") else a.role
+            out[i] = -(-a.nbytes // factors.get(role, 1))
     return out  # fmt: skip
 
 
@@ -248,7 +258,7 @@ def _saved_by_op(rec: Any, traced: Any) -> tuple[tuple[str, str, int], ...]:
 
 def _differences(
     est: Any,
-    by_role: dict[str, int],
+    adj: tuple[tuple[str, int], ...],
     live: set[int],
     info: Any,
     sizes: dict[int, int],
@@ -256,11 +266,13 @@ def _differences(
     allocated: int,
     reserved: int,
 ) -> tuple[Difference, ...]:
-    """The comparison rows: each role live at the traced peak against the estimate's kinds at its peak, then the
-    peaks; a row's ``why`` names the largest traced items the estimate's formula for it does not have."""
+    """The comparison rows: each role live at the traced peak (with the parts taken from the estimate) against the
+    estimate's kinds at its peak, then the peaks; a row's ``why`` names the largest traced items of the row."""
     rows: dict[str, int] = defaultdict(int)
     for i in live:
         rows[row_of(info(i))] += rnd(sizes[i])
+    for what, n in adj:
+        rows[ADJUSTED_ROWS.get(what.split(" ")[0], "temporaries")] += n
     out = []
     for row, kinds in ROLE_KINDS.items():
         e = sum(est.peak.live.get(k, 0) for k in kinds)
@@ -288,7 +300,7 @@ def _why(row: str, live: set[int], info: Any, sizes: dict[int, int], rnd: Any, d
             continue
         n = rnd(sizes[i])
         total += n
-        items[f"{module_group(a.module)}: {a.op}" if a.role != "workspace" else a.op] += n
+        items[f"{phase_group(a)}: {a.op}" if a.role != "workspace" else a.op] += n
     if not total or abs(delta) < total // 100:
         return ""
     top = sorted(items.items(), key=lambda kv: -kv[1])[:3]

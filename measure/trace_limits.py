@@ -77,7 +77,7 @@ def shard_factors(plan: Plan) -> dict[str, int]:
     dp, z = plan.data_parallel, plan.strategy.zero_stage
     if dp <= 1 or not z:
         return {}
-    out = {"optimizer_state": dp}
+    out = {"optimizer_state": dp, "optimizer_temporary": dp}  # the step's temporaries are per shard too
     if z >= 2:
         out["gradient"] = dp
     if z >= 3:
@@ -88,14 +88,18 @@ def shard_factors(plan: Plan) -> dict[str, int]:
 def adjustments(plan: Plan, est: Any, by_role: dict[str, int]) -> tuple[tuple[str, int], ...]:
     """Parts of the peak taken from the estimate where the trace cannot run them (each named, its bytes added to
     the traced peaks): a quantized base's parameters, an optimizer torch.optim does not have, and the
-    communication buckets the allocator hands out (DeepSpeed's, DDP's)."""
+    parameters ZeRO-3 / FSDP gathers at the estimate's peak, the communication buckets the allocator hands out
+    (DeepSpeed's, DDP's)."""
     t = plan.training
     out: list[tuple[str, int]] = []
     if t.method == "qlora" or t.quantization not in (None, "none"):
         out.append(("quantized parameters (estimate)", est.largest.get("parameters", 0) - by_role.get("parameter", 0)))
     if t.optimizer not in OPTIMIZERS:
         traced = by_role.get("optimizer_state", 0)
-        out.append((f"{t.optimizer} states (estimate)", est.peak.live.get("optimizer_states", 0) - traced))
+        out.append((f"optimizer {t.optimizer} states (estimate)", est.peak.live.get("optimizer_states", 0) - traced))
+    gathered = est.peak.live.get("gathered_parameters", 0)
+    if gathered:
+        out.append(("gathered parameters (estimate)", gathered))
     for name in ("zero_buckets", "ddp_buckets"):
         if est.overhead_bytes.get(name):
             out.append((f"{name} (estimate)", est.overhead_bytes[name]))

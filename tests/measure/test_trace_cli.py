@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from bench.measure.trace_oracle import case_args
 from tests.conftest import load_truth
 from tests.hostile import strict_json
 
@@ -35,45 +36,6 @@ TINY = {
     "num_key_value_heads": 2,
     "tie_word_embeddings": False,
 }
-
-
-def case_args(case: dict[str, Any], config: Path) -> list[str]:
-    """A measured case as plan arguments (bench/data/measured_cases.py's mapping, the model from a config.json)."""
-    c = case
-    if "hf_config" in c:
-        model = {"model_type": c["family"], **c["hf_config"]}
-    else:
-        model = {
-            "model_type": c["family"],
-            "vocab_size": c["vocab_size"],
-            "hidden_size": c["hidden_size"],
-            "intermediate_size": c.get("intermediate_size") or 4 * c["hidden_size"],
-            "num_hidden_layers": c["num_layers"],
-            "num_attention_heads": c["num_heads"],
-            "num_key_value_heads": c.get("num_kv_heads") or c["num_heads"],
-            "tie_word_embeddings": c.get("tie_embeddings", c["family"] == "bloom"),
-        }
-    config.write_text(json.dumps(model))
-    precision = {"fp32": "fp32", "bf16-mixed": "bf16-autocast", "bf16": "bf16-pure"}[c["precision"]]
-    sets = {
-        "training.seq_len": c["seq_len"],
-        "training.micro_batch_size": c["micro_batch_size"],
-        "training.grad_accum_steps": c.get("grad_accum_steps", 1),
-        "training.precision": f'"{precision}"',
-        "training.optimizer": f'"{c["optimizer"]}"',
-        "training.optimizer_impl": f'"{c.get("optimizer_impl", "foreach")}"',
-        "training.method": f'"{c["method"]}"',
-        "strategy.gradient_checkpointing": '"full"' if c["gradient_checkpointing"] else '"none"',
-        "strategy.attention": '"eager"' if c["attention"] == "eager" else '"flash"',
-    }
-    if c["method"] == "lora":
-        t = c.get("lora_targets", "qv")
-        targets = '["qkv"]' if (t == "qv" and c["family"] == "bloom") else '["q", "v"]' if t == "qv" else f'["{t}"]'
-        sets |= {"training.lora_rank": c["lora_rank"], "training.lora_targets": targets}
-    args = ["--hf-config", str(config), "--gpus", "1"]
-    for key, value in sets.items():
-        args += ["--set", f"{key}={value}"]
-    return args
 
 
 def run_json(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, Any], str]:
@@ -155,7 +117,7 @@ def test_what_is_not_traced_comes_before_the_build(tmp_path: Path, capsys: pytes
     lion = next(i for i, x in enumerate(lines) if "optimizer lion" in x and "not traced" in x)
     building = next(i for i, x in enumerate(lines) if "building" in x)
     assert lion < building
-    assert any("lion states (estimate)" in k for k in out["traced"]["adjustments_bytes"])
+    assert any("optimizer lion states (estimate)" in k for k in out["traced"]["adjustments_bytes"])
 
 
 @pytest.mark.parametrize(

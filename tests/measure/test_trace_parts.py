@@ -51,7 +51,7 @@ def test_what_is_not_traced_and_one_ranks_shards() -> None:
     plan = default_plan()  # ZeRO-3 on 8 GPUs, full fine-tuning
     lines = not_traced(plan)
     assert any(line.startswith("ZeRO-3 over 8 ranks") for line in lines)
-    assert shard_factors(plan) == {"optimizer_state": 8, "gradient": 8, "parameter": 8}
+    assert shard_factors(plan) == {"optimizer_state": 8, "optimizer_temporary": 8, "gradient": 8, "parameter": 8}
     one = plan.with_changes({"hardware.gpus_per_node": 1, "strategy.zero_stage": 0})
     assert shard_factors(one) == {}
     q = one.with_changes({"training.method": "qlora", "training.optimizer": "adamw-8bit"})
