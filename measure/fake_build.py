@@ -33,6 +33,7 @@ class FakeBuilt:
     optimizer: Any
     mode: FakeTensorMode
     built_params: int
+    notes: tuple[str, ...] = ()
 
 
 def build_fake(r: Recipe, rec: Recorder) -> FakeBuilt:
@@ -40,7 +41,14 @@ def build_fake(r: Recipe, rec: Recorder) -> FakeBuilt:
     cfg = transformers_config(r)
     experts = LOOP_TRACED_AS.get(r.experts or "", r.experts)
     extra = {"experts_implementation": experts} if experts else {}
-    model = meta_model(cfg, attn_implementation=r.attention, **extra)
+    notes: list[str] = []
+    try:
+        model = meta_model(cfg, attn_implementation=r.attention, **extra)
+    except ValueError as exc:  # a family transformers runs with eager attention only (Gemma 2: soft-capping)
+        if r.attention == "eager" or "attention implementation" not in str(exc):
+            raise
+        model = meta_model(cfg, attn_implementation="eager", **extra)
+        notes.append(f"{type(model).__name__} has no SDPA attention in transformers: eager attention traced")
     model.to(DTYPES[r.weights_dtype])
     built_params = sum(p.numel() for p in model.parameters())
     model.train()
@@ -61,4 +69,4 @@ def build_fake(r: Recipe, rec: Recorder) -> FakeBuilt:
         rec.mark(model.buffers(), "buffer")
         params = [p for p in model.parameters() if p.requires_grad]
         opt = make_optimizer(params, r.optimizer, r.optimizer_impl, r.learning_rate)
-    return FakeBuilt(model, opt, mode, built_params)
+    return FakeBuilt(model, opt, mode, built_params, tuple(notes))

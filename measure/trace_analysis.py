@@ -202,7 +202,7 @@ def _sizes(
 def _allocator_conf(plan: Plan, options: TraceOptions) -> AllocatorConfig:
     gpu = presets.gpu(plan.hardware.gpu)
     device = gpu.memory_bytes
-    capacity = device - plan.overhead.cuda_context_mib * MiB
+    capacity = None if options.unlimited_memory else device - plan.overhead.cuda_context_mib * MiB
     return parse_alloc_conf(_conf_text(plan, options), capacity_bytes=capacity, device_bytes=device)
 
 
@@ -327,7 +327,7 @@ def _versions() -> dict[str, str]:
 
 
 def _notes(traced: Any) -> tuple[str, ...]:
-    notes = []
+    notes = list(traced.notes)
     if traced.built_params:
         notes.append(f"transformers built {traced.built_params:,} parameters")
     if traced.partial:

@@ -17,13 +17,15 @@ class TraceOptions:
     """``steps``: optimizer steps replayed (each runs the plan's micro-batches); ``lengths``: each micro-batch's
     sequence length (`vramplan.measure.lengths`); ``kernels``: ``cuda`` (the CUDA kernels' allocations and the
     caching allocator's blocks) or ``cpu`` (as the CPU runs it: what ``vramplan measure --device cpu`` measures);
-    ``alloc_conf``: a PYTORCH_CUDA_ALLOC_CONF value for the replay."""
+    ``alloc_conf``: a PYTORCH_CUDA_ALLOC_CONF value for the replay; ``unlimited_memory``: replay without the GPU's
+    capacity (no out-of-memory error, no release-and-retry: the peak of a plan larger than its GPU)."""
 
     steps: int = 2
     lengths: Lengths = field(default_factory=lambda: Lengths("plan"))
     kernels: Kernels = "cuda"
     alloc_conf: str = ""
     seed: int = 0
+    unlimited_memory: bool = False
 
 
 @dataclass(frozen=True)

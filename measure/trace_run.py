@@ -42,6 +42,7 @@ class Traced:
     partial: bool = False
     built_params: int = 0
     seconds: float = 0.0
+    notes: tuple[str, ...] = ()
 
 
 def steps_to_trace(lengths: tuple[tuple[int, ...], ...]) -> list[int]:
@@ -89,7 +90,7 @@ def run_trace(
     say(f"building {plan_title(plan)} on fake tensors (nothing is allocated)")
     try:
         built = build_fake(r, rec)
-        out.built_params = built.built_params
+        out.built_params, out.notes = built.built_params, built.notes
         say(f"built: {built.built_params:,} parameters in {time.perf_counter() - t0:.1f} s")
         cuda_autocast = AutocastAsCuda() if options.kernels == "cuda" and r.autocast else nullcontext()
         with ExitStack() as stack:

@@ -382,6 +382,11 @@ class PlannerScreen(Screen[None]):
 
         self.app.push_screen(MeasureScreen(self.plan))
 
+    def action_trace(self) -> None:
+        from vramplan.tui.screens.trace import TraceScreen
+
+        self.app.push_screen(TraceScreen(self.plan))
+
     def action_load_calibration(self) -> None:
         from vramplan.tui.screens.calibration_dialog import CalibrationScreen
 
