@@ -108,15 +108,38 @@ def options_from(args: argparse.Namespace) -> Any:
     return TraceOptions(steps=args.steps, lengths=lengths, kernels=args.kernels, alloc_conf=args.alloc_conf)
 
 
-def cmd_trace(args: argparse.Namespace) -> int:
+def plan_and_config(args: argparse.Namespace) -> tuple[Any, dict[str, Any] | None]:
+    """The plan of the arguments; for a ``--hf-config`` of a model_type without a formula family, the plan of the
+    other arguments (its model is not used) and the config.json's keys, which the trace builds instead."""
     from vramplan.cli.importing import resolve
 
-    plan = resolve(args)
+    try:
+        return resolve(args), None
+    except PlanError as exc:
+        if not args.hf_config or "unsupported model_type" not in str(exc):
+            raise
+    from vramplan.core.plan.architecture.hf_config import config_path, parse_json
+    from vramplan.core.plan.helpers.readfile import read_regular
+
+    if any(s.strip().startswith("model.") for s in args.sets):
+        raise PlanError("--set model.KEY: the model is the config.json's (no formula family); edit the file")
+    path = config_path(args.hf_config)
+    raw = parse_json(read_regular(str(path)).decode("utf-8", errors="replace"), str(path))
+    rest = argparse.Namespace(**{**vars(args), "hf_config": None, "model": None})
+    return resolve(rest), raw
+
+
+def cmd_trace(args: argparse.Namespace) -> int:
+    plan, raw = plan_and_config(args)
     options = options_from(args)
+    if raw is not None:
+        import dataclasses
+
+        options = dataclasses.replace(options, raw_config=raw)
     _need_extra()
     from vramplan.measure.trace_limits import not_traced
 
-    for line in not_traced(plan):
+    for line in not_traced(plan, raw):
         _say(f"not traced: {line}")
     import threading
 
@@ -202,7 +225,8 @@ def report_text(r: TraceReport) -> str:
     lines += ["", f"{'per GPU':20s} {'traced':>12s} {'estimate':>12s} {'error':>8s}  difference"]
     for d in r.differences:
         err = "-" if d.error is None else f"{100 * d.error:+.1f}%" if abs(d.error) < 10 else "off >999%"
-        lines.append(f"{d.name:20s} {_gib(d.traced):>12s} {_gib(d.estimated):>12s} {err:>8s}  {d.why}")
+        est = _gib(d.estimated) if r.has_estimate else "-"
+        lines.append(f"{d.name:20s} {_gib(d.traced):>12s} {est:>12s} {err if r.has_estimate else '-':>8s}  {d.why}")
     lines.append(f"traced peak in {r.peak_phase} of step {r.peak_step}; fragmentation at the reserved peak "
                  f"{100 * r.fragmentation:.1f}%")  # fmt: skip
     for what, n in r.adjustments:

@@ -142,14 +142,14 @@ def analyse(plan: Plan, options: TraceOptions, traced: Any) -> TraceReport:
         a = info(i)
         by_role[a.role] += rnd(sizes[i])
         by_module[phase_group(a)] += rnd(sizes[i])
-    est = estimate(plan, cpu=not cuda)
-    adj = adjustments(plan, est, dict(by_role))
+    est = None if options.raw_config is not None else estimate(plan, cpu=not cuda)
+    adj = adjustments(plan, est, dict(by_role)) if est is not None else ()
     extra = sum(n for _, n in adj)
     phases = _phase_peaks(events, allocated, reserved)
     tensor_peak = _tensor_peak(events, sizes)
     peak_phase, peak_step = (PHASES[events[peak_at][2]], events[peak_at][3]) if events else ("build", 0)
     return TraceReport(
-        plan_summary=plan_title(plan),
+        plan_summary=_title(plan, options),
         kernels=options.kernels,
         gpu=presets.gpu(plan.hardware.gpu).name,
         alloc_conf=_conf_text(plan, options) if cuda else "",
@@ -169,11 +169,11 @@ def analyse(plan: Plan, options: TraceOptions, traced: Any) -> TraceReport:
         by_role=dict(by_role),
         by_module=tuple(sorted(by_module.items(), key=lambda kv: -kv[1])[:12]),
         saved_by_op=_saved_by_op(rec, traced),
-        estimate_allocated=est.allocated,
-        estimate_reserved=est.reserved,
+        estimate_allocated=est.allocated if est is not None else 0,
+        estimate_reserved=est.reserved if est is not None else 0,
         differences=_differences(est, adj, live, info, sizes, rnd, max(allocated, default=0) + extra,
                                  max(reserved, default=0) + extra),
-        not_traced=not_traced(plan),
+        not_traced=not_traced(plan, options.raw_config),
         corrections=_corrections() if cuda else (),
         adjustments=adj,
         partial=traced.partial,
@@ -183,6 +183,14 @@ def analyse(plan: Plan, options: TraceOptions, traced: Any) -> TraceReport:
         versions=_versions(),
         notes=_notes(traced),
     )  # fmt: skip
+
+
+def _title(plan: Plan, options: TraceOptions) -> str:
+    raw = options.raw_config
+    if raw is None:
+        return plan_title(plan)
+    gpu = presets.gpu(plan.hardware.gpu).name
+    return f"model_type {raw['model_type']} (config.json) on {plan.hardware.total_gpus} x {gpu}"
 
 
 def _sizes(
@@ -273,6 +281,13 @@ def _differences(
         rows[row_of(info(i))] += rnd(sizes[i])
     for what, n in adj:
         rows[ADJUSTED_ROWS.get(what.split(" ")[0], "temporaries")] += n
+    if est is None:  # no formula family: the traced rows only
+        none = "no formula family: no estimate"
+        return (
+            *(Difference(row, rows.get(row, 0), 0, none) for row in ROLE_KINDS),
+            Difference("peak allocated", allocated, 0, none),
+            Difference("peak reserved", reserved, 0, f"traced reserve {_pct(reserved, allocated)} over allocated"),
+        )
     out = []
     for row, kinds in ROLE_KINDS.items():
         e = sum(est.peak.live.get(k, 0) for k in kinds)
@@ -308,6 +323,10 @@ def _why(row: str, live: set[int], info: Any, sizes: dict[int, int], rnd: Any, d
     return f"traced {abs(delta) / 2**20:,.0f} MiB {sign}; largest: " + ", ".join(
         f"{k} {v / 2**20:,.0f} MiB" for k, v in top
     )
+
+
+def _pct(a: int, b: int) -> str:
+    return f"{100 * (a - b) / max(b, 1):.1f}%"
 
 
 def _mib(n: int) -> str:

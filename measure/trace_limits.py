@@ -11,11 +11,22 @@ from typing import Any
 from vramplan.core.plan.schema.plan import Plan
 from vramplan.measure.recipe import OPTIMIZERS, WEIGHTS_AND_AUTOCAST
 
+MAMBA_KEYS = ("mamba_d_state", "mamba_expand", "mamba_num_heads", "ssm_state_size", "linear_num_value_heads")
 
-def not_traced(plan: Plan) -> tuple[str, ...]:
-    """Each part of `plan` the trace does not run as planned, and what it does instead."""
+
+def not_traced(plan: Plan, raw: dict[str, Any] | None = None) -> tuple[str, ...]:
+    """Each part of `plan` the trace does not run as planned, and what it does instead (`raw`: the config.json of a
+    model without a formula family, traced in place of the plan's model)."""
     t, s = plan.training, plan.strategy
     out: list[str] = []
+    if raw is not None:
+        out.append(f"model_type {raw.get('model_type')}: no formula family, so no estimate beside the trace; LoRA "
+                   "targets are named as LLaMA's (q_proj, ...)")  # fmt: skip
+        if any(k in raw for k in MAMBA_KEYS):
+            out.append(
+                "state-space / linear-attention layers: transformers' PyTorch reference path is traced (mamba_ssm's "
+                "and fla's fused CUDA kernels cannot run on fake tensors; they save less)"
+            )
     dp = plan.data_parallel
     if s.zero_stage and dp > 1:
         out.append(
@@ -44,7 +55,7 @@ def not_traced(plan: Plan) -> tuple[str, ...]:
         )
     if t.method != "full" and t.lora_dtype != "fp32":
         out.append(f"adapters in {t.lora_dtype}: PEFT keeps them fp32 in the trace")
-    if plan.model.num_experts and s.experts == "loop":
+    if raw is None and plan.model.num_experts and s.experts == "loop":
         out.append(
             "experts loop: each expert's tokens come from nonzero (data-dependent sizes fake tensors lack); "
             "the grouped kernel is traced"

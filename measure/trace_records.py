@@ -18,7 +18,8 @@ class TraceOptions:
     sequence length (`vramplan.measure.lengths`); ``kernels``: ``cuda`` (the CUDA kernels' allocations and the
     caching allocator's blocks) or ``cpu`` (as the CPU runs it: what ``vramplan measure --device cpu`` measures);
     ``alloc_conf``: a PYTORCH_CUDA_ALLOC_CONF value for the replay; ``unlimited_memory``: replay without the GPU's
-    capacity (no out-of-memory error, no release-and-retry: the peak of a plan larger than its GPU)."""
+    capacity (no out-of-memory error, no release-and-retry: the peak of a plan larger than its GPU); ``raw_config``:
+    the model is this config.json's (any model_type transformers builds; the plan gives the rest)."""
 
     steps: int = 2
     lengths: Lengths = field(default_factory=lambda: Lengths("plan"))
@@ -26,6 +27,7 @@ class TraceOptions:
     alloc_conf: str = ""
     seed: int = 0
     unlimited_memory: bool = False
+    raw_config: dict[str, Any] | None = None  # a config.json of a model without a formula family (`raw_recipe`)
 
 
 @dataclass(frozen=True)
@@ -116,6 +118,11 @@ class TraceReport:
     @property
     def oom(self) -> bool:
         return self.failures > 0
+
+    @property
+    def has_estimate(self) -> bool:
+        """False for a model without a formula family (traced from its config.json alone)."""
+        return self.estimate_allocated > 0
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -68,7 +68,7 @@ def run_trace(
     from vramplan.measure.tracer import ModuleNames, Recorder
 
     t0 = time.perf_counter()
-    r = recipe(plan)
+    r = recipe(plan) if options.raw_config is None else raw_recipe(recipe(plan), options.raw_config)
     lengths = options.lengths.draw(r.seq_len, options.steps, r.grad_accum_steps, options.seed)
     plan_of = steps_to_trace(lengths)
     to_run = sorted(set(plan_of))
@@ -87,7 +87,8 @@ def run_trace(
     hopper = generation not in ("ampere", "turing", "volta", "ada", "cdna2", "cdna3")
     rec = Recorder(cuda=options.kernels == "cuda", hopper=hopper, stop_check=check)
     out = Traced(rec, lengths, plan_of_steps=plan_of)
-    say(f"building {plan_title(plan)} on fake tensors (nothing is allocated)")
+    title = plan_title(plan) if options.raw_config is None else f"model_type {r.model_type}"
+    say(f"building {title} on fake tensors (nothing is allocated)")
     try:
         built = build_fake(r, rec)
         out.built_params, out.notes = built.built_params, built.notes
@@ -115,6 +116,25 @@ def run_trace(
     rec.settle_roles()
     out.seconds = time.perf_counter() - t0
     return out
+
+
+def raw_recipe(r: Any, raw: dict[str, Any]) -> Any:
+    """The plan's recipe with the model of a config.json vramplan has no formula family for: transformers builds it
+    from every key of the file (less what would load code, weights or a quantization: `recipe.FILE_ONLY`), LoRA
+    targets PEFT's ``all-linear``."""
+    import dataclasses
+
+    from vramplan.measure.recipe import FILE_ONLY
+
+    return dataclasses.replace(
+        r,
+        model_type=raw["model_type"],
+        config={k: v for k, v in raw.items() if k not in FILE_ONLY},
+        hf_config_path=None,
+        expected_params=0,
+        vocab_size=int(raw.get("vocab_size") or r.vocab_size),
+        experts=None,
+    )
 
 
 def _unpacked_batches() -> Any:

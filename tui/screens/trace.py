@@ -54,7 +54,8 @@ def report_text(r: TraceReport) -> Content:
         Content.styled(f"  {'per GPU':<22}{'traced':>13}{'estimate':>13}{'error':>9}", "bold"),
     ]
     for d in r.differences:
-        figures = f"{fmt_bytes(d.traced):>13}{fmt_bytes(d.estimated):>13}{_error(d.error):>9}"
+        est, err = (fmt_bytes(d.estimated), _error(d.error)) if r.has_estimate else ("-", "-")
+        figures = f"{fmt_bytes(d.traced):>13}{est:>13}{err:>9}"
         lines.append(Content(f"  {d.name:<22}{figures}"))
     lines.append(Content(f"traced peak: {r.peak_phase} of step {r.peak_step}, fragmentation "
                          f"{100 * r.fragmentation:.1f}%"[:76]))  # fmt: skip
