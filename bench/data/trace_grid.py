@@ -48,7 +48,7 @@ def _p(model: str, method: str, precision: str, gc: str, seq: int, **more: Any) 
     elif gc == "full":
         keys["strategy.checkpoint_impl"] = "non-reentrant"
     keys |= more
-    tag = "".join(f"-{k.split('.')[-1]}{v}" for k, v in more.items())
+    tag = "".join(f"-{k.split('.')[-1]}{'+'.join(v) if isinstance(v, list) else v}" for k, v in more.items())
     return f"{model}-{method}-{precision}-gc{gc}-{seq // 1024}k{tag}", {"model": model, "keys": keys}
 
 
@@ -85,7 +85,7 @@ def grid() -> dict[str, dict[str, Any]]:
     out += [
         _p("llama-3.1-8b", "full", "bf16-autocast", "none", 2048),
         _p("qwen2.5-7b", "lora", "bf16-autocast", "full", 4096),
-        _p("phi-3.5-mini", "lora", "bf16-pure", "full", 4096),
+        _p("phi-3.5-mini", "lora", "bf16-pure", "full", 4096, **{"training.lora_targets": ["qkv", "o"]}),
         _p("phi-3.5-mini", "full", "bf16-pure", "full", 4096),
         _p("gemma-3-4b", "lora", "bf16-pure", "full", 4096),
         _p("olmo-2-7b", "full", "bf16-pure", "full", 4096),
@@ -129,6 +129,7 @@ def record(plan: Any, report: Any) -> dict[str, Any]:
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", nargs="*", default=None, metavar="ID")
+    ap.add_argument("--missing", action="store_true", help="trace only the plans the file does not have")
     ap.add_argument("-o", "--output", type=Path, default=OUT)
     args = ap.parse_args(argv)
     from vramplan.core.files.safewrite import write_atomic
@@ -149,11 +150,11 @@ def main(argv: list[str]) -> int:
     }
     options = TraceOptions(steps=2, unlimited_memory=True)
     for n, (pid, spec) in enumerate(plans.items(), start=1):
-        if args.only is not None and pid not in args.only:
+        if (args.only is not None and pid not in args.only) or (args.missing and pid in data):
             continue
         t0 = time.perf_counter()
-        plan = plan_of(spec)
         try:
+            plan = plan_of(spec)
             data[pid] = record(plan, trace_plan(plan, options))
         except Exception as exc:  # a plan the trace cannot run is reported, the grid goes on
             print(f"{n:3d}/{len(plans)} {pid}: FAILED {type(exc).__name__}: {str(exc)[:200]}", flush=True)
