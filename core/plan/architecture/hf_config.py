@@ -142,9 +142,8 @@ def map_config_noted(raw: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ..
     if mt not in _MAPPERS:
         moe = [(k, raw[k]) for k in MOE_KEYS if _positive(raw.get(k))]
         what = f" (a mixture-of-experts config: {moe[0][0]} = {moe[0][1]})" if moe else ""
-        raise PlanError(
-            f"unsupported model_type {shown(mt)}{what}; supported: {', '.join(SUPPORTED)}; {TRACE_GIVES_IT}", "model_type"
-        )
+        line = f"unsupported model_type {shown(mt)}{what}; supported: {', '.join(SUPPORTED)}; {TRACE_GIVES_IT}"
+        raise PlanError(line, "model_type")
     keys = ConfigKeys(raw, mt)
     model = {"model_type": mt, **_MAPPERS[mt](keys)}
     for key, value in model.items():  # a size beyond the plan's bounds is named here, with the file
