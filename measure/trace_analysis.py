@@ -30,6 +30,7 @@ ROLE_KINDS: dict[str, tuple[str, ...]] = {
 }
 ROLE_ROWS: dict[str, str] = {
     "parameter": "parameters",
+    "gathered": "parameters",
     "buffer": "parameters",
     "gradient": "gradients",
     "optimizer_state": "optimizer states",
@@ -65,8 +66,11 @@ def phase_group(a: Any) -> str:
 def row_of(a: Any) -> str:
     """The comparison row of a traced allocation: its role's, except that what the LM head and the loss make
     (outside the decoder's modules: the logits, their fp32 copy and the loss's gradients) is the estimate's
-    logits / loss."""
+    logits / loss, and a buffer made on another stream than the default (FSDP2's all-gather and reduce-scatter
+    buffers) a temporary."""
     row = ROLE_ROWS.get(a.role, "temporaries")
+    if a.stream and row in ("activations", "temporaries"):
+        return "temporaries"
     if row in ("activations", "temporaries") and a.phase in (1, 2):
         group = module_group(a.module)
         if group == HEAD or group.endswith("lm_head"):
@@ -121,7 +125,7 @@ def analyse(plan: Plan, options: TraceOptions, traced: Any) -> TraceReport:
         return allocs[origin.get(i, i)]
 
     conf = _allocator_conf(plan, options) if cuda else None
-    kinds = [(k, i, sizes[i], 0) for k, i, _, _ in events]
+    kinds = [(k, i, sizes[i], info(i).stream) for k, i, _, _ in events]  # each block in its stream's pool
     if conf is not None:
         rp = replay(kinds, conf)
         allocated, reserved = rp.allocated, rp.reserved
@@ -315,7 +319,8 @@ def _why(row: str, live: set[int], info: Any, sizes: dict[int, int], rnd: Any, d
             continue
         n = rnd(sizes[i])
         total += n
-        items[f"{phase_group(a)}: {a.op}" if a.role != "workspace" else a.op] += n
+        where = f"stream {a.stream} " if a.stream else ""
+        items[f"{where}{phase_group(a)}: {a.op}" if a.role != "workspace" else a.op] += n
     if not total or abs(delta) < total // 100:
         return ""
     top = sorted(items.items(), key=lambda kv: -kv[1])[:3]

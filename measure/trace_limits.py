@@ -1,17 +1,38 @@
 """What `vramplan trace` cannot run on fake tensors, said before it starts (`not_traced`), and how those parts enter
-its figures: one rank's shards of a data-parallel plan (`shard_factors`: each sharded tensor divided by the degree,
-as FSDP2 shards each parameter; no collective runs) and parts taken from the formula estimator, marked
-(`adjustments`). Pure Python: the CLI lists them before torch is imported."""
+its figures: how one rank of a data-parallel plan is traced (`parallel_mode`: FSDP2 and DDP run in a fake process
+group; DeepSpeed's ZeRO-1/2/3 and FSDP1, which cannot, by `shard_factors`: each sharded tensor divided by the
+degree, no collective run) and parts taken from the formula estimator, marked (`adjustments`). Pure Python: the CLI
+lists them before torch is imported."""
 
 from __future__ import annotations
 
 import importlib.util
 from typing import Any
 
+from vramplan.core.plan.resolved import fsdp_sharded
 from vramplan.core.plan.schema.plan import Plan
 from vramplan.measure.recipe import OPTIMIZERS, WEIGHTS_AND_AUTOCAST
 
 MAMBA_KEYS = ("mamba_d_state", "mamba_expand", "mamba_num_heads", "ssm_state_size", "linear_num_value_heads")
+
+
+def parallel_mode(plan: Plan) -> str:
+    """How the traced rank of `plan` runs: ``fsdp2`` (ZeRO-3 as FSDP2's ``fully_shard``: the plan's FSDP version 2,
+    outside DeepSpeed's master regimes, no offload) or ``ddp`` (no ZeRO: torch's DistributedDataParallel) in a fake
+    process group of the data-parallel degree (`vramplan.measure.trace_dist`); ``divided`` (DeepSpeed's ZeRO-1/2/3,
+    FSDP1's flat parameters, tensor or pipeline parallel beside data parallel: the unsplit model's tensors divided
+    by the degree, `shard_factors`); ``""`` for one data-parallel rank."""
+    s = plan.strategy
+    if plan.data_parallel <= 1:
+        return ""
+    if s.tensor_parallel > 1 or s.pipeline_parallel > 1 or s.expert_parallel > 1:
+        return "divided"
+    offload = s.offload_optimizer != "none" or s.offload_parameters != "none"
+    if s.zero_stage == 3 and fsdp_sharded(plan) and s.fsdp_version != 1 and not offload:
+        return "fsdp2"
+    if s.zero_stage == 0:
+        return "ddp"
+    return "divided"
 
 
 def not_traced(plan: Plan, raw: dict[str, Any] | None = None) -> tuple[str, ...]:
@@ -27,11 +48,22 @@ def not_traced(plan: Plan, raw: dict[str, Any] | None = None) -> tuple[str, ...]
                 "state-space / linear-attention layers: transformers' PyTorch reference path is traced (mamba_ssm's "
                 "and fla's fused CUDA kernels cannot run on fake tensors; they save less)"
             )
-    dp = plan.data_parallel
-    if s.zero_stage and dp > 1:
+    dp, mode = plan.data_parallel, parallel_mode(plan)
+    if mode == "fsdp2":
         out.append(
-            f"ZeRO-{s.zero_stage} over {dp} ranks: one rank's view, each sharded tensor / {dp}; no collective runs "
-            "(all-gather and reduce-scatter buffers, DeepSpeed's engine and buckets: the estimate's terms)"
+            f"ZeRO-3 as FSDP2 over {dp} ranks: rank 0 traced with fully_shard in a fake process group (collectives "
+            "do nothing; NCCL's own buffers, outside the allocator, are the estimate's)"
+        )
+    elif mode == "ddp":
+        out.append(
+            f"data parallel over {dp} ranks: rank 0 traced with DDP in a fake process group (its buckets are not "
+            "rebuilt after step 1; NCCL's own buffers are the estimate's)"
+        )
+    elif s.zero_stage and dp > 1:
+        why = "FSDP1's flat parameters" if s.fsdp_version == 1 and s.zero_stage >= 2 else "DeepSpeed's engine"
+        out.append(
+            f"ZeRO-{s.zero_stage} over {dp} ranks: {why} cannot run on fake tensors; one rank's view, each sharded "
+            f"tensor / {dp}, no collective runs (all-gathered parameters, buckets: the estimate's terms)"
         )
     elif dp > 1:
         out.append(f"data parallel over {dp} ranks: one rank traced; DDP's buckets: the estimate's terms")
@@ -46,7 +78,7 @@ def not_traced(plan: Plan, raw: dict[str, Any] | None = None) -> tuple[str, ...]
         out.append("DeepSpeed offload: not traced (states stay on the GPU in the trace)")
     if t.objective_spec.post_training:
         out.append(f"objective {t.objective}: a supervised step of the policy is traced (no generation, reference)")
-    if t.regime not in WEIGHTS_AND_AUTOCAST:
+    if t.regime not in WEIGHTS_AND_AUTOCAST and not (t.regime == "bf16-fsdp" and mode == "fsdp2"):
         out.append(f"precision {t.regime}: the fp32 master copy of DeepSpeed/FSDP is not built; bf16 weights traced")
     if t.method == "qlora" or t.quantization not in (None, "none"):
         out.append(
@@ -86,7 +118,7 @@ def shard_factors(plan: Plan) -> dict[str, int]:
     """The divisor of each traced role on one rank of a sharded data-parallel plan: optimizer states from ZeRO-1,
     gradients from ZeRO-2, parameters from ZeRO-3 / FSDP full sharding (`strategy.zero_stage`)."""
     dp, z = plan.data_parallel, plan.strategy.zero_stage
-    if dp <= 1 or not z:
+    if dp <= 1 or not z or parallel_mode(plan) != "divided":
         return {}
     out = {"optimizer_state": dp, "optimizer_temporary": dp}  # the step's temporaries are per shard too
     if z >= 2:
@@ -108,6 +140,8 @@ def adjustments(plan: Plan, est: Any, by_role: dict[str, int]) -> tuple[tuple[st
     if t.optimizer not in OPTIMIZERS:
         traced = by_role.get("optimizer_state", 0)
         out.append((f"optimizer {t.optimizer} states (estimate)", est.peak.live.get("optimizer_states", 0) - traced))
+    if parallel_mode(plan) in ("fsdp2", "ddp"):
+        return tuple(out)  # the rank's all-gathers and buckets are traced
     gathered = est.peak.live.get("gathered_parameters", 0)
     if gathered:
         out.append(("gathered parameters (estimate)", gathered))

@@ -64,7 +64,9 @@ def run_trace(
 
     from vramplan.measure.fake_build import build_fake
     from vramplan.measure.recipe import recipe
+    from vramplan.measure.trace_dist import Parallel, fake_group, running
     from vramplan.measure.trace_kernels import AutocastAsCuda
+    from vramplan.measure.trace_limits import parallel_mode
     from vramplan.measure.tracer import ModuleNames, Recorder
 
     t0 = time.perf_counter()
@@ -85,24 +87,30 @@ def run_trace(
 
     generation = presets.gpu(plan.hardware.gpu).generation
     hopper = generation not in ("ampere", "turing", "volta", "ada", "cdna2", "cdna3")
-    rec = Recorder(cuda=options.kernels == "cuda", hopper=hopper, stop_check=check)
+    mode = parallel_mode(plan)
+    par = Parallel(mode, plan.data_parallel, plan) if mode in ("fsdp2", "ddp") else None
+    rec = Recorder(cuda=options.kernels == "cuda", hopper=hopper, stop_check=check, gathers=mode == "fsdp2")
     out = Traced(rec, lengths, plan_of_steps=plan_of)
     title = plan_title(plan) if options.raw_config is None else f"model_type {r.model_type}"
     say(f"building {title} on fake tensors (nothing is allocated)")
     try:
-        built = build_fake(r, rec)
-        out.built_params, out.notes = built.built_params, built.notes
-        say(f"built: {built.built_params:,} parameters in {time.perf_counter() - t0:.1f} s")
-        cuda_autocast = AutocastAsCuda() if options.kernels == "cuda" and r.autocast else nullcontext()
         with ExitStack() as stack:
+            if par is not None:
+                stack.enter_context(fake_group(par.world))
+            stack.enter_context(rec.resizing())
+            built = build_fake(r, rec, par)
+            out.built_params, out.notes = built.built_params, built.notes
+            say(f"built: {built.built_params:,} parameters in {time.perf_counter() - t0:.1f} s")
             stack.enter_context(built.mode)
             stack.enter_context(rec)
             names = stack.enter_context(ModuleNames(built.model, rec))
-            stack.enter_context(cuda_autocast)
+            if options.kernels == "cuda" and r.autocast:
+                stack.enter_context(AutocastAsCuda())
             stack.enter_context(_unpacked_batches())
+            stack.enter_context(running(built.runner))
             for n, k in enumerate(to_run, start=1):
                 ts = time.perf_counter()
-                _one_step(r, built, rec, names, k + 1, lengths[k], torch)
+                _one_step(r, built, rec, names, k + 1, lengths[k], torch, par)
                 out.traced_steps.append(k + 1)
                 say(f"step {k + 1} traced ({n}/{len(to_run)}): {time.perf_counter() - ts:.1f} s", n)
                 check()
@@ -150,29 +158,36 @@ def _unpacked_batches() -> Any:
     return mock.patch.object(mu, "find_packed_sequence_indices", lambda position_ids: None)
 
 
-def _one_step(r: Any, built: Any, rec: Any, names: Any, step: int, lengths: tuple[int, ...], torch: Any) -> None:
+def _one_step(
+    r: Any, built: Any, rec: Any, names: Any, step: int, lengths: tuple[int, ...], torch: Any, par: Any = None
+) -> None:
     """One optimizer step of the recipe's micro-batches (`lengths`: each one's tokens)."""
     from vramplan.measure.build import autocast
     from vramplan.measure.forward import forward_loss
+    from vramplan.measure.trace_dist import micro_batch
 
     model, opt, ga = built.model, built.optimizer, r.grad_accum_steps
+    runner = built.runner if built.runner is not None else model
     for mb, s in enumerate(lengths, start=1):
-        rec.set_phase("forward", step, mb)
-        ids = torch.randint(0, r.vocab_size, (r.micro_batch_size, s), dtype=torch.int64)
-        labels = ids.clone()
-        rec.mark((ids, labels), "input")
-        with autocast(r, "cpu"):
-            loss = forward_loss(model, ids, labels, ga)
-        rec.set_phase("backward", step, mb)
-        loss.backward()
-        del loss, ids, labels
-        names.clear_grad_hooks()
+        with micro_batch(runner, par, last=mb == len(lengths)):
+            rec.set_phase("forward", step, mb)
+            ids = torch.randint(0, r.vocab_size, (r.micro_batch_size, s), dtype=torch.int64)
+            labels = ids.clone()
+            rec.mark((ids, labels), "input")
+            with autocast(r, "cpu"):
+                loss = forward_loss(runner, ids, labels, ga)
+            rec.set_phase("backward", step, mb)
+            loss.backward()
+            del loss, ids, labels
+            names.clear_grad_hooks()
     rec.mark((p.grad for p in model.parameters() if p.grad is not None), "gradient")
     rec.set_phase("optimizer", step)
+    built.grads_to_shards()
     opt.step()
     rec.mark((v for st in opt.state.values() for v in st.values() if isinstance(v, torch.Tensor)), "optimizer_state")
     rec.set_phase("zero_grad", step)
     opt.zero_grad(set_to_none=True)
+    built.clear_grads()
 
 
 def trace_plan(

@@ -5,10 +5,17 @@ output whose storage it has not seen is a new allocation (its bytes: the storage
 results share a storage it knows). A ``weakref`` on the storage records the free when the storage dies (fake tensors'
 storages keep their Python object while alive, as torch.distributed._tools.mem_tracker relies on). Each allocation
 carries the phase the runner set (build, forward, backward, optimizer, zero_grad; its step and micro-batch), the op
-that made it and the innermost module running (forward and pre hooks on every module; in backward, hooks on the
+that made it, the stream it was made on (FSDP2's all-gather and reduce-scatter streams: ``torch.cpu.current_stream``,
+which FSDP2's ``device_handle.stream(...)`` sets on the CPU as ``torch.cuda.stream`` does on a GPU) and the innermost
+module running (forward and pre hooks on every module; in backward, hooks on the
 module's outputs' and inputs' gradients, as torch.utils.module_tracker does, so a checkpointed block's recomputation
 counts in its module). What a tensor is (parameter, gradient, optimizer state, activation, temporary) is decided by
-`Recorder.roles` at the end, from what holds it and when it lived.
+`Recorder.settle_roles` at the end, from what holds it and when it lived.
+
+Two things a dispatch mode does not see by itself, as torch.distributed._tools.mem_tracker finds too: a storage
+resized in place (FSDP2 frees and re-allocates each unsharded parameter with ``UntypedStorage.resize_``:
+_fully_shard/_fsdp_param.py ``free_storage`` / ``alloc_storage``), which `Recorder.resizing` records as a free and a
+new allocation; and a DTensor's bytes, which are its local shard's (`local`).
 
 With ``cuda=True`` each op's outputs are corrected to CUDA's (`vramplan.measure.trace_kernels`): their layout or
 dtype, the kernel's own temporaries, the cuBLAS workspace at the first matmul."""
@@ -31,6 +38,7 @@ ALLOC, FREE = 1, 0
 PHASES = ("build", "forward", "backward", "optimizer", "zero_grad")
 ROLES = (
     "parameter",
+    "gathered",  # a parameter all-gathered whole for compute (FSDP2's unsharded parameters)
     "buffer",
     "input",
     "gradient",
@@ -58,22 +66,38 @@ class Alloc:
     freed_step: int | None = None
     role: str = "temporary"
     window: int = 0  # the recomputation it was made in (0: none)
+    stream: int = 0  # 0: the default stream; FSDP2's own streams from 1 on, in the order first used
+
+
+def local(t: torch.Tensor) -> torch.Tensor:
+    """A DTensor's local shard (what its rank allocates), any other tensor itself."""
+    inner = getattr(t, "_local_tensor", None)
+    return inner if isinstance(inner, torch.Tensor) else t
 
 
 class Recorder(TorchDispatchMode):  # type: ignore[misc]
     """The events of a traced run: ``events`` as (ALLOC or FREE, allocation id, phase, step), ``allocs`` by id.
     ``cuda``: correct each op to CUDA's kernels (``hopper``: the cuBLAS workspace of Hopper and later);
-    ``stop_check`` is called every 4,096 ops (it raises to stop the run)."""
+    ``stop_check`` is called every 4,096 ops (it raises to stop the run); ``gathers``: the model is FSDP2's, so
+    the parameters a module holds when its forward starts are all-gathered copies."""
 
-    def __init__(self, cuda: bool = True, hopper: bool = True, stop_check: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        cuda: bool = True,
+        hopper: bool = True,
+        stop_check: Callable[[], None] | None = None,
+        gathers: bool = False,
+    ) -> None:
         super().__init__()
         self.cuda, self.hopper, self.stop_check = cuda, hopper, stop_check
+        self.gathers = gathers  # FSDP2: a module's parameters when its forward starts are all-gathered ("gathered")
         self.events: list[tuple[int, int, int, int]] = []
         self.allocs: list[Alloc] = []
         self.phase = self.step = self.micro = self.ops = 0
         self.module = ""
-        self._ids: Any = WeakIdKeyDictionary()
+        self._ids: Any = WeakIdKeyDictionary()  # storage -> [its allocation now (-1: resized to 0), its last]
         self._refs: dict[int, Any] = {}
+        self._streams: dict[int, int] = {id(torch.cpu.current_stream()): 0}
         self._workspace = False
         self.closed = False  # set when the run ends: what dies afterwards (the model itself) is not the step's
         self.recompute_depth = 0  # modules' forwards running inside backward (a checkpoint's recomputation)
@@ -118,23 +142,51 @@ class Recorder(TorchDispatchMode):  # type: ignore[misc]
         self.allocs[i].role = "workspace"
 
     def track(self, t: torch.Tensor, op: str) -> int:
-        """The allocation id of `t`'s storage, recording it as new if unseen."""
-        st = t.untyped_storage()
-        i = self._ids.get(st)
-        if i is None:
+        """The allocation id of `t`'s storage (a DTensor's: its shard's), recording it as new if unseen."""
+        st = local(t).untyped_storage()
+        cell = self._ids.get(st)
+        if cell is None:
             i = self._new(st.nbytes(), op)
-            self._ids[st] = i
-            self._refs[i] = weakref.ref(st, self._on_free(i))
-        return int(i)
+            cell = [i, i]  # the allocation now (-1: resized to 0), the last one
+            self._ids[st] = cell
+            self._refs[id(cell)] = weakref.ref(st, self._on_free(cell))
+        return int(cell[0])
 
     def storage_id(self, t: torch.Tensor) -> int | None:
-        """The allocation id of `t`'s storage, if recorded."""
-        i = self._ids.get(t.untyped_storage())
-        return None if i is None else int(i)
+        """The allocation id of `t`'s storage (a DTensor's: its shard's), if recorded and not resized to 0."""
+        cell = self._ids.get(local(t).untyped_storage())
+        return None if cell is None or cell[0] < 0 else int(cell[0])
+
+    def resizing(self) -> Any:
+        """A context in which ``UntypedStorage.resize_`` of a recorded storage is a free of what it held and, to a
+        non-zero size, a new allocation (of the same role when it was an all-gathered parameter)."""
+        from unittest import mock
+
+        original = torch.UntypedStorage.resize_
+
+        def resize_(st: Any, size: int) -> Any:
+            out = original(st, size)
+            cell = self._ids.get(st)
+            if cell is not None:
+                if cell[0] >= 0:
+                    self._free(cell[0])
+                cell[0] = -1
+                if size:
+                    was = self.allocs[cell[1]]
+                    cell[0] = cell[1] = self._new(int(size), "resize_")
+                    if was.role == "gathered":
+                        self.allocs[cell[0]].role = "gathered"
+            return out
+
+        return mock.patch.object(torch.UntypedStorage, "resize_", resize_)
+
+    def _stream(self) -> int:
+        s = torch.cpu.current_stream()
+        return self._streams.setdefault(id(s), len(self._streams))
 
     def _new(self, n_bytes: int, op: str) -> int:
         i = len(self.allocs)
-        a = Alloc(n_bytes, self.phase, self.step, self.micro, op, self.module)
+        a = Alloc(n_bytes, self.phase, self.step, self.micro, op, self.module, stream=self._stream())
         if self.recompute_depth and self.phase == BACKWARD:
             a.role, a.window = "recomputed", self.recompute_window
         self.allocs.append(a)
@@ -151,10 +203,11 @@ class Recorder(TorchDispatchMode):  # type: ignore[misc]
             a.freed_phase, a.freed_step = self.phase, self.step
             self.events.append((FREE, i, self.phase, self.step))
 
-    def _on_free(self, i: int) -> Callable[[Any], None]:
+    def _on_free(self, cell: list[int]) -> Callable[[Any], None]:
         def on_free(_: Any) -> None:
-            self._refs.pop(i, None)
-            self._free(i)
+            self._refs.pop(id(cell), None)
+            if cell[0] >= 0:
+                self._free(cell[0])
 
         return on_free
 
@@ -166,6 +219,15 @@ class Recorder(TorchDispatchMode):  # type: ignore[misc]
                 i = self.storage_id(t)
                 if i is not None:
                     self.allocs[i].role = role
+
+    def mark_gathered(self, module: Any) -> None:
+        """`module`'s own parameters, if they are not its shards (FSDP2 swaps in the unsharded parameters, views of
+        the all-gather outputs, before the forward: _fsdp_param.py ``to_unsharded``), are all-gathered copies."""
+        for p in module._parameters.values():
+            if p is not None:
+                i = self.storage_id(p)
+                if i is not None and self.allocs[i].role in ("temporary", "activation", "recomputed"):
+                    self.allocs[i].role = "gathered"
 
     def settle_roles(self) -> None:
         """What is left unmarked: made in the forward and alive at its end (saved for backward, the loss, the
@@ -232,6 +294,8 @@ class ModuleNames:
                 rec.recompute_window += 1
             rec.recompute_depth += 1
         self._push(name)
+        if rec.gathers:
+            rec.mark_gathered(mod)
         if torch.is_grad_enabled() and rec.phase != BACKWARD:  # a recomputed graph is not run backward, and the
             # hook's closure would keep its nodes (their saved tensors) alive
             ts = self._tensors(inputs)

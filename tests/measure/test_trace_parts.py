@@ -1,5 +1,6 @@
 """The pure-Python parts of `vramplan trace`: the ``--lengths`` spec, which steps are traced and which repeated,
-module names grouped by layer, what is listed as not traced, one rank's shard factors. No torch needed."""
+module names grouped by layer, what is listed as not traced, how one rank of a data-parallel plan runs. No torch
+needed."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import pytest
 
 from vramplan.core.plan.schema.plan import default_plan
 from vramplan.measure.lengths import Lengths, LengthsError, parse_lengths
-from vramplan.measure.trace_limits import not_traced, shard_factors
+from vramplan.measure.trace_limits import not_traced, parallel_mode, shard_factors
 from vramplan.measure.trace_run import steps_to_trace
 
 
@@ -47,13 +48,42 @@ def test_module_groups() -> None:
     assert module_group("") == module_group("base_model.model") == HEAD
 
 
-def test_what_is_not_traced_and_one_ranks_shards() -> None:
-    plan = default_plan()  # ZeRO-3 on 8 GPUs, full fine-tuning
-    lines = not_traced(plan)
-    assert any(line.startswith("ZeRO-3 over 8 ranks") for line in lines)
-    assert shard_factors(plan) == {"optimizer_state": 8, "optimizer_temporary": 8, "gradient": 8, "parameter": 8}
+def test_how_one_rank_of_a_data_parallel_plan_is_traced() -> None:
+    plan = default_plan()  # ZeRO-3 on 8 GPUs, full fine-tuning, FSDP2 (the custom stack's)
+    assert parallel_mode(plan) == "fsdp2"  # fully_shard in a fake process group: nothing divided
+    assert any(line.startswith("ZeRO-3 as FSDP2 over 8 ranks") for line in not_traced(plan))
+    assert shard_factors(plan) == {}
+    assert parallel_mode(plan.with_changes({"strategy.zero_stage": 0})) == "ddp"
+    assert shard_factors(plan.with_changes({"strategy.zero_stage": 0})) == {}
     one = plan.with_changes({"hardware.gpus_per_node": 1, "strategy.zero_stage": 0})
-    assert shard_factors(one) == {}
+    assert parallel_mode(one) == "" and shard_factors(one) == {}
+    # what cannot run on fake tensors is divided: FSDP1's flat parameters, DeepSpeed's ZeRO-1/2 and master regimes
+    for changes in (
+        {"strategy.fsdp_version": 1},
+        {"strategy.zero_stage": 2},
+        {"strategy.zero_stage": 1},
+        {"training.precision": "bf16-master"},
+        {"strategy.offload_optimizer": "cpu"},
+        {"strategy.tensor_parallel": 2},
+    ):
+        p = plan.with_changes(changes)
+        assert parallel_mode(p) == "divided", changes
+        assert shard_factors(p)["optimizer_state"] == p.data_parallel
+    fsdp1 = plan.with_changes({"strategy.fsdp_version": 1})
+    assert shard_factors(fsdp1) == {"optimizer_state": 8, "optimizer_temporary": 8, "gradient": 8, "parameter": 8}
+    assert any("FSDP1's flat parameters cannot run" in line for line in not_traced(fsdp1))
+    assert shard_factors(plan.with_changes({"strategy.zero_stage": 2})) == {
+        "optimizer_state": 8,
+        "optimizer_temporary": 8,
+        "gradient": 8,
+    }
+    # bf16-fsdp runs as it is (fp32 shards, MixedPrecisionPolicy) under FSDP2, not under DeepSpeed
+    fsdp_mp = plan.with_changes({"training.precision": "bf16-fsdp"})
+    assert not any("precision bf16-fsdp" in line for line in not_traced(fsdp_mp))
+
+
+def test_what_is_not_traced_on_one_gpu() -> None:
+    one = default_plan().with_changes({"hardware.gpus_per_node": 1, "strategy.zero_stage": 0})
     q = one.with_changes({"training.method": "qlora", "training.optimizer": "adamw-8bit"})
     lines = not_traced(q)
     assert any("bitsandbytes has no fake-tensor kernels" in line for line in lines)
