@@ -88,7 +88,10 @@ def build_fake(r: Recipe, rec: Recorder, par: Parallel | None = None) -> FakeBui
             tie()
         rec.mark(model.parameters(), "parameter")
         rec.mark(model.buffers(), "buffer")
+        first = len(rec.allocs)
         runner = wrap_fake(model, par) if par is not None else model
+        for a in rec.allocs[first:]:  # DDP's gradient buckets (torch/csrc/distributed/c10d/reducer.cpp)
+            a.op, a.role = "DDP gradient buckets", "workspace"
         params = [p for p in model.parameters() if p.requires_grad]
         # FSDP2: the optimizer steps the local shards, which is what DTensor's foreach ops run on each rank (the
         # same allocations), without DTensor's sharding propagation over every parameter (minutes at 70B)

@@ -11,6 +11,7 @@ from typing import Any
 
 from vramplan.core.memory.caching_allocator import ALLOC, AllocatorConfig, parse_alloc_conf, replay, round_size
 from vramplan.core.memory.peak import estimate
+from vramplan.core.memory.record import ALLOCATED_TERMS
 from vramplan.core.plan.catalogue import presets
 from vramplan.core.plan.describe import plan_title
 from vramplan.core.plan.helpers.units import MiB
@@ -295,6 +296,8 @@ def _differences(
     out = []
     for row, kinds in ROLE_KINDS.items():
         e = sum(est.peak.live.get(k, 0) for k in kinds)
+        if row == "temporaries":  # the buckets DeepSpeed and DDP allocate through the allocator (est.allocated's)
+            e += sum(est.overhead_bytes.get(k, 0) for k in ALLOCATED_TERMS)
         out.append(Difference(row, rows.get(row, 0), e, _why(row, live, info, sizes, rnd, rows.get(row, 0) - e)))
     parts = [f"{d.name} {_mib(d.traced - d.estimated)}" for d in out if abs(d.traced - d.estimated) >= 16 * MiB]
     why_a = ("traced - estimate: " + ", ".join(parts)) if parts else ""

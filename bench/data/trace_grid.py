@@ -1,6 +1,7 @@
 """The full-size oracle: `vramplan trace` of a grid of plans at full size (dense and MoE, 1B to 72B, full and LoRA,
-bf16 / autocast / fp32 regimes, no checkpointing and HF's two implementations of it, 2k to 32k tokens, one GPU and
-one rank of ZeRO / FSDP) into tests/data/trace_truth.json; tests/core/memory/test_trace_grid.py holds the formula
+bf16 / autocast / fsdp / fp32 regimes, no checkpointing and HF's two implementations of it, 2k to 32k tokens, one GPU,
+one rank of FSDP2 and DDP in a fake process group and one rank of DeepSpeed's ZeRO-1/2) into
+tests/data/trace_truth.json; tests/core/memory/test_trace_grid.py holds the formula
 estimator to it.
 
 Each plan is traced on CUDA kernels for two steps (one traced, repeated), its allocations replayed through the
@@ -53,7 +54,7 @@ def _p(model: str, method: str, precision: str, gc: str, seq: int, **more: Any) 
 
 
 def grid() -> dict[str, dict[str, Any]]:
-    """The plans, by id (64)."""
+    """The plans, by id (69)."""
     out = [_p(m, "full", "bf16-pure", "full", 4096) for m in DENSE]
     out += [_p(m, "lora", "bf16-pure", "none", 2048) for m in DENSE]
     out += [_p(m, "full", "bf16-autocast", "full", 8192) for m in DENSE[:3]]
@@ -81,6 +82,11 @@ def grid() -> dict[str, dict[str, Any]]:
         _p("llama-3.1-8b", "full", "bf16-pure", "full", 4096, **zero2),
         _p("llama-3.1-8b", "full", "bf16-pure", "full", 4096, **zero1),
         _p("qwen3-8b", "full", "bf16-pure", "full", 16384, **zero3),
+        _p("llama-3.1-8b", "full", "bf16-fsdp", "full", 4096, **zero3),
+        _p("llama-3.1-70b", "lora", "bf16-pure", "full", 4096, **zero3),
+        _p("qwen1.5-moe-a2.7b", "full", "bf16-pure", "full", 2048, **zero3),
+        _p("llama-3.1-8b", "lora", "bf16-pure", "full", 4096, **{"hardware.gpus_per_node": 8}),
+        _p("llama-3.2-3b", "full", "bf16-pure", "full", 4096, **{"hardware.gpus_per_node": 4}),
     ]  # fmt: skip
     out += [
         _p("llama-3.1-8b", "full", "bf16-autocast", "none", 2048),
