@@ -11,14 +11,18 @@ from collections.abc import Callable
 import pytest
 from textual.widgets import ProgressBar, Static
 
+from tests.conftest import DATA
 from vramplan.core.plan.helpers.units import GiB, MiB
 from vramplan.core.plan.schema.plan import Plan
 from vramplan.measure.records import Progress
 from vramplan.measure.trace_records import Difference, PhasePeak, TraceReport
 from vramplan.tui import command_table
 from vramplan.tui.app import VramplanApp
+from vramplan.tui.screens import planner as planner_module
 from vramplan.tui.screens import trace
 from vramplan.tui.screens.trace import TraceScreen
+
+HYBRID = DATA / "hybrid" / "nemotron-h-8b.json"
 
 
 def report(partial: bool) -> TraceReport:
@@ -44,9 +48,12 @@ class Fake:
     def __init__(self) -> None:
         self.release = threading.Event()
         self.stop: threading.Event | None = None
+        self.config: str | None = None
 
-    def __call__(self, plan: Plan, progress: Callable[[Progress], None], stop: threading.Event) -> TraceReport:
-        self.stop = stop
+    def __call__(
+        self, plan: Plan, progress: Callable[[Progress], None], stop: threading.Event, config: str | None = None
+    ) -> TraceReport:
+        self.stop, self.config = stop, config
         progress(Progress("trace", 0, 2, "building Llama on fake tensors"))
         progress(Progress("trace", 1, 2, "step 1 traced (1/2): 4.0 s"))
         while not (self.release.is_set() or stop.is_set()):
@@ -122,7 +129,7 @@ async def test_esc_stops_the_trace_and_esc_again_closes(monkeypatch: pytest.Monk
 
 
 async def test_a_plan_that_cannot_be_traced_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
-    def broken(plan: Plan, progress: object, stop: object) -> TraceReport:
+    def broken(plan: Plan, progress: object, stop: object, config: object = None) -> TraceReport:
         raise RuntimeError("no fake kernel for bitsandbytes\nsecond line")
 
     monkeypatch.setattr(trace, "run_trace", broken)
@@ -131,3 +138,28 @@ async def test_a_plan_that_cannot_be_traced_is_one_line(monkeypatch: pytest.Monk
         await app.planner.run_action("trace")
         await settle(pilot, lambda: "cannot trace" in text_of(app, "#trace-status"))
         assert "second line" not in text_of(app, "#trace-status")
+
+
+async def test_a_config_json_without_a_formula_family_is_offered_to_the_trace(monkeypatch: pytest.MonkeyPatch) -> None:
+    # issue 41.4: the Model pane refuses Nemotron-H's config.json in one line naming trace; the palette's trace
+    # entry then traces that file as the model, with the rest of the plan (until the plan changes)
+    fake = Fake()
+    monkeypatch.setattr(trace, "run_trace", fake)
+    monkeypatch.setattr(planner_module, "measure_available", lambda: True)
+    app = VramplanApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        before = app.planner.plan
+        assert not app.planner.apply_changes({"model.hf_config": str(HYBRID)})
+        assert app.planner.plan == before
+        notice = str(app.planner.query_one("#notice", Static).visual)
+        assert "unsupported model_type 'nemotron_h'" in notice and "plan: trace this plan traces" in notice
+        await app.planner.run_action("trace")
+        await settle(pilot, lambda: fake.stop is not None)
+        assert fake.config == str(HYBRID)
+        fake.release.set()
+        await settle(pilot, lambda: text_of(app, "#trace-status").startswith("traced"))
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.planner.apply_changes({"training.seq_len": 1024})  # the plan changed: the offer is withdrawn
+        assert app.planner.refused_config is None

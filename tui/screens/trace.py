@@ -2,7 +2,8 @@
 on fake tensors, run in a thread worker while the app stays responsive, with a progress bar; then the traced peaks
 beside the estimate's, row by row, and what was not traced. ``esc`` stops the run (the worker's stop event: the trace
 ends within a few thousand ops, the report is partial), ``esc`` again closes. Only offered when the ``measure`` extra
-is installed (`vramplan.tui.command_table.measure_available`; torch is imported by the worker, in its thread)."""
+is installed (`vramplan.tui.command_table.measure_available`; torch is imported by the worker, in its thread). After
+the Model pane refused a config.json for want of a formula family, it traces that file as the model (issue 41.4)."""
 
 from __future__ import annotations
 
@@ -27,12 +28,22 @@ if TYPE_CHECKING:
     from vramplan.measure.trace_records import TraceReport
 
 
-def run_trace(plan: Plan, progress: Callable[[Progress], None], stop: threading.Event) -> TraceReport:
-    """What `vramplan trace` does with its defaults (runs in the worker's thread: torch is imported here)."""
+def run_trace(
+    plan: Plan, progress: Callable[[Progress], None], stop: threading.Event, config: str | None = None
+) -> TraceReport:
+    """What `vramplan trace` does with its defaults (runs in the worker's thread: torch is imported here); with
+    `config`, a config.json without a formula family is the model (`vramplan trace --hf-config`)."""
     from vramplan.measure.trace_records import TraceOptions
     from vramplan.measure.trace_run import trace_plan
 
-    return trace_plan(plan, TraceOptions(), progress=progress, stop=stop)
+    raw = None
+    if config is not None:
+        from vramplan.core.plan.architecture.hf_config import config_path, parse_json
+        from vramplan.core.plan.helpers.readfile import read_regular
+
+        path = config_path(config)
+        raw = parse_json(read_regular(str(path)).decode("utf-8", errors="replace"), str(path))
+    return trace_plan(plan, TraceOptions(raw_config=raw), progress=progress, stop=stop)
 
 
 def _error(e: float | None) -> str:
@@ -80,9 +91,10 @@ class TraceScreen(ModalScreen[None]):
         Binding("escape,q", "stop_or_close", "Stop / close", id="trace_close"),
     ]
 
-    def __init__(self, plan: Plan) -> None:
+    def __init__(self, plan: Plan, config: str | None = None) -> None:
         super().__init__()
         self.plan = plan
+        self.config = config  # a config.json the planner refused (no formula family), traced as the model
         self.stop = threading.Event()
         self.report: TraceReport | None = None
         self.failed = ""
@@ -107,7 +119,7 @@ class TraceScreen(ModalScreen[None]):
     @work(thread=True, exclusive=True, group="trace", exit_on_error=False)
     def _trace(self) -> None:
         try:
-            report = run_trace(self.plan, self._progress_from_thread, self.stop)
+            report = run_trace(self.plan, self._progress_from_thread, self.stop, self.config)
         except Exception as exc:  # a plan fake tensors cannot run: said in the view, never a crash
             self.app.call_from_thread(self._failed, f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}")
             return
