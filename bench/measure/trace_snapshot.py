@@ -18,9 +18,19 @@ For each plan, on the GPU (`--device cuda`, the default):
 model and prints step 2 only; `--device cpu` runs step 1 with `vramplan measure`'s CPU method and step 3 with
 ``--kernels cpu`` (no allocator on the CPU: allocated only).
 
-Usage:
-    python bench/measure/trace_snapshot.py [--device cuda|cpu] [--plans tiny|full] [-o results.json]
-    python bench/measure/trace_snapshot.py --snapshot snap.pickle [--alloc-conf CONF]
+Usage (from the repository root, vramplan importable):
+    python -m bench.measure.trace_snapshot [--device cuda|cpu] [--plans tiny|full] [-o results.json]
+    python -m bench.measure.trace_snapshot --snapshot snap.pickle [--alloc-conf CONF]
+
+On a lent GPU machine (its image has torch, transformers and peft, no network): here `bash bench/measure/
+gpu_wheels.sh` (pydantic and tomli-w wheels into .whl/), then one device call carrying ``.whl``, which lays this
+checkout out as the install maps it (pyproject.toml's package-dir) and runs both sets (about 3 minutes on an H100: the
+real steps take seconds, each trace 10-20 s of CPU):
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site
+    .whl/*.whl && mkdir -p /tmp/pkg/vramplan && ln -s $PWD/entry/*.py /tmp/pkg/vramplan/ && for d in core cli tui
+    presets machine measure docs; do ln -s $PWD/$d /tmp/pkg/vramplan/$d; done && export PYTHONUNBUFFERED=1
+    PYTHONPATH=/tmp/site:/tmp/pkg:$PWD && python3 -m bench.measure.trace_snapshot --plans tiny -o $OUT/tiny.json
+    && python3 -m bench.measure.trace_snapshot --plans full -o $OUT/full.json
 """
 
 from __future__ import annotations
@@ -32,7 +42,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from vramplan.core.memory.caching_allocator import ALLOC, FREE, AllocatorConfig, parse_alloc_conf, replay
+from vramplan.core.memory.caching_allocator import ALLOC, EMPTY_CACHE, FREE, AllocatorConfig, parse_alloc_conf, replay
 
 # The plans, as `vramplan trace` / `vramplan measure` arguments: tiny ones for a first check, full-size ones for a
 # GPU with 80 GB (each fits an H100 with room: LoRA, checkpointed, 4k tokens).
@@ -59,20 +69,27 @@ PLANS: dict[str, dict[str, list[str]]] = {
 
 def snapshot_events(snapshot: dict[str, Any], device: int = 0) -> tuple[list[tuple[int, int, int, int]], list[int]]:
     """The allocator events of a snapshot's device trace as replay events (ids by address), and the real reserved
-    bytes after each of them (segments allocated or mapped, less those freed or unmapped)."""
+    bytes after each of them (segments allocated or mapped, less those freed or unmapped). A run of segments freed
+    outside an allocation is ``torch.cuda.empty_cache()`` (vramplan measure empties the cache before it builds and
+    when it stops): one EMPTY_CACHE event, which the model answers by releasing every unsplit cached segment too."""
     traces = snapshot.get("device_traces") or [[]]
     events: list[tuple[int, int, int, int]] = []
     reserved: list[int] = []
     live: dict[int, int] = {}  # address -> allocation id
-    total, next_id = 0, 0
+    total, next_id, releasing = 0, 0, False
     for e in traces[device] if device < len(traces) else []:
         action, addr, size = e.get("action"), int(e.get("addr", 0)), int(e.get("size", 0))
         stream = int(e.get("stream", 0))
-        if action in ("segment_alloc", "segment_map"):
-            total += size
-            continue
         if action in ("segment_free", "segment_unmap"):
             total -= size
+            releasing = True
+            continue
+        if releasing:
+            events.append((EMPTY_CACHE, 0, 0, 0))
+            reserved.append(total)
+            releasing = False
+        if action in ("segment_alloc", "segment_map"):
+            total += size
             continue
         if action == "alloc":
             live[addr], next_id = next_id, next_id + 1
@@ -81,6 +98,9 @@ def snapshot_events(snapshot: dict[str, Any], device: int = 0) -> tuple[list[tup
             events.append((FREE, live.pop(addr), 0, 0))
         else:
             continue
+        reserved.append(total)
+    if releasing:
+        events.append((EMPTY_CACHE, 0, 0, 0))
         reserved.append(total)
     return events, reserved
 

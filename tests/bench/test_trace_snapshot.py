@@ -32,6 +32,23 @@ def snapshot() -> dict[str, object]:
     return {"segments": [], "device_traces": [trace]}
 
 
+def test_empty_cache_in_a_snapshot_is_replayed_as_one() -> None:
+    # the 30 MiB block freed, then torch.cuda.empty_cache(): its segment goes (the 20 MiB one holds the 3 MiB
+    # block, split: kept), as the model's release_cached_blocks does
+    s = 0x7F00_0000_0000
+    snap = snapshot()
+    trace = snap["device_traces"][0]  # type: ignore[index]
+    trace += [
+        {"action": "free_requested", "addr": s + 40 * MiB, "size": 30 * MiB, "stream": 0},
+        {"action": "free_completed", "addr": s + 40 * MiB, "size": 30 * MiB, "stream": 0},
+        {"action": "segment_free", "addr": s + 40 * MiB, "size": 30 * MiB, "stream": 0},
+    ]
+    events, real = trace_snapshot.snapshot_events(snap)
+    assert [e[0] for e in events] == [1, 1, 0, 1, 0, 2] and real[-2:] == [50 * MiB, 20 * MiB]
+    result = trace_snapshot.compare_snapshot(snap, AllocatorConfig())
+    assert result["events_where_reserved_agree"] == 1.0 and result["largest_reserved_difference_bytes"] == 0
+
+
 def test_a_snapshot_trace_is_replayed_and_compared(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     events, real = trace_snapshot.snapshot_events(snapshot())
     assert [e[0] for e in events] == [1, 1, 0, 1] and real == [20 * MiB, 20 * MiB, 20 * MiB, 50 * MiB]
