@@ -133,6 +133,8 @@ def guide_text(guide: Guide) -> str:
         if len(cells[0]) > WIDTHS[0]:
             cells[0] = cells[0][: WIDTHS[0] - 1] + "…"
         lines.append(fmt.format(*cells).rstrip())
+    if fitting:
+        lines += wrapped(f"step, train and cost: {guide.time_error.text('too fast')}")
     missing = [r for r in guide.rows if not r.fits]
     if missing:
         lines.append("does not fit:")

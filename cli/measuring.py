@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
     from vramplan.core.memory.record import Estimate
     from vramplan.core.plan.schema.plan import Plan
-    from vramplan.core.time.step_record import StepTime
+    from vramplan.core.time.record import StepTime
     from vramplan.measure.comparison import ComparisonRow
     from vramplan.measure.records import Device, MeasureReport, Progress
 

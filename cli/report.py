@@ -13,7 +13,7 @@ from vramplan.core.plan.helpers.errors import PlanError
 from vramplan.core.plan.helpers.units import GiB, fmt_count, fmt_seconds, fmt_steps, gib_text
 from vramplan.core.plan.resolved import choices_text
 from vramplan.core.plan.schema.objectives import objective
-from vramplan.core.time.step_record import LABELS, StepTime
+from vramplan.core.time.record import LABELS, StepTime
 
 if TYPE_CHECKING:
     from vramplan.core.advice.advisor import Advice
@@ -213,8 +213,9 @@ def time_table(st: StepTime) -> str:
         f"step time {fmt_seconds(st.step_seconds)} per step of {st.tokens_per_step:,} tokens, "
         f"bottleneck: {st.bottleneck}",
         f"  {st.tokens_per_second:,.0f} tokens/s ({st.tokens_per_second_per_gpu:,.0f} per GPU), MFU {st.mfu:.1%} "
-        f"HFU {st.hfu:.1%} (setting {st.mfu_setting:.3g}{'' if st.mfu_default is None else ' auto'} of "
-        f"{st.peak_flops / 1e12:g} TFLOP/s)",
+        f"HFU {st.hfu:.1%} of {st.peak_flops / 1e12:g} TFLOP/s{_mfu_setting(st)}",
+        f"  step time {st.error_text()}",
+        *([f"  {st.anchor}"] if st.anchor else []),
         f"  {'per GPU, per step':<28}{'busy':>10}  {'exposed':>10}",
     ]
     for t in st.terms:
@@ -232,6 +233,11 @@ def time_table(st: StepTime) -> str:
         if st.cost is not None:
             lines.append(f"  cost {st.cost:,.0f} USD at {st.price_per_gpu_hour:g} USD per GPU-hour")
     return "\n".join(lines) + "\n"
+
+
+def _mfu_setting(st: StepTime) -> str:
+    """``, matmuls at training.mfu 0.5`` when the user set it (the reported MFU is a result, not the setting)."""
+    return "" if st.mfu_setting is None else f", matmuls at training.mfu {st.mfu_setting:g}"
 
 
 def rl_time_lines(st: StepTime) -> list[str]:

@@ -23,8 +23,8 @@ if TYPE_CHECKING:
     from vramplan.core.memory.record import Estimate
     from vramplan.core.plan.helpers.errors import PlanError
     from vramplan.core.plan.schema.plan import Plan, default_plan, plan_from_dict
+    from vramplan.core.time.record import StepTime
     from vramplan.core.time.step import step_time
-    from vramplan.core.time.step_record import StepTime
 
 # name -> the module that defines it
 _HOME = {
@@ -36,7 +36,7 @@ _HOME = {
     "estimate": "vramplan.core.memory.peak",
     "Estimate": "vramplan.core.memory.record",
     "step_time": "vramplan.core.time.step",
-    "StepTime": "vramplan.core.time.step_record",
+    "StepTime": "vramplan.core.time.record",
     "checklist": "vramplan.core.advice.checklist",
 }
 __all__ = [

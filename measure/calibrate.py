@@ -4,14 +4,16 @@
 From the worst rank (the highest allocated peak): the CUDA context and kernels are what the process holds on the
 GPU (nvidia-smi's figure) beyond the caching allocator's ``max_memory_reserved`` and NCCL's buffers; the allocator
 gap is ``max_memory_reserved - max_memory_allocated`` over the allocated peak; NCCL's buffers are the driver's
-used bytes gained around the first collective (multi-GPU runs only), per process group. Pure Python: the report
-is already measured."""
+used bytes gained around the first collective (multi-GPU runs only), per process group. The step time (the worst
+rank's median over the measured steps) is kept beside what the time model gives for the same plan, the part of
+it a measurement covers, and the plan's GPU preset and stack (`core.time.anchor`). Pure Python: the report is
+already measured."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from vramplan.core.files.calibration import Calibration
+from vramplan.core.files.calibration import Calibration, StepTiming
 from vramplan.core.files.planfile import utc_now, vramplan_version
 from vramplan.core.plan.helpers.errors import PlanError
 from vramplan.core.plan.helpers.units import MiB
@@ -50,6 +52,7 @@ def calibration_from_report(
     nccl = worst.nccl_bytes if len(report.ranks) > 1 else None
     context = max(0, worst.process_bytes - worst.max_reserved_bytes - (nccl or 0))
     host, _, gpu = report.machine.partition(": ")  # run.py's "host: GPU name"
+    timing = step_timing(worst.step_time_s, plan)
     return Calibration(
         cuda_context_bytes=context,
         allocator_gap_bytes=max(0, worst.max_reserved_bytes - worst.max_allocated_bytes),
@@ -61,4 +64,20 @@ def calibration_from_report(
         created=created or utc_now(),
         vramplan_version=vramplan_version(),
         plan=report.plan_summary,
+        time=timing,
     )
+
+
+def step_timing(measured_s: float | None, plan: Plan) -> StepTiming | None:
+    """The ``[time]`` table of a step measured at ``measured_s`` (None when no time was measured or the model's
+    link-bound terms alone exceed it: `core.time.anchor.anchor_of`)."""
+    from vramplan.core.time.anchor import anchor_of
+    from vramplan.core.time.step import step_time
+
+    if measured_s is None or measured_s <= 0:
+        return None
+    bare = plan.with_changes({"overhead.step_time_factor": None})  # the model's own time, not a previous anchor's
+    a = anchor_of(measured_s, step_time(bare).terms)
+    if a is None:
+        return None
+    return StepTiming(a.measured_s, a.modelled_s, a.covered_s, plan.hardware.gpu, plan.stack.framework)

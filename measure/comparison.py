@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vramplan.core.memory.record import Estimate
-from vramplan.core.time.step_record import StepTime
+from vramplan.core.time.record import StepTime
 from vramplan.measure.limitations import Limitation
 from vramplan.measure.records import MeasureReport, RankFigures
 

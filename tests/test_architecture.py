@@ -1,17 +1,16 @@
 """The installed package's architecture: one name, layers that import one way, no cycles, no private names taken
 across modules, core free of Textual and Rich, and a headless CLI that never loads them.
 
-The scan reads every module of the installed `vramplan` (wherever pip put it) with `ast`, counting imports inside
-functions too. Imports under ``if TYPE_CHECKING:`` never run, so the checks of what loads leave them out; the cycle
-check counts them (a reader follows them as any import, and a cycle through them is a cycle of concepts).
+The scan reads every module of the installed `vramplan` (wherever pip put it: `tests.installed`, the map that
+mypy's test uses too) with `ast`, counting imports inside functions too. Imports under ``if TYPE_CHECKING:`` never
+run, so the checks of what loads leave them out; the cycle check counts them (a reader follows them as any import,
+and a cycle through them is a cycle of concepts).
 """
 
 from __future__ import annotations
 
 import ast
-import importlib
 import os
-import pkgutil
 import re
 import subprocess
 import sys
@@ -19,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import installed
 from tests.scripts import APP_RUN_REPLACED
 
 # Lower layers first: a module may import its own layer and the ones before it, never a later one. core/plan's own
@@ -36,36 +36,7 @@ CORE_LAYERS = (
     "vramplan.core.files",
 )
 FRONT_ENDS = ("vramplan.cli", "vramplan.tui")
-SUB_PACKAGES = (
-    "vramplan.core",
-    "vramplan.cli",
-    "vramplan.tui",
-    "vramplan.presets",
-    "vramplan.machine",
-    "vramplan.measure",
-)
-
-
-def _modules() -> dict[str, Path]:
-    """Every module of the installed package by name. The sub-packages are found by importing them (an editable
-    install maps them to the repository's folders; a wheel puts them inside ``vramplan/``), their modules by
-    walking their folders."""
-    out: dict[str, Path] = {}
-
-    def walk(name: str, folder: Path) -> None:
-        out[name] = folder / "__init__.py"
-        for info in pkgutil.iter_modules([str(folder)]):
-            if info.ispkg:
-                walk(f"{name}.{info.name}", folder / info.name)
-            else:
-                out[f"{name}.{info.name}"] = folder / f"{info.name}.py"
-
-    for name in ("vramplan", *SUB_PACKAGES):
-        walk(name, Path(importlib.import_module(name).__file__ or "").parent)
-    return out
-
-
-MODULES = _modules()
+MODULES = installed.modules()  # name -> file, wherever pip put it (tests/installed.py)
 
 
 def _type_checking_blocks(tree: ast.Module) -> set[int]:

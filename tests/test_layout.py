@@ -36,6 +36,7 @@ def test_the_package_folders_are_read_from_pyproject() -> None:
 
 # A basename used in several folders, and the one thing it means in each of them.
 PARALLEL_NAMES: dict[str, str] = {
+    "accuracy.py": "how far to trust a figure: the memory estimate's (core/memory), the step time's (core/time)",
     "config.py": "a package's plan table: [model] (core/plan/architecture), [stack] (core/plan/stack)",
     "checklist.py": "the troubleshooting checklist: the plan's [checklist] table (core/plan), its items (core/advice)",
     "loss.py": "the loss: its tensors per micro-batch (core/memory/activations), through the step (core/memory/step)",

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from functools import partial
 from typing import Any, NamedTuple, Protocol
 
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from vramplan.core.plan.catalogue import presets
@@ -167,7 +167,7 @@ def key_label(key: str) -> str:
     return _KEY_LABELS.get(key, key)
 
 
-def bindings(commands: tuple[Command, ...] = COMMANDS) -> list[Binding]:
+def bindings(commands: tuple[Command, ...] = COMMANDS) -> list[BindingType]:
     """The table's keys, each described in the footer by its ``label`` (or its description) and in full in its
     tooltip; every other key is in the help screen (?) and the palette (ctrl+p: all commands). A setting's key
     (``c``, ``z``...: a ``cycle``) is a priority binding, run as the app receives it instead of after the key has
@@ -228,10 +228,10 @@ def palette_entries(planner: Planner) -> Iterator[Entry]:
     """Every palette entry: the table's commands, the numeric fields (first among equal matches: `seq` opens the
     sequence length), then model and GPU presets, then settings."""
     extra = measure_available()
-    for c in COMMANDS:
-        if c.palette and (extra or not c.extra):
-            keys = f" ({' '.join(key_label(k) for k in c.key.split(','))})" if c.key else ""
-            yield Entry(c.palette, c.description + keys, partial(planner.run_action, c.action))
+    for command in COMMANDS:
+        if command.palette and (extra or not command.extra):
+            keys = f" ({' '.join(key_label(k) for k in command.key.split(','))})" if command.key else ""
+            yield Entry(command.palette, command.description + keys, partial(planner.run_action, command.action))
     for key, label in (NUMBER_FIELDS | VERSION_FIELDS).items():  # the palette opens the field, typing does the rest
         table, _, name = key.partition(".")
         action = partial(planner.run_action, f"edit_field('{key}')")
@@ -259,11 +259,11 @@ def palette_entries(planner: Planner) -> Iterator[Entry]:
             partial(planner.apply_changes, {"hardware.gpu": g.id}),
         )
     for key, choices in CHOICES.items():
-        for c in choices:
+        for choice in choices:
             yield Entry(
-                c.palette,
-                f"set {key} = {c.value if c.value is not None else '(unset)'}",
-                partial(planner.apply_changes, {key: c.value}),
+                choice.palette,
+                f"set {key} = {choice.value if choice.value is not None else '(unset)'}",
+                partial(planner.apply_changes, {key: choice.value}),
             )
     for key, short in PARALLEL_PALETTE.items():
         for n in PARALLEL_SIZES:

@@ -12,9 +12,10 @@ from typing import Any
 from vramplan.core.advice.whatif import Effect, WhatIf
 from vramplan.core.memory.record import Estimate
 from vramplan.core.plan.helpers.units import GiB
+from vramplan.core.plan.resolved import plan_value
 from vramplan.core.plan.schema.plan import Plan
 from vramplan.core.plan.stack.defaults import STACK_KEYS
-from vramplan.tui.choices import CHOICES, choice_index, choices_of, plan_value
+from vramplan.tui.choices import CHOICES, choice_index, choices_of
 
 # Settings without a list of choices: the alternatives are twice and half the current degree.
 DEGREE_KEYS = ("strategy.tensor_parallel", "strategy.pipeline_parallel")

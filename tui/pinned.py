@@ -8,7 +8,7 @@ from typing import NamedTuple
 from vramplan.core.memory.record import Estimate
 from vramplan.core.plan.helpers.units import fmt_seconds, gib_text
 from vramplan.core.plan.schema.plan import Plan
-from vramplan.core.time.step_record import StepTime
+from vramplan.core.time.record import StepTime
 
 
 class Pinned(NamedTuple):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from textual.content import Content
 
 from vramplan.core.plan.helpers.units import fmt_count, fmt_seconds
-from vramplan.core.time.step_record import LABELS, StepTime
+from vramplan.core.time.record import LABELS, StepTime
 
 
 def rate(per_second: float) -> str:
@@ -27,8 +27,21 @@ def train_line(st: StepTime) -> Content:
     return Content.assemble(f"{fmt_count(st.tokens)} tokens: ", when, f", {st.gpu_hours:,.0f} GPU-h{cost}")
 
 
-def time_summary(st: StepTime) -> Content:
-    """Two or three short lines for the gauges column, readable at 80x24."""
+SUMMARY_WIDTH = 32  # the gauges column at 80 columns
+
+
+def _error_and_bottleneck(st: StepTime, error: bool) -> str:
+    """`` ±26%, mostly compute`` after the step time (``error=False``: without the expected error, whose data loads
+    after the first frame); without "mostly" where the line would wrap in the gauges column."""
+    tail = (f" ±{st.expected_error.median_pct:.0f}%," if error else ",") + f" mostly {st.bottleneck}"
+    if len(f"step {fmt_seconds(st.step_seconds)}{tail}") > SUMMARY_WIDTH:
+        tail = tail.replace("mostly ", "")
+    return tail
+
+
+def time_summary(st: StepTime, error: bool = True) -> Content:
+    """Two or three short lines for the gauges column, readable at 80x24 (``error``: with the step time's expected
+    error)."""
     if st.assumed_figures:  # a detected GPU without a preset: say the time is a guess, and how to fix it
         return Content("\n").join(
             [
@@ -37,7 +50,7 @@ def time_summary(st: StepTime) -> Content:
             ]
         )
     lines = [
-        Content.assemble("step ", (fmt_seconds(st.step_seconds), "bold"), f", mostly {st.bottleneck}"),
+        Content.assemble("step ", (fmt_seconds(st.step_seconds), "bold"), _error_and_bottleneck(st, error)),
         Content(f"{rate(st.tokens_per_second)} tok/s ({rate(st.tokens_per_second_per_gpu)}/GPU), MFU {st.mfu:.0%}"),
     ]
     train = train_line(st)
@@ -56,14 +69,15 @@ def time_table(st: StepTime, width: int = 52) -> Content:
         exposed = fmt_seconds(t.exposed) if t.exposed > 0 else "hidden"
         label = LABELS.get(t.name, t.name)[:label_w]
         lines.append(Content(f"{label:<{label_w}}{fmt_seconds(t.seconds):>10}{exposed:>10}"))
-    setting = f"{st.mfu_setting:.3g}" + ("" if st.plan.training.mfu is not None else " (default)")
+    setting = "" if st.mfu_setting is None else f", matmuls at training.mfu {st.mfu_setting:g}"
     lines.append(
         Content(
             f"{st.tokens_per_step:,} tokens per step, {st.tokens_per_second:,.0f} tokens/s "
-            f"({st.tokens_per_second_per_gpu:,.0f} per GPU); MFU {st.mfu:.1%} achieved, setting {setting} of "
-            f"{st.peak_flops / 1e12:g} TFLOP/s"
+            f"({st.tokens_per_second_per_gpu:,.0f} per GPU); MFU {st.mfu:.1%} achieved of "
+            f"{st.peak_flops / 1e12:g} TFLOP/s{setting}"
         )
     )
+    lines.append(Content(f"step time {st.error_text()}"))
     formula, _ = st.explain().get("step", ("", ""))
     if formula:
         lines.append(Content.styled(f"step = {formula}", "dim"))

@@ -148,16 +148,18 @@ TT_DEC24 = {
     "date": "2024-12",
 }
 TT_GT = "H100 96GB HBM2e, 2.4 TB/s, 500 W (Grand Teton), 400 Gb/s RDMA per GPU"
+TT_PRESET = "h100-96gb-gt"
 TT_GPU_NOTE = (
-    "GPU: Grand Teton's H100 96GB HBM2e (2.4 TB/s, 500 W power limit) mapped to the h100-80gb preset (3.35 TB/s, "
-    "700 W); torchtitan says its true peak is between SXM and NVL"
+    "GPU: Grand Teton's H100 96GB HBM2e at a 500 W power limit: the h100-96gb-gt preset has its 2.4 TB/s but the "
+    "700 W SXM's peaks and matmul efficiency (its clocks at 500 W are not published); torchtitan says its true "
+    "peak is between SXM and NVL"
 )
 TT_COMMON = {
     "stack": "torchtitan 9dec370, torch 1963fc8 (2024-12-23), torchao eab345c",
     "precision": "bf16 (FSDP2 MixedPrecisionPolicy param bf16, reduce fp32)",
     "fused_kernels": "SDPA flash attention; Float8 linears where stated (torchao, tensorwise)",
     "gpu": TT_GT,
-    "gpu_preset": "h100-80gb",
+    "gpu_preset": TT_PRESET,
     "timed": "TPS/GPU (tokens/s per GPU) logged every 10 iterations, read at the 90th",
 }
 FSDP_PP = (
@@ -182,7 +184,7 @@ def torchtitan_entries() -> list[Entry]:
         micro_batch=2, global_batch=16, seq_len=8192, parallelism={"fsdp": 8},
         activation_checkpointing="selective (per-op: every other matmul output and SDPA outputs saved)",
         compile=True, raw={"value": 8532, "unit": "tokens/s/GPU"}, tokens_per_s_per_gpu=8532,
-        vramplan_args=plan_args("llama-3.1-8b", "h100-80gb", 8, 1, {
+        vramplan_args=plan_args("llama-3.1-8b", TT_PRESET, 8, 1, {
             **train(2, 8192), **s8, "strategy.gradient_checkpointing": "op", "strategy.compile": True,
             "strategy.float8": True}),
         not_expressible=[TT_GPU_NOTE, "Float8 scaling recipe (tensorwise) and fp8 FSDP all-gather not modelled "
@@ -195,7 +197,7 @@ def torchtitan_entries() -> list[Entry]:
         micro_batch=2, global_batch=256, seq_len=8192, parallelism={"fsdp": 128},
         activation_checkpointing="selective (per-op)", compile=True,
         raw={"value": 8380, "unit": "tokens/s/GPU"}, tokens_per_s_per_gpu=8380,
-        vramplan_args=plan_args("llama-3.1-8b", "h100-80gb", 8, 16, {
+        vramplan_args=plan_args("llama-3.1-8b", TT_PRESET, 8, 16, {
             **train(2, 8192), **s8, "strategy.gradient_checkpointing": "op", "strategy.compile": True,
             "strategy.float8": True}),
         not_expressible=[TT_GPU_NOTE, "Float8 scaling recipe (tensorwise) and fp8 FSDP all-gather"],
@@ -219,7 +221,7 @@ def torchtitan_entries() -> list[Entry]:
             micro_batch=1, global_batch=8 // cp, seq_len=seq, parallelism={"fsdp": 8 // cp, "cp": cp},
             activation_checkpointing="full", compile=True, raw={"value": tps, "unit": "tokens/s/GPU"},
             tokens_per_s_per_gpu=tps,
-            vramplan_args=plan_args("llama-3.1-8b", "h100-80gb", 8, 1, {
+            vramplan_args=plan_args("llama-3.1-8b", TT_PRESET, 8, 1, {
                 **train(1, seq), **s8, "strategy.gradient_checkpointing": "full", "strategy.compile": True,
                 "strategy.float8": True}),
             not_expressible=[TT_GPU_NOTE, *cp_note],
@@ -231,7 +233,7 @@ def torchtitan_entries() -> list[Entry]:
         micro_batch=16, global_batch=512, seq_len=8192, parallelism={"fsdp": 32, "tp": 8},
         activation_checkpointing="full", compile=True, raw={"value": 876, "unit": "tokens/s/GPU"},
         tokens_per_s_per_gpu=876,
-        vramplan_args=plan_args("llama-3.1-70b", "h100-80gb", 8, 32, {
+        vramplan_args=plan_args("llama-3.1-70b", TT_PRESET, 8, 32, {
             **train(16, 8192), **s8, "strategy.tensor_parallel": 8, "strategy.sequence_parallel": True,
             "strategy.gradient_checkpointing": "full", "strategy.compile": True, "strategy.float8": True}),
         not_expressible=[TT_GPU_NOTE, "async TP (all-gather / reduce-scatter overlapped with the TP matmuls)"],
@@ -247,7 +249,7 @@ def torchtitan_entries() -> list[Entry]:
             tokens_per_s_per_gpu=tps,
             not_stated={"pipeline microbatches": "8 (torchtitan's default: one per stage): local batch 32 = "
                         "8 microbatches of 4"},
-            vramplan_args=plan_args("llama-3.1-405b", "h100-80gb", 8, 64, {
+            vramplan_args=plan_args("llama-3.1-405b", TT_PRESET, 8, 64, {
                 **train(4, 8192, 8), **s8, **ZERO1_PP, "strategy.tensor_parallel": 8,
                 "strategy.sequence_parallel": True,
                 "strategy.pipeline_parallel": 8, "strategy.gradient_checkpointing": "full",
@@ -263,7 +265,7 @@ def torchtitan_entries() -> list[Entry]:
         activation_checkpointing="full", compile=True, raw={"value": 76, "unit": "tokens/s/GPU"},
         tokens_per_s_per_gpu=76,
         not_stated={"pipeline microbatches": "8 (torchtitan's default): local batch 8 = 8 microbatches of 1"},
-        vramplan_args=plan_args("llama-3.1-405b", "h100-80gb", 8, 64, {
+        vramplan_args=plan_args("llama-3.1-405b", TT_PRESET, 8, 64, {
             **train(1, 32768, 8), **s8, **ZERO1_PP, "strategy.tensor_parallel": 8,
             "strategy.sequence_parallel": True,
             "strategy.pipeline_parallel": 8, "strategy.gradient_checkpointing": "full", "strategy.compile": True,
@@ -287,7 +289,7 @@ def torchtitan_entries() -> list[Entry]:
         "other torchtitan tables)"}, tokens_per_s_per_gpu=597.3,
         not_stated={"seq_len": "8192 (llama3_70b.toml at 820504e)", "unit": "'tokens/sec' without per-GPU: read as "
                     "per GPU (the scale matches Table 4's 829 tokens/s/GPU with Float8)"},
-        vramplan_args=plan_args("llama-3.1-70b", "h100-80gb", 8, 32, {
+        vramplan_args=plan_args("llama-3.1-70b", TT_PRESET, 8, 32, {
             **train(16, 8192), **s8, "strategy.tensor_parallel": 8, "strategy.sequence_parallel": True,
             "strategy.gradient_checkpointing": "full", "strategy.compile": True}),
         not_expressible=[TT_GPU_NOTE],
@@ -300,7 +302,7 @@ def torchtitan_entries() -> list[Entry]:
         activation_checkpointing="selective (per-op)", compile=True,
         raw={"value": 4378, "unit": "tokens/s (per GPU, as the other torchtitan tables)"}, tokens_per_s_per_gpu=4378,
         not_stated={"seq_len": "8192 (llama3_8b.toml at 820504e)", "unit": "read as per GPU"},
-        vramplan_args=plan_args("llama-3.1-8b", "h100-80gb", 8, 8, {
+        vramplan_args=plan_args("llama-3.1-8b", TT_PRESET, 8, 8, {
             **train(12, 8192), **s8, "strategy.tensor_parallel": 8, "strategy.sequence_parallel": True,
             "strategy.gradient_checkpointing": "op", "strategy.compile": True}),
         not_expressible=[TT_GPU_NOTE],
@@ -1005,7 +1007,7 @@ def referenced_entries() -> list[Entry]:
         "stack": "torchtitan 9dec370",
         "precision": "bf16 (FSDP2 param bf16, reduce fp32)",
         "gpu": TT_GT,
-        "gpu_preset": "h100-80gb",
+        "gpu_preset": TT_PRESET,
         "fused_kernels": "SDPA flash",
         "timed": "TPS/GPU at the 90th iteration",
     }
@@ -1017,7 +1019,7 @@ def referenced_entries() -> list[Entry]:
             case, tps, tt_src, **tt, model="Llama 3.1 8B", model_preset="llama-3.1-8b", source_in_mfu_default=True,
             gpus=8 * nodes, nodes=nodes, micro_batch=2, global_batch=16 * nodes, seq_len=8192,
             parallelism={"fsdp": 8 * nodes}, activation_checkpointing="selective (per-op)", compile=compile_,
-            vramplan_args=plan_args("llama-3.1-8b", "h100-80gb", 8, nodes, {
+            vramplan_args=plan_args("llama-3.1-8b", TT_PRESET, 8, nodes, {
                 **train(2, 8192), **base, "strategy.gradient_checkpointing": "op",
                 **({"strategy.compile": True} if compile_ else {})}),
             not_expressible=[TT_GPU_NOTE],
@@ -1026,7 +1028,7 @@ def referenced_entries() -> list[Entry]:
         "torchtitan-70b-2d-256xh100", 829, tt_src, **tt, model="Llama 3.1 70B", model_preset="llama-3.1-70b",
         gpus=256, nodes=32, micro_batch=16, global_batch=512, seq_len=8192,
         parallelism={"fsdp": 32, "tp": 8}, activation_checkpointing="full", compile=True,
-        vramplan_args=plan_args("llama-3.1-70b", "h100-80gb", 8, 32, {
+        vramplan_args=plan_args("llama-3.1-70b", TT_PRESET, 8, 32, {
             **train(16, 8192), **base, "strategy.tensor_parallel": 8, "strategy.sequence_parallel": True,
             "strategy.gradient_checkpointing": "full", "strategy.compile": True, "strategy.float8": True}),
         not_expressible=[TT_GPU_NOTE],
@@ -1168,6 +1170,14 @@ def kernel_entries() -> list[Entry]:
 
 EXCLUDED: list[dict[str, str]] = [
     {
+        "source": "Touvron et al. 2023 (LLaMA §2.4; Llama 2 Table 2)",
+        "what": "LLaMA-65B 'around 380 tokens/sec/GPU on 2048 A100'; Llama 2 7B 184,320 and 70B 1,720,320 "
+        "A100-80GB GPU-hours for 2T tokens",
+        "why": "averages over whole pretraining runs (restarts, evaluation, checkpointing included) with "
+        "unpublished strategies: a bound on the step (tests/core/time/test_published_throughput.py), not a step "
+        "timing",
+    },
+    {
         "source": "github.com/karpathy/nanoGPT README.md (efficiency notes, Dec 2022)",
         "what": "torch.compile 'cutting down iteration time from ~250ms / iter to 135ms / iter'",
         "why": "neither the GPU nor the configuration of that iteration is stated ('e.g.')",
@@ -1272,7 +1282,7 @@ def check_references(figs: list[Entry], cases_path: Path) -> list[str]:
 @contextmanager
 def no_user_presets() -> Iterator[None]:
     """Built-in presets only (an empty VRAMPLAN_CONFIG_DIR) and no GPU detection, restored on exit."""
-    from vramplan.core.plan import presets
+    from vramplan.core.plan.catalogue import presets
 
     saved = {k: os.environ.get(k) for k in ("VRAMPLAN_CONFIG_DIR", "VRAMPLAN_DETECT")}
     with tempfile.TemporaryDirectory() as empty:
@@ -1290,12 +1300,15 @@ def no_user_presets() -> Iterator[None]:
             presets.reload()
 
 
-def predict(e: Entry) -> dict[str, float]:
+def predict(e: Entry) -> dict[str, Any]:
     """vramplan's prediction for one entry's arguments, parsed and resolved as the CLI does: tokens/s/GPU, the
-    seconds of one published step (plan steps x `plan_steps_per_figure`), and the error on the compared figure."""
+    seconds of one published step (plan steps x `plan_steps_per_figure`), the error on the compared figure
+    (``error``, on tokens/s where that is compared) and the step time's (``time_error``), and the plan's method,
+    framework, step kind and model parameters (what `core.time.accuracy` selects by)."""
     from vramplan.cli.parser import build_parser
     from vramplan.core.files.planio import resolve_plan
     from vramplan.core.memory.peak import estimate
+    from vramplan.core.time.accuracy import plan_kind
     from vramplan.core.time.step import step_time
 
     a = build_parser("estimate").parse_args(e["vramplan_args"])
@@ -1309,10 +1322,21 @@ def predict(e: Entry) -> dict[str, float]:
         params = estimate(plan).params_total
     step = st.step_seconds * e["plan_steps_per_figure"]
     if e["compare"] == "step_seconds":
-        err = step / e["step_seconds"] - 1
+        err = time_err = step / e["step_seconds"] - 1
     else:
         err = st.tokens_per_second_per_gpu / e["tokens_per_s_per_gpu"] - 1
-    return {"tokens_per_s_per_gpu": st.tokens_per_second_per_gpu, "step_seconds": step, "error": err, "params": params}
+        time_err = e["tokens_per_s_per_gpu"] / st.tokens_per_second_per_gpu - 1
+    return {
+        "tokens_per_s_per_gpu": st.tokens_per_second_per_gpu,
+        "step_seconds": step,
+        "error": err,
+        "time_error": time_err,
+        "params": params,
+        "arch_params": plan.model.arch().total_params,
+        "method": plan.training.method,
+        "framework": plan.stack.framework,
+        "step_kind": plan_kind(plan),
+    }
 
 
 def table(figs: list[Entry]) -> str:

@@ -21,7 +21,7 @@ from vramplan.core.advice.checks.base import STATUSES, Context, Item
 from vramplan.core.advice.whatif import Effect
 from vramplan.core.memory.record import FRAGMENTATION_RISK, Estimate
 from vramplan.core.plan.schema.plan import Plan
-from vramplan.core.time.step_record import StepTime
+from vramplan.core.time.record import StepTime
 
 __all__ = [
     "FRAGMENTATION_RISK",

@@ -29,6 +29,7 @@ from typing import Any
 
 from vramplan.core.advice.advisor import Suggestion, suggestions
 from vramplan.core.advice.whatif import WhatIf
+from vramplan.core.memory.accuracy import ExpectedError
 from vramplan.core.memory.kinds import ALL_KINDS, KIND_LABELS
 from vramplan.core.memory.peak import estimate
 from vramplan.core.memory.record import Estimate
@@ -39,6 +40,7 @@ from vramplan.core.plan.helpers.memo import memoised
 from vramplan.core.plan.helpers.units import fmt_seconds, gib_text
 from vramplan.core.plan.keys import set_args
 from vramplan.core.plan.schema.plan import Plan
+from vramplan.core.time.accuracy import plan_expected_error
 from vramplan.core.time.step import step_time
 
 NODE_GPUS = 8  # GPUs per node beyond one node (an HGX/DGX board)
@@ -159,10 +161,17 @@ class Guide:
     sort: str
     seconds: float  # how long the guide took
 
+    @property
+    def time_error(self) -> ExpectedError:
+        """How far to trust every row's step time, time and cost: the step time's error on the published timings
+        nearest to the plan (`core.time.accuracy`; the same for every GPU of the guide)."""
+        return plan_expected_error(self.plan, self.plan.model.arch().total_params)
+
     def to_json(self) -> dict[str, Any]:
         t = self.plan.training
         return {
             "gpus": [r.to_json() for r in self.rows],
+            "time_expected_error": self.time_error.to_json(),
             "sort": self.sort,
             "tokens": t.tokens,
             "max_gpus": MAX_GPUS,

@@ -19,8 +19,8 @@ from vramplan.core.plan.helpers.errors import PlanError
 from vramplan.core.plan.helpers.units import GiB
 from vramplan.core.plan.keys import set_args
 from vramplan.core.plan.schema.plan import Plan
+from vramplan.core.time.record import StepTime
 from vramplan.core.time.step import step_time
-from vramplan.core.time.step_record import StepTime
 
 
 def plain(value: Any) -> Any:

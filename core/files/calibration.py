@@ -11,6 +11,13 @@ A calibration holds integer bytes and where they were measured::
     allocated_peak_bytes = 21474836480 # max_memory_allocated of that step (the gap is a share of it)
     nccl_bytes_per_group = 805306368   # NCCL's buffers per process group (only from a multi-GPU measurement)
 
+    [time]                               # the measured step (from a CUDA measurement with a step time)
+    measured_step_seconds = 1.234        # median of the measured steps
+    modelled_step_seconds = 1.01         # what the time model gave for the same plan
+    modelled_covered_seconds = 0.95      # of which the terms a measurement covers (core/time/anchor.py)
+    gpu_preset = "h100-80gb"             # the plan's GPU preset and stack framework: the factor applies to
+    framework = "transformers"           # plans on both only
+
     [measured_on]
     gpu = "NVIDIA H100 80GB HBM3"
     machine = "gpu-node-17"
@@ -22,8 +29,10 @@ A calibration holds integer bytes and where they were measured::
 It applies through the plan's ``[overhead]`` terms (`core.memory.overhead.overhead_bytes`): the context as
 ``cuda_context_mib``, the gap as ``allocator_reserve_percent`` (gap / allocated peak, in place of the allocator's
 rules), NCCL as ``nccl_mib_per_group``; ``overhead.calibrated_from`` records where they came from, so the estimate
-says it is calibrated. Reading is as safe as a plan file's (`core.plan.helpers.tomlio.read_toml`: regular files only, a
-size limit, one-line errors); writing goes through `core.files.safewrite.write_atomic`."""
+says it is calibrated. ``[time]`` anchors the step time: ``overhead.step_time_factor`` = (measured - modelled
+terms not covered) / modelled covered terms, with ``step_time_gpu`` and ``step_time_framework`` (`core.time.anchor`).
+Reading is as safe as a plan file's (`core.plan.helpers.tomlio.read_toml`: regular files only, a size limit, one-line
+errors); writing goes through `core.files.safewrite.write_atomic`."""
 
 from __future__ import annotations
 
@@ -39,6 +48,7 @@ from vramplan.core.files.safewrite import OverwriteRefused, write_atomic
 from vramplan.core.plan.helpers.errors import PlanError, printable, shown
 from vramplan.core.plan.helpers.tomlio import read_toml
 from vramplan.core.plan.helpers.units import GiB, MiB
+from vramplan.core.plan.schema.overhead import STEP_TIME_FACTOR_MAX, STEP_TIME_FACTOR_MIN
 from vramplan.core.plan.schema.plan import Plan
 
 FORMAT_VERSION = 1
@@ -46,10 +56,43 @@ MAX_TERM_BYTES = 1 << 50  # 1 PiB: no GPU's overhead is larger; a bigger number 
 MAX_TEXT = 300  # characters of a provenance string
 TERM_KEYS = ("cuda_context_bytes", "allocator_gap_bytes", "allocated_peak_bytes", "nccl_bytes_per_group")
 TEXT_KEYS = ("gpu", "machine", "torch_version", "created", "vramplan_version", "plan")
+TIME_SECONDS = ("measured_step_seconds", "modelled_step_seconds", "modelled_covered_seconds")
+TIME_TEXT = ("gpu_preset", "framework")
+MAX_SECONDS = 1e7  # about 4 months: no training step is longer
 HEADER = (
     "# vramplan calibration: what this machine adds beyond a training step's tensors (integer bytes),\n"
     "# measured by `vramplan measure --save-calibration`; apply it with `vramplan estimate --calibration FILE`.\n\n"
 )
+
+
+@dataclass(frozen=True)
+class StepTiming:
+    """The ``[time]`` table: a measured step and what the model gave for the same plan."""
+
+    measured_step_seconds: float
+    modelled_step_seconds: float
+    modelled_covered_seconds: float
+    gpu_preset: str
+    framework: str
+
+    @property
+    def factor(self) -> float:
+        """`core.time.anchor`: (measured - modelled terms not covered) / modelled covered terms."""
+        uncovered = self.modelled_step_seconds - self.modelled_covered_seconds
+        return (self.measured_step_seconds - uncovered) / self.modelled_covered_seconds
+
+    def overrides(self) -> dict[str, Any]:
+        return {
+            "overhead.step_time_factor": round(self.factor, 6),
+            "overhead.step_time_gpu": self.gpu_preset,
+            "overhead.step_time_framework": self.framework,
+        }
+
+    def line(self) -> str:
+        return (
+            f"step {self.measured_step_seconds:.4g} s measured, {self.modelled_step_seconds:.4g} s modelled on "
+            f"{self.gpu_preset} with {self.framework}: GPU work x {self.factor:.3g}"
+        )
 
 
 @dataclass(frozen=True)
@@ -69,6 +112,7 @@ class Calibration:
     vramplan_version: str = ""
     plan: str = ""
     source: str = ""
+    time: StepTiming | None = None
 
     @property
     def allocator_reserve_percent(self) -> float | None:
@@ -94,12 +138,21 @@ class Calibration:
         if self.nccl_bytes_per_group is not None:
             out["overhead.nccl_mib_per_group"] = mib_up(self.nccl_bytes_per_group)
         out["overhead.calibrated_from"] = self.provenance()
+        if self.time is not None:
+            out |= self.time.overrides()
+        else:  # a previous calibration's anchor would claim this file's provenance
+            out |= dict.fromkeys(
+                ("overhead.step_time_factor", "overhead.step_time_gpu", "overhead.step_time_framework")
+            )
         return out
 
     def dump(self) -> dict[str, Any]:
         terms = {k: getattr(self, k) for k in TERM_KEYS if getattr(self, k) is not None}
         on = {k: getattr(self, k) for k in TEXT_KEYS if getattr(self, k)}
-        return {"format_version": FORMAT_VERSION, "terms": terms, "measured_on": on}
+        out: dict[str, Any] = {"format_version": FORMAT_VERSION, "terms": terms}
+        if self.time is not None:
+            out["time"] = {k: getattr(self.time, k) for k in (*TIME_SECONDS, *TIME_TEXT)}
+        return out | {"measured_on": on}
 
     def lines(self) -> list[str]:
         """What it holds, for people: one line per term."""
@@ -109,6 +162,8 @@ class Calibration:
             out.append(f"allocator gap {self.allocator_gap_bytes / GiB:.2f} GiB ({pct:g}% of the allocated peak)")
         if self.nccl_bytes_per_group is not None:
             out.append(f"NCCL {self.nccl_bytes_per_group / MiB:,.0f} MiB per process group")
+        if self.time is not None:
+            out.append(self.time.line())
         return out
 
 
@@ -135,15 +190,57 @@ def _term(raw: dict[str, Any], key: str, where: str) -> int | None:
     return value
 
 
-def _text(raw: dict[str, Any], key: str, where: str) -> str:
+def _text(raw: dict[str, Any], key: str, where: str, table: str = "measured_on") -> str:
     value = raw.get(key, "")
     if isinstance(value, _dt.datetime | _dt.date):  # a TOML date-time written by hand
         value = value.isoformat()
     if not isinstance(value, str):
-        raise PlanError(f"must be a string (got {shown(value)})", f"{where}: measured_on.{key}")
+        raise PlanError(f"must be a string (got {shown(value)})", f"{where}: {table}.{key}")
     if len(value) > MAX_TEXT:
-        raise PlanError(f"longer than {MAX_TEXT} characters", f"{where}: measured_on.{key}")
+        raise PlanError(f"longer than {MAX_TEXT} characters", f"{where}: {table}.{key}")
     return printable(value)
+
+
+def _seconds(raw: dict[str, Any], key: str, where: str) -> float:
+    value = raw.get(key)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise PlanError(f"must be a number of seconds (got {shown(value)})", f"{where}: time.{key}")
+    if not (math.isfinite(value) and 0 < value <= MAX_SECONDS):
+        raise PlanError(
+            f"must be more than 0 and at most {MAX_SECONDS:g} s (got {shown(value)})", f"{where}: time.{key}"
+        )
+    return float(value)
+
+
+def _timing(raw: dict[str, Any], where: str) -> StepTiming | None:
+    """The ``[time]`` table checked (None when the file has none): every key present, the covered seconds within
+    the modelled step, a factor within `overhead.step_time_factor`'s bounds."""
+    if "time" not in raw:
+        return None
+    table = _table(raw, "time", (*TIME_SECONDS, *TIME_TEXT), where)
+    missing = [k for k in (*TIME_SECONDS, *TIME_TEXT) if k not in table]
+    if missing:
+        raise PlanError("missing (vramplan measure writes every key of [time])", f"{where}: time.{missing[0]}")
+    secs = {k: _seconds(table, k, where) for k in TIME_SECONDS}
+    texts = {}
+    for k in TIME_TEXT:
+        text = _text(table, k, where, "time")
+        if not text or len(text) > 100:
+            raise PlanError("must be a preset or framework id of 1 to 100 characters", f"{where}: time.{k}")
+        texts[k] = text
+    if secs["modelled_covered_seconds"] > secs["modelled_step_seconds"]:
+        raise PlanError("must not exceed modelled_step_seconds (it is a part of it)", f"{where}: time")
+    timing = StepTiming(
+        secs["measured_step_seconds"],
+        secs["modelled_step_seconds"],
+        secs["modelled_covered_seconds"],
+        texts["gpu_preset"],
+        texts["framework"],
+    )
+    lo, hi = STEP_TIME_FACTOR_MIN, STEP_TIME_FACTOR_MAX
+    if not lo <= timing.factor <= hi:
+        raise PlanError(f"gives a factor of {timing.factor:.3g}, outside {lo:g}-{hi:g}", f"{where}: time")
+    return timing
 
 
 def _table(raw: dict[str, Any], name: str, known: tuple[str, ...], where: str) -> dict[str, Any]:
@@ -166,9 +263,11 @@ def calibration_from_data(raw: dict[str, Any], where: str) -> Calibration:
             f"calibration format {fv} is newer than this vramplan reads ({FORMAT_VERSION}): upgrade vramplan",
             f"{where}: format_version",
         )
-    unknown = [k for k in raw if k not in ("format_version", "terms", "measured_on")]
+    unknown = [k for k in raw if k not in ("format_version", "terms", "time", "measured_on")]
     if unknown:
-        raise PlanError("unknown key (known: format_version, [terms], [measured_on])", f"{where}: {shown(unknown[0])}")
+        raise PlanError(
+            "unknown key (known: format_version, [terms], [time], [measured_on])", f"{where}: {shown(unknown[0])}"
+        )
     terms = _table(raw, "terms", TERM_KEYS, where)
     on = _table(raw, "measured_on", TEXT_KEYS, where)
     values = {k: _term(terms, k, where) for k in TERM_KEYS}
@@ -183,7 +282,8 @@ def calibration_from_data(raw: dict[str, Any], where: str) -> Calibration:
         )
     if values["allocated_peak_bytes"] == 0:
         raise PlanError("must be more than 0 (the gap is a share of it)", f"{where}: terms.allocated_peak_bytes")
-    return Calibration(**values, **{k: _text(on, k, where) for k in TEXT_KEYS}, source=where)  # type: ignore[arg-type]
+    texts = {k: _text(on, k, where) for k in TEXT_KEYS}
+    return Calibration(**values, **texts, source=where, time=_timing(raw, where))  # type: ignore[arg-type]
 
 
 def read_calibration(path: str | Path) -> Calibration:

@@ -221,15 +221,24 @@ TIME_TEXT: dict[str, tuple[str, Callable[[Any], str]]] = {
     "tokens_per_second": ("Tokens per second", lambda v: f"{v:,.0f}"),
     "tokens_per_second_per_gpu": ("Tokens per second per GPU", lambda v: f"{v:,.0f}"),
     "mfu": ("Model FLOPs utilization (MFU)", lambda v: f"{v:.1%}"),
-    "mfu_setting": ("MFU the time model assumes", lambda v: f"{v:.1%}"),
-    "mfu_default": ("MFU assumed from", lambda v: "the published default for this GPU" if v else "training.mfu"),
+    "mfu_setting": ("Matmul efficiency set by training.mfu", lambda v: f"{v:.1%} of peak"),
     "hfu": ("Hardware FLOPs utilization (HFU)", lambda v: f"{v:.1%}"),
     "peak_tflops": ("GPU peak (dense)", lambda v: f"{v:g} TFLOP/s"),
 }
 
 
+def _expected_error(ee: Mapping[str, Any]) -> str:
+    """The step time's `expected_error` as the CLI writes it (``± 26% on 7 similar published runs ...``)."""
+    worst = ee.get("worst_under_pct", 0)
+    fast = f"worst {worst:.0f}% too fast" if worst else "none too fast"
+    return f"± {ee.get('median_pct', 0):.0f}% on {ee.get('n_cases', 0)} similar published runs ({fast})"
+
+
 def _time(time: Mapping[str, Any]) -> list[str]:
     lines = ["| Figure | Value |", "|---|---:|"]
+    ee = time.get("expected_error")
+    if isinstance(ee, Mapping):
+        lines.append(f"| Expected error of the step time | {_cell(_expected_error(ee))} |")
     for key, value in time.items():
         if isinstance(value, Mapping | list | tuple) or value is None:
             continue

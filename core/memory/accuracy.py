@@ -48,9 +48,10 @@ class ExpectedError(NamedTuple):
     def to_json(self) -> dict[str, Any]:
         return self._asdict()
 
-    def text(self) -> str:
-        """``± 7% on 14 similar published runs (worst 22% under)``."""
-        worst = f"worst {self.worst_under_pct:.0f}% under" if self.worst_under_pct else "none under"
+    def text(self, under: str = "under") -> str:
+        """``± 7% on 14 similar published runs (worst 22% under)``; ``under`` names an estimate below the measure
+        (the time model says ``too fast``)."""
+        worst = f"worst {self.worst_under_pct:.0f}% {under}" if self.worst_under_pct else f"none {under}"
         return f"± {self.median_pct:.0f}% on {self.n_cases} similar published runs ({worst})"
 
     def under_margin_bytes(self, predicted_bytes: int) -> int:
@@ -124,7 +125,11 @@ def median_of(values: list[float]) -> float:
 def expected_error(method: str, framework: str, params: int) -> ExpectedError:
     """The error of the estimate on the published runs nearest to a plan of this method, stack framework and total
     parameter count (see the module docstring for the selection)."""
-    rows = load_rows()
+    return nearest_error(load_rows(), method, framework, params)
+
+
+def nearest_error(rows: tuple[CaseError, ...], method: str, framework: str, params: int) -> ExpectedError:
+    """The selection of the module docstring over ``rows`` (the time model's `core.time.accuracy` passes its own)."""
     family = stack_family(framework)
     first = _describe(STEPS[0], method, family, params)
     for n, step in enumerate(STEPS):

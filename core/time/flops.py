@@ -32,9 +32,9 @@ RECOMPUTE_SRC = (
     "backward (+1/3 of the block's 3x forward-backward FLOPs; the embedding and the lm_head/loss sit outside the "
     "checkpointed blocks and are not re-run); selective recomputation re-runs only the attention core (QKᵀ, "
     "softmax, dropout, AV: §4.2.1); per-op checkpointing the matmuls torchtitan's policy does not save; "
-    "checkpoint_every = k: blocks k, 2k, ... only (torchtitan ac_freq). The recomputed FLOPs run at the same MFU "
-    "as the rest of the math: Korthikanti et al. Tables 4-5 measure +30-40% step time for full recomputation "
-    "against none on the same model and GPUs"
+    "checkpoint_every = k: blocks k, 2k, ... only (torchtitan ac_freq). The recomputed ops are timed as the "
+    "forward's own kernels (core/time/compute.py); Korthikanti et al. Tables 4-5 measure +30-40% step time for "
+    "full recomputation against none on the same model and GPUs"
 )
 
 
@@ -157,31 +157,10 @@ def token_flops(
 # -- bytes moved by memory-bound kernels ----------------------------------------------------------------------------
 
 
-def weight_read_passes(full: bool, checkpointing: str) -> int:
-    """How many times a micro-batch streams each matmul weight from HBM: forward 1, backward 2 (dX reads W, dW
-    writes its gradient) or 1 for a frozen weight (dX only), +1 when full checkpointing recomputes the forward."""
-    return 1 + (2 if full else 1) + (1 if checkpointing == "full" else 0)
-
-
-def eager_attention_bytes(arch: Arch, b: int, s: int, act_bytes: int, tp: int, checkpointing: str) -> int:
-    """HBM traffic of eager attention's s x s matrices per micro-batch (all layers of the model, per TP rank).
-
-    Standard attention writes the scores S = QKᵀ, reads them for the softmax, writes P, reads P for PV (4 passes
-    over b·a·s² elements); its backward reads P and writes dP, dS and reads them again (about 8): 12 passes, +4
-    when full checkpointing recomputes the forward. Source: Dao et al. 2022 (FlashAttention) §2.2, Algorithm 0 and
-    Theorem 2: Θ(N²) HBM accesses for standard attention; FlashAttention keeps S and P in SRAM (no such traffic)."""
-    passes = 12 + (4 if checkpointing == "full" else 0)
-    return passes * b * (arch.a // tp) * s * s * act_bytes * arch.L
-
-
-def dequant_bytes_per_pass(arch: Arch, quantized_layer_bytes: int, tp: int) -> int:
-    """HBM traffic of dequantizing the frozen 4-bit / 8-bit block weights once (all layers, per TP rank): read the
-    quantized weights and their absmax, write bf16 copies for the matmul (2 B per weight).
-
-    bitsandbytes ``MatMul4Bit`` (autograd/_functions.py) calls ``dequantize_4bit`` in the forward and again in the
-    backward for dX (Dettmers et al. 2023, QLoRA §3: 'we dequantize the storage data type to the computation data
-    type to perform the forward and backward pass')."""
-    return arch.L * (quantized_layer_bytes + 2 * arch.layer_weight_params // tp)
+INT8_SRC = (
+    "int8 activation compression's HBM traffic 2·(saved + packed) bytes per micro-batch, memory-bound "
+    "(ActNN, Chen et al. 2021; GACT, Liu et al. 2022)"
+)
 
 
 def int8_compression_bytes(saved_bytes: int, packed_bytes: int) -> int:

@@ -46,6 +46,13 @@ PCIE_SRC = (
 # a DGX-2 with 2 x 24-core Xeon Platinum 8168: 48 cores), 1.41e9 / 48 = 2.9e7 parameters/s per core. Slower hosts
 # exist (DeepSpeed issue #1635: 1.35B parameters in 22 s on a 10-core Xeon Silver 4210R, 6e6 per core).
 CPU_ADAM_PARAMS_PER_CORE_S = 11.6e9 / 8.2 / 48
+HOST_MEMORY_GBS_PER_NODE = 100.0
+HOST_MEMORY_SRC = (
+    "assumed 100 GB/s of host memory bandwidth per node for CPU Adam, shared by the node's ranks (one 8-channel "
+    "DDR4-3200 socket peaks at 204.8 GB/s; CPU Adam streams ~30 B per element: ZeRO-Offload §5.1). Reports: "
+    "Qwen-72B ZeRO-3 offload on 4 x 8 A100, ~10 s per step (DeepSpeed issue #6834); Qwen2.5-3B on 2 A100, "
+    "2.4-3.1 s per step (DeepSpeed PR #7474)"
+)
 CPU_CORES_PER_GPU = 8  # when neither the plan nor the preset's node says: a 64-core host for 8 GPUs
 CPU_ADAM_SRC = (
     f"DeepSpeed CPU Adam at {CPU_ADAM_PARAMS_PER_CORE_S / 1e6:.1f}e6 parameters/s per core (DeepSpeed PR #735: 11.6B "

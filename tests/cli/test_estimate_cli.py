@@ -183,8 +183,8 @@ def test_headless_commands_never_import_textual() -> None:
 
 
 def test_estimate_json_has_the_time_object(capsys: pytest.CaptureFixture[str]) -> None:
+    from vramplan.core.time.record import CATEGORIES
     from vramplan.core.time.step import step_time
-    from vramplan.core.time.step_record import CATEGORIES
 
     assert run(["estimate", "--json"]) == 0
     data = strict_json(capsys.readouterr().out)

@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
+from functools import partial
 from pathlib import Path
 
 import pytest
 
 from tests.hostile import strict_json
+from tests.waiting import HANG_S
 from vramplan.cli.parser import run
+from vramplan.core.advice import gpuguide
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -36,7 +38,11 @@ def test_gpus_json_lists_every_gpu_preset_with_min_gpus(capsys: pytest.CaptureFi
     assert h100["step_seconds"] == est["time"]["step_seconds"]  # the same time model as `vramplan estimate`
 
 
-def test_gpus_text_table_within_80_columns(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_gpus_text_table_within_80_columns(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the advisor's time budget out of reach: which GPUs it searches must not depend on how busy the machine is
+    monkeypatch.setattr(gpuguide, "gpu_guide", partial(gpuguide.gpu_guide, advisor_seconds=HANG_S))
     plan = tmp_path / "p.toml"
     plan.write_text('[model]\npreset = "llama-3.1-70b"\n[training]\ntokens = "1B"\n')
     text = out_of(["gpus", str(plan), "--sort", "cost", "--price", "3"], capsys)
@@ -72,15 +78,13 @@ def test_gpus_bad_input_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert "unknown GPU preset 'nope'" in capsys.readouterr().err
 
 
-def test_gpus_headless_command_is_fast() -> None:
-    start = time.perf_counter()
+def test_gpus_headless_command_runs_in_its_own_process() -> None:
+    """How fast, against `vramplan estimate --json`, is bench/bench_gpus.py's."""
     r = subprocess.run(
-        [sys.executable, "-m", "vramplan", "gpus", "--json"], capture_output=True, text=True, cwd=ROOT, timeout=60
+        [sys.executable, "-m", "vramplan", "gpus", "--json"], capture_output=True, text=True, cwd=ROOT, timeout=HANG_S
     )
-    elapsed = time.perf_counter() - start
     assert r.returncode == 0, r.stderr
     assert len(strict_json(r.stdout)["gpus"]) >= 28
-    assert elapsed < 15  # about 0.6 s on an idle core (docs/advice.md); generous for a loaded CI machine
 
 
 A = '[model]\npreset = "llama-7b"\n'

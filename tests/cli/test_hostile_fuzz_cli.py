@@ -186,7 +186,8 @@ def preset_files(draw: st.DrawFn) -> dict[str, str | None]:
             table = {"name": "G", "source": "fuzz", "memory_mib": 1000, "bf16": True, "bf16_tflops": 100.0}
             table |= {"fp16_tflops": 100.0, "fp32_tflops": 10.0, "memory_bandwidth_gbs": 1000.0, "gpu_link": "x"}
             table |= {"gpu_link_gbs": 50.0, "host_link": "x", "host_link_gbs": 25.0, "internode_gbs": 12.5}
-            table |= {"flash_attention": True}
+            table |= {"flash_attention": True, "generation": "hopper", "sm_count": 100, "matmul_efficiency": 0.7}
+            table |= {"kernel_overhead_us": 2.0, "time_source": "fuzz"}
             field = draw(st.sampled_from(sorted(presets.GpuSpec.model_fields)))
             table[field] = draw(values)
         files[f"{kind}/{name}.toml"] = toml_text(table) or "broken ="

@@ -1,6 +1,6 @@
 """Issue 28.3 through the CLI: ``--stack-from ENV_DIR`` (and, by default, ``VIRTUAL_ENV``/``CONDA_PREFIX``) fills
-the stack versions a plan leaves unset; an explicit key wins; hostile environment folders end within 2 s, exit 0,
-with at most one warning line."""
+the stack versions a plan leaves unset; an explicit key wins; hostile environment folders end, exit 0, with at most
+one warning line (bench/bench_environment.py times them)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.hostile import strict_json
 from tests.machine.fake_envs import HOSTILE, SITE, make_env, metadata
+from tests.waiting import HANG_S
 from vramplan.cli.parser import run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,11 +22,9 @@ VERSIONS = {"torch": "2.3.1+cu121", "peft": "0.10.0", "bitsandbytes": "0.42.0", 
 QLORA = ("--set", "training.method=qlora", "--set", "training.quantization=nf4")
 
 
-def cli(*args: str, env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess[str], float]:
+def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     cmd = [sys.executable, "-m", "vramplan", *args]
-    t0 = time.perf_counter()
-    r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=30, env=env)
-    return r, time.perf_counter() - t0
+    return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=HANG_S, env=env)
 
 
 def estimate_json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[dict, str]:
@@ -102,7 +100,7 @@ def test_the_running_environment_is_read_by_default(tmp_path: Path) -> None:
     on = {**base, "VRAMPLAN_DETECT": "1", "VIRTUAL_ENV": str(venv), "CONDA_PREFIX": str(conda)}
 
     def stack(env: dict[str, str], *args: str) -> dict:
-        r, _ = cli("estimate", "--json", *args, env=env)
+        r = cli("estimate", "--json", *args, env=env)
         assert r.returncode == 0 and r.stderr == "", r.stderr
         return json.loads(r.stdout)["plan"]["stack"]
 
@@ -141,11 +139,12 @@ def hostile_dirs(tmp_path: Path) -> dict[str, Path]:
     return out
 
 
-def test_hostile_environments_end_in_2_s_with_one_line_at_most(tmp_path: Path) -> None:
+def test_hostile_environments_end_with_one_line_at_most(tmp_path: Path) -> None:
+    """Each ends (a hang would be stopped at `HANG_S`); how fast, against `vramplan estimate --json` alone, is
+    bench/bench_environment.py's."""
     for case, path in hostile_dirs(tmp_path).items():
-        r, took_s = cli("estimate", "--stack-from", str(path), "--json")
+        r = cli("estimate", "--stack-from", str(path), "--json")
         assert r.returncode == 0, (case, r.stderr)
-        assert took_s < 2.0, (case, took_s)
         lines = r.stderr.splitlines()
         assert len(lines) <= 1 and "Traceback" not in r.stderr, (case, r.stderr)
         data = json.loads(r.stdout)
@@ -164,8 +163,8 @@ def test_unreadable_metadata_through_the_cli(tmp_path: Path) -> None:
     env = make_env(tmp_path, {"torch": "2.5.1", "peft": "0.13.2"})
     path = env / SITE / "peft-0.13.2.dist-info" / "METADATA"
     path.chmod(0)
-    r, took_s = cli("estimate", "--stack-from", str(env), "--json")
-    assert r.returncode == 0 and took_s < 2.0
+    r = cli("estimate", "--stack-from", str(env), "--json")
+    assert r.returncode == 0
     (line,) = r.stderr.splitlines()
     assert "peft-0.13.2.dist-info/METADATA (Permission denied)" in line
     assert json.loads(r.stdout)["plan"]["stack"]["torch"] == "2.5.1"

@@ -14,6 +14,7 @@ import pytest
 
 from tests.conftest import user_dir
 from tests.hostile import BIG_INT, HUGE_INT, write_config_files, write_plan_files
+from tests.waiting import HANG_S
 from vramplan.core.files.planio import load_plan_file
 from vramplan.core.plan.architecture.hf_config import read_hf_config
 from vramplan.core.plan.catalogue import presets
@@ -31,8 +32,9 @@ class TookTooLong(BaseException):
 
 
 @contextmanager
-def deadline(seconds: int = 10) -> Iterator[None]:
-    """Fail (not hang) when the block takes longer than ``seconds`` (a FIFO used to block forever)."""
+def deadline(seconds: int = int(HANG_S)) -> Iterator[None]:
+    """Fail (not hang) when the block has not ended after ``seconds`` (a FIFO used to block forever): a guard
+    against a hang, not a bound on speed."""
 
     def expired(signum: int, frame: object) -> None:
         raise TookTooLong(f"took more than {seconds} s")
@@ -267,7 +269,7 @@ def test_an_endless_nvidia_smi_is_cut_short(tmp_path: Path, monkeypatch: pytest.
     script.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}")
     monkeypatch.setattr(nvidia_smi, "TIMEOUT_S", 60.0)  # the bound on bytes stops it, long before any timeout
-    with deadline(10):
+    with deadline():
         assert nvidia_smi.query() is None
 
 

@@ -5,21 +5,22 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.machine.fake_envs import HOSTILE, SITE, make_env, metadata
+from tests.waiting import HANG_S
 from vramplan.core.plan.stack.config import StackConfig
 from vramplan.machine import environment
 from vramplan.machine.environment import canonical_name, default_environment, read_environment
 
 
-def timed(path: Path | str) -> tuple[environment.EnvironmentStack, float]:
-    t0 = time.perf_counter()
-    found = read_environment(path)
-    return found, time.perf_counter() - t0
+def unhurried(path: Path | str) -> environment.EnvironmentStack:
+    """`read_environment` with its time budget out of reach (`HANG_S`), for the large hostile folders: what it
+    finds must not depend on how busy the machine is. The budget is tested by
+    test_a_read_that_never_returns_is_left_behind; how fast the scan is, by bench/bench_environment.py."""
+    return read_environment(path, time_budget_s=HANG_S)
 
 
 def test_the_versions_of_a_venv(tmp_path: Path) -> None:
@@ -105,7 +106,7 @@ def test_each_hostile_file_is_named_with_its_reason(tmp_path: Path, name: str) -
     assert found.warning == f"stack from {env}: skipped {SITE}/{name} ({why}) (torch 2.5.1)", found.warning
 
 
-def test_a_hostile_environment_is_one_line_and_fast(tmp_path: Path) -> None:
+def test_a_hostile_environment_is_one_line(tmp_path: Path) -> None:
     """Every hostile thing at once, beside a good package, a METADATA of 50 MB whose header is read (and nothing
     more), and a symlink loop where a python3.X folder should be."""
     env = make_env(tmp_path, {"torch": "2.5.1", "peft": "0.13.2"}, site="lib/python3.12/site-packages")
@@ -114,8 +115,7 @@ def test_a_hostile_environment_is_one_line_and_fast(tmp_path: Path) -> None:
         make(env / "lib/python3.12/site-packages")
     with open(env / "lib/python3.12/site-packages/peft-0.13.2.dist-info/METADATA", "a") as f:
         f.truncate(50 * 2**20)  # the header first, then 50 MB of description (sparse)
-    found, took_s = timed(env)
-    assert took_s < 0.5, took_s
+    found = unhurried(env)
     assert found.versions == {"torch": "2.5.1", "peft": "0.13.2"}
     assert "\n" not in found.warning and len(found.warning) < 600
     assert found.warning.startswith(f"stack from {env}: skipped lib/python3.10/site-packages (Too many levels")
@@ -144,9 +144,8 @@ def test_thousands_of_dist_infos(tmp_path: Path) -> None:
     for i in range(5000):
         (site / f"pkg{i}-1.0.dist-info").mkdir()
     make_env(tmp_path, {"peft": "0.13.2"})
-    found, took_s = timed(tmp_path)
+    found = unhurried(tmp_path)
     assert (found.versions, found.warning) == ({"peft": "0.13.2"}, "")
-    assert took_s < 0.5, took_s
 
 
 def test_the_entry_and_byte_budgets_stop_the_scan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -162,20 +161,18 @@ def test_the_entry_and_byte_budgets_stop_the_scan(tmp_path: Path, monkeypatch: p
 
 
 def test_a_read_that_never_returns_is_left_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A stalled mount: the scan's thread is blocked in a read; the caller gets its answer at the time budget."""
+    """A stalled mount: the scan's thread is blocked in a read (until the test releases it, after the call); the
+    caller gets its answer at the time budget, without the read."""
     env = make_env(tmp_path, {"torch": "2.5.1"})
     release = threading.Event()
 
     def stuck(scan: object, path: Path) -> str | None:
-        release.wait(10)
+        release.wait(HANG_S)
         return None
 
     monkeypatch.setattr(environment, "read_header", stuck)
-    t0 = time.perf_counter()
     found = read_environment(env, time_budget_s=0.2)
-    took_s = time.perf_counter() - t0
     release.set()
-    assert took_s < 1.0, took_s
     assert found.versions == {} and "gave up after 0.2 s (a read did not return)" in found.warning
 
 

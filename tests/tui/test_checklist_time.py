@@ -3,12 +3,14 @@ token budget / price fields, each strategy choice's effect)."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from textual.pilot import Pilot
 from textual.widgets import Input
 
-from tests.tui.conftest import figure, text_of
+from tests.tui.conftest import advised, figure, row_text, text_of
+from tests.waiting import HANG_S, eventually, until
 from vramplan.core.advice import advisor as advisor_module
 from vramplan.core.advice.advisor import advise
 from vramplan.core.advice.checklist import apply_fix, checklist
@@ -18,8 +20,8 @@ from vramplan.core.plan.helpers.errors import PlanError
 from vramplan.core.plan.helpers.tomlio import loads
 from vramplan.core.plan.helpers.units import GiB, fmt_seconds
 from vramplan.core.plan.schema.plan import Plan, default_plan
+from vramplan.core.time.record import StepTime
 from vramplan.core.time.step import step_time
-from vramplan.core.time.step_record import StepTime
 from vramplan.tui.app import VramplanApp
 from vramplan.tui.effects import alternatives
 from vramplan.tui.time_text import rate
@@ -30,9 +32,9 @@ from vramplan.tui.widgets.strategy_pane import EFFECT_KEYS
 OVER = {"strategy.zero_stage": 0, "strategy.gradient_checkpointing": "none"}
 
 
-def row_text(app: VramplanApp, row_id: str) -> str:
-    """A row's text, its wrapped lines joined."""
-    return " ".join(app.planner.query_one(ChecklistList).get_option(row_id).prompt.plain.split())  # type: ignore[union-attr]
+async def show_checks(app: VramplanApp, pilot: Pilot[Any]) -> None:
+    await pilot.press("5")
+    await until(pilot, lambda: advised(app), "the fit advisor's rows for the plan")
 
 
 async def highlight(app: VramplanApp, pilot: Pilot[Any], row_id: str) -> None:
@@ -48,7 +50,7 @@ async def test_enter_applies_a_fix_undo_restores_and_space_ticks_a_by_hand_item(
     app = VramplanApp(plan=plan)
     async with app.run_test() as pilot:
         await pilot.press("5")
-        await pilot.pause()
+        await until(pilot, lambda: row_text(app, "oom.capacity"), "the checklist")  # judged after the frame
         assert isinstance(app.planner.focused, ChecklistList)
         assert row_text(app, "oom.capacity").startswith("✘ FAIL")
         assert item.fix.text() in row_text(app, "oom.capacity")
@@ -58,12 +60,13 @@ async def test_enter_applies_a_fix_undo_restores_and_space_ticks_a_by_hand_item(
         fixed = apply_fix(plan, item.fix)
         assert app.planner.plan == fixed
         assert figure(estimate(fixed).total) in text_of(app, "#headline")
-        assert row_text(app, "oom.capacity").startswith(status_tag(checklist(fixed).item("oom.capacity")))
+        tag = status_tag(checklist(fixed).item("oom.capacity"))
+        await until(pilot, lambda: row_text(app, "oom.capacity").startswith(tag), "the fixed plan's checklist")
         await pilot.press("ctrl+z")
         await pilot.pause()
         assert app.planner.plan == plan
         assert figure(estimate(plan).total) in text_of(app, "#headline")
-        assert row_text(app, "oom.capacity").startswith("✘ FAIL")
+        await until(pilot, lambda: row_text(app, "oom.capacity").startswith("✘ FAIL"), "the plan's checklist again")
 
         await highlight(app, pilot, "nan.data")  # a by-hand item: space ticks it, in the plan
         assert row_text(app, "nan.data").startswith("☐ check")
@@ -71,7 +74,7 @@ async def test_enter_applies_a_fix_undo_restores_and_space_ticks_a_by_hand_item(
         await pilot.pause()
         ticked = app.planner.plan
         assert ticked == plan.with_changes({"checklist.ticked": ("nan.data",)})
-        assert row_text(app, "nan.data").startswith("☑ done")
+        await until(pilot, lambda: row_text(app, "nan.data").startswith("☑ done"), "the ticked row")
         assert "(1 ticked)" in text_of(app, "#checklist-summary")
         assert loads(render("toml", ticked).text)["checklist"]["ticked"] == ["nan.data"]  # exported with it
         await highlight(app, pilot, "oom.capacity")  # not a by-hand item: space does nothing
@@ -80,7 +83,8 @@ async def test_enter_applies_a_fix_undo_restores_and_space_ticks_a_by_hand_item(
         assert app.planner.plan == ticked
         await pilot.press("ctrl+z")  # ticking is a plan change like any other
         await pilot.pause()
-        assert app.planner.plan == plan and row_text(app, "nan.data").startswith("☐ check")
+        assert app.planner.plan == plan
+        await until(pilot, lambda: row_text(app, "nan.data").startswith("☐ check"), "the unticked row")
 
 
 async def test_fit_advisor_suggestion_and_largest_micro_batch_apply() -> None:
@@ -89,9 +93,7 @@ async def test_fit_advisor_suggestion_and_largest_micro_batch_apply() -> None:
     assert advice.needed and advice.suggestions
     app = VramplanApp(plan=plan)
     async with app.run_test() as pilot:
-        await pilot.press("5")
-        await app.workers.wait_for_complete()
-        await pilot.pause()
+        await show_checks(app, pilot)
         first = advice.suggestions[0]
         assert first.title in row_text(app, "advice.s0")
         assert " ".join(first.effect.set_args()) in row_text(app, "advice.s0")
@@ -101,8 +103,7 @@ async def test_fit_advisor_suggestion_and_largest_micro_batch_apply() -> None:
         fixed = plan.with_changes(first.changes)
         assert app.planner.plan == fixed and estimate(fixed).fits
         assert figure(estimate(fixed).total) in text_of(app, "#headline")
-        await app.workers.wait_for_complete()  # the advice for the changed plan
-        await pilot.pause()
+        await until(pilot, lambda: advised(app), "the advice for the changed plan")
         now = advise(fixed)
         assert now.min_gpus is not None and f"these strategies: {now.min_gpus} (1 node x" in row_text(
             app, "advice.min_gpus"
@@ -124,23 +125,20 @@ async def test_advice_that_arrives_while_the_pane_is_hidden_is_renewed_when_show
     gate = threading.Event()
 
     def slow_advise(plan: Plan, **kw: Any) -> Any:
-        gate.wait(5)
+        gate.wait(HANG_S)
         return advise(plan, **kw)
 
     monkeypatch.setattr(advisor_module, "advise", slow_advise)
     app = VramplanApp(plan=default_plan())
     async with app.run_test() as pilot:
         await pilot.press("5")  # advising the default plan (held at the gate)
-        await pilot.pause()
+        await until(pilot, lambda: "working…" in row_text(app, "advice.head"), "the advisor to start")
         await pilot.press("c", "1")  # a new plan while it runs, then another pane
         await pilot.pause()
         gate.set()
         await app.workers.wait_for_complete()  # the old plan's advice arrives while the pane is hidden
         await pilot.pause()
-        await pilot.press("5")
-        await pilot.pause()
-        await app.workers.wait_for_complete()
-        await pilot.pause()
+        await show_checks(app, pilot)  # judged again, and advised for the plan now
         pane = app.planner.query_one(ChecklistPane)
         assert pane.advice is not None and pane.advice.plan == app.planner.plan != default_plan()
         assert "updating" not in row_text(app, "advice.head")
@@ -207,26 +205,30 @@ def expected_brief(plan: Plan, value_changes: dict[str, Any]) -> str:
     return f"{memory}, {time}"
 
 
+def effects_shown(app: VramplanApp, plan: Plan) -> int:
+    """Each strategy choice's effect as the Strategies pane shows it, against a fresh estimate: how many."""
+    shown = 0
+    for key in EFFECT_KEYS:
+        text = text_of(app, f"#f-{key.replace('.', '-')} .field-effect")
+        parts = dict(part.split(": ", 1) for part in text.removeprefix("→ ").split(" · ") if part)
+        for label, value in alternatives(plan, key):
+            try:
+                brief = expected_brief(plan, {key: value})
+            except PlanError:  # an impossible choice: not shown (the note says why)
+                assert label not in parts
+                continue
+            assert parts.get(label) == brief, (key, text)
+            shown += 1
+    return shown
+
+
 async def test_each_strategy_choice_shows_its_re_estimated_effect() -> None:
     app = VramplanApp()
     async with app.run_test() as pilot:
         for _ in range(2):  # the default plan, then after a change
             await pilot.press("4")
-            await pilot.pause()
-            plan = app.planner.plan
-            shown = 0
-            for key in EFFECT_KEYS:
-                text = text_of(app, f"#f-{key.replace('.', '-')} .field-effect")
-                parts = dict(part.split(": ", 1) for part in text.removeprefix("→ ").split(" · ") if part)
-                for label, value in alternatives(plan, key):
-                    try:
-                        brief = expected_brief(plan, {key: value})
-                    except PlanError:  # an impossible choice: not shown (the note says why)
-                        assert label not in parts
-                        continue
-                    assert parts[label] == brief, (key, text)
-                    shown += 1
-            assert shown >= 10
+            # shown after the frame (`Settled`): checked until they are this plan's
+            assert await eventually(pilot, partial(effects_shown, app, app.planner.plan)) >= 10
             await pilot.press("c")
 
 
@@ -241,9 +243,7 @@ async def test_largest_sequence_length_is_shown_and_applies() -> None:
     assert not advice.margin.keeps(estimate(plan.with_changes({"training.seq_len": best + 1})))
     app = VramplanApp(plan=plan)
     async with app.run_test(size=(100, 40)) as pilot:
-        await pilot.press("5")
-        await app.workers.wait_for_complete()
-        await pilot.pause()
+        await show_checks(app, pilot)
         assert f"largest sequence length that fits as is: {best:,}" in row_text(app, "advice.seq_len")
         await highlight(app, pilot, "advice.seq_len")
         await pilot.press("enter")
@@ -255,9 +255,7 @@ async def test_largest_sequence_length_stops_at_the_trained_context() -> None:
     """Issue 32.1: LLaMA-7B fits far more than 2,048 tokens on 8 x A100-80GB; the row says the context caps it."""
     app = VramplanApp(plan=default_plan())
     async with app.run_test(size=(100, 40)) as pilot:
-        await pilot.press("5")
-        await app.workers.wait_for_complete()
-        await pilot.pause()
+        await show_checks(app, pilot)
         text = " ".join(row_text(app, "advice.seq_len").split())
         assert "fits as is: 2,048 (capped at the model's 2,048-token context) (this plan's)" in text
 
@@ -272,9 +270,7 @@ async def test_f_restricts_the_advice_to_a_framework() -> None:
     )
     app = VramplanApp(plan=plan)
     async with app.run_test(size=(100, 40)) as pilot:
-        await pilot.press("5")
-        await app.workers.wait_for_complete()
-        await pilot.pause()
+        await show_checks(app, pilot)
         pane = app.planner.query_one(ChecklistPane)
         assert pane.framework == "all" and "f: any framework" in str(pane.border_subtitle)
         await pilot.press("f")

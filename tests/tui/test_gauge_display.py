@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 
+from tests.waiting import eventually, until
 from vramplan.core.memory.peak import estimate
 from vramplan.core.plan.helpers.units import GiB
 from vramplan.core.plan.schema.plan import default_plan
@@ -41,9 +42,9 @@ async def test_the_current_choice_reads_without_colour(monkeypatch) -> None:
         ckpt = app.planner.query_one("#f-strategy-gradient_checkpointing ChoiceBar")
         text = str(ckpt.render())
         assert "[full]" in text and " none " in text and "[none]" not in text
-        await pilot.press("c")  # cycle checkpointing: the brackets follow
-        await pilot.pause()
-        assert "[full]" not in str(ckpt.render()) and str(ckpt.render()).count("[") == 1
+        await pilot.press("c")  # cycle checkpointing: the brackets follow (the pane syncs after the frame)
+        await until(pilot, lambda: "[full]" not in str(ckpt.render()), "the pane's sync")
+        assert str(ckpt.render()).count("[") == 1
 
 
 def screen_rows(app: VramplanApp) -> list[str]:
@@ -68,9 +69,12 @@ async def test_no_stray_character_after_the_cut_footer() -> None:
     (`^p paletteO`). The footer now fits (issue 32): the palette key, labelled for the commands it holds, ends it."""
     app = VramplanApp()
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.pause()
-        last = screen_rows(app)[-1]
-        assert re.search(r"\^p all commands\s*$", last), last
+
+        def footer_ends_with_the_palette_key() -> None:  # the footer is composed again after a frame
+            last = screen_rows(app)[-1]
+            assert re.search(r"\^p all commands\s*$", last), last
+
+        await eventually(pilot, footer_ends_with_the_palette_key)
 
 
 async def test_the_headline_follows_the_headroom() -> None:
@@ -170,7 +174,8 @@ async def test_the_palette_reaches_numeric_settings() -> None:
         for query, key in (("micro", "training.micro_batch_size"), ("seq", "training.seq_len"),
                            ("rank", "training.lora_rank"), ("gpus per node", "hardware.gpus_per_node")):  # fmt: skip
             await pilot.press("ctrl+p", *query)
-            await pilot.pause(0.3)
+            await app.workers.wait_for_complete()  # the palette's search is a worker per keystroke
+            await pilot.pause()
             await pilot.press("enter")
             await pilot.pause()
             focused = app.planner.focused
@@ -197,10 +202,12 @@ async def test_the_verdict_stays_in_view_while_explaining() -> None:
     app = VramplanApp()
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("e")
-        await pilot.pause(0.3)
-        rows = screen_rows(app)
-        assert any("✔ fits" in row for row in rows), "\\n".join(rows)
-        assert any("Parameters: 3.14 GiB at the" in row for row in rows)  # the explanation is shown too
+
+        def in_view() -> None:  # the explanation is scrolled into view after the frame that lays it out
+            rows = screen_rows(app)
+            assert any("✔ fits" in row for row in rows), "\\n".join(rows)
+            assert any("Parameters: 3.14 GiB at the" in row for row in rows)  # the explanation is shown too
+
+        await eventually(pilot, in_view)
         await pilot.press("1")  # focus leaves the legend: the column is as before
-        await pilot.pause(0.3)
-        assert not app.planner.query_one("#gauges").has_class("-explaining")
+        await until(pilot, lambda: not app.planner.query_one("#gauges").has_class("-explaining"), "the column back")

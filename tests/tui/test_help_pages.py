@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from textual.widgets import Markdown, OptionList
 
+from tests.waiting import until
 from vramplan.core.files.helppages import find_topic, topics
 from vramplan.tui.app import VramplanApp
 from vramplan.tui.screens.pages import PageScreen, TopicsScreen
@@ -28,8 +29,7 @@ async def test_t_lists_the_topics_and_enter_opens_a_page_at_80x24() -> None:
         assert page.region.width <= 80 and page.region.bottom <= 24
         assert page.max_scroll_y > 0  # a long page scrolls
         await pilot.press("end")
-        await pilot.pause()
-        assert page.scroll_y == page.max_scroll_y
+        await until(pilot, lambda: page.scroll_y == page.max_scroll_y, "the page at its end")
         await pilot.press("escape")
         await pilot.pause()
         assert isinstance(app.screen, TopicsScreen)

@@ -11,6 +11,7 @@ from textual.widgets import Input, Static
 
 from tests.hostile import write_config_files, write_plan_files
 from tests.tui.conftest import text_of
+from tests.waiting import HANG_S
 from vramplan.core.plan.schema.plan import default_plan
 from vramplan.tui.app import VramplanApp, open_plan
 from vramplan.tui.screens.files import ExportScreen, OpenScreen
@@ -47,7 +48,7 @@ async def test_ctrl_o_on_broken_plan_files_shows_the_error(tmp_path: Path) -> No
             await pilot.pause()
             assert isinstance(app.screen, OpenScreen)
             app.screen.query_one("#open-path", Input).value = str(path)
-            await asyncio.wait_for(pilot.press("enter"), timeout=20)
+            await asyncio.wait_for(pilot.press("enter"), timeout=HANG_S)
             await pilot.pause()
             assert isinstance(app.screen, OpenScreen), name
             error = str(app.screen.query_one("#open-error", Static).visual)
@@ -67,7 +68,7 @@ async def test_bad_config_json_files_are_inline_errors(tmp_path: Path) -> None:
             field = app.planner.query_one("#f-model-hf_config Input", Input)
             assert app.screen.focused is field
             field.value = str(path)
-            await asyncio.wait_for(pilot.press("enter"), timeout=20)
+            await asyncio.wait_for(pilot.press("enter"), timeout=HANG_S)
             await pilot.pause()
             notice = text_of(app, "#notice")
             assert notice.startswith("✘") and name in notice and "plan unchanged" in notice, (name, notice)
@@ -109,7 +110,7 @@ async def test_a_long_run_of_digits_and_a_letter_does_not_hang_an_integer_field(
             assert isinstance(field, Input) and field.type == "text" and not field.validators
             field.value = "1" * 30
             field.cursor_position = 30
-            await asyncio.wait_for(pilot.press("a"), timeout=20)
+            await asyncio.wait_for(pilot.press("a"), timeout=HANG_S)
             await pilot.pause()
             assert field.value == "1" * 30 + "a"
             assert text_of(app, "#notice").startswith(f"✘ {key}: "), key

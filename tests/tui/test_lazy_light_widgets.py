@@ -8,6 +8,7 @@ from textual.color import Color
 from textual.content import Content
 from textual.widgets import Input
 
+from tests.waiting import until
 from vramplan.core.memory.peak import estimate
 from vramplan.core.plan.schema.plan import default_plan
 from vramplan.tui.app import VramplanApp
@@ -131,7 +132,9 @@ async def test_the_pinned_and_host_bars_are_built_when_first_needed() -> None:
         await pilot.press("o")  # offload the optimizer: host RAM
         await pilot.pause()
         plan = app.planner.plan
-        assert estimate(plan).cpu_per_node > 0 and app.planner.query_one("#host-bar", StackedBar).display
+        assert estimate(plan).cpu_per_node > 0
+        await until(pilot, lambda: app.planner.query("#host-bar"), "the host RAM bar")  # built after the frame
+        assert app.planner.query_one("#host-bar", StackedBar).display
 
 
 async def test_pane_tabs_stay_on_their_two_lines_when_narrow_and_show_the_shown_pane() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from textual.widgets import Input
 
+from tests.waiting import until
 from vramplan.tui.app import VramplanApp
 from vramplan.tui.screens.planner import PANES, pane_class
 from vramplan.tui.widgets.fields import PlanPane
@@ -26,9 +27,8 @@ async def test_at_80x24_only_the_shown_pane_is_built_and_a_pane_key_builds_and_f
         focused = app.focused
         assert focused is not None and app.planner.query_one("#pane-strategy") in focused.ancestors
         await pilot.press("c")  # the plan's change shows in the new pane, and in the one built before
-        await pilot.pause()
         ckpt = app.planner.query_one("#f-strategy-gradient_checkpointing ChoiceBar")
-        assert "[full]" not in str(ckpt.render())
+        await until(pilot, lambda: "[full]" not in str(ckpt.render()), "the pane's sync")  # after the frame
         await pilot.press("2")
         await pilot.pause()
         assert built(app) == {"model", "hardware", "strategy"}

@@ -12,6 +12,7 @@ from textual.widgets import Input, OptionList
 from bench.data.published_configs import REAL
 from tests.machine.test_nvidia_smi import H100_X8, fake_smi, n_calls, printing
 from tests.tui.conftest import figure, text_of
+from tests.waiting import HANG_S, until
 from vramplan.core.memory.peak import estimate
 from vramplan.core.plan.catalogue import presets
 from vramplan.core.plan.catalogue.gpu_match import DetectedGpus
@@ -28,11 +29,11 @@ async def test_starts_on_the_gpus_nvidia_smi_reports(tmp_path: Path, monkeypatch
     calls = fake_smi(tmp_path, monkeypatch, printing(H100_X8))
     app = VramplanApp()
     async with app.run_test() as pilot:
-        assert app.detection is not None and app.detection.wait(5)
-        await pilot.pause(0.2)  # taken on the next check if it finished after the first frame
+        assert app.detection is not None and app.detection.wait(HANG_S)
+        # taken at once if it finished before the first frame, else by the app's next look (a 50 ms timer)
+        await until(pilot, lambda: "detected: 8 x H100 80GB HBM3 (nvidia-smi)" in text_of(app, "#notice"))
         plan = app.planner.plan
         assert (plan.hardware.gpu, plan.hardware.gpus_per_node) == ("h100-80gb", 8)
-        assert "detected: 8 x H100 80GB HBM3 (nvidia-smi)" in text_of(app, "#notice")
         assert figure(estimate(plan).total) in text_of(app, "#headline")
         await pilot.press("2")
         await pilot.pause()
@@ -45,7 +46,7 @@ async def test_a_slow_nvidia_smi_does_not_hold_up_the_first_frame(monkeypatch) -
     release = threading.Event()
 
     def slow() -> DetectedGpus:
-        release.wait(10)
+        release.wait(HANG_S)
         return H100
 
     slow.cache_clear = lambda: None  # type: ignore[attr-defined]  # presets.reload() clears it
@@ -57,10 +58,9 @@ async def test_a_slow_nvidia_smi_does_not_hold_up_the_first_frame(monkeypatch) -
         assert app.planner.plan == default_plan()  # started on the documented default, not waiting
         assert figure(estimate(default_plan()).total) in text_of(app, "#headline")
         release.set()
-        assert app.detection is not None and app.detection.wait(5)
-        await pilot.pause(0.2)
+        assert app.detection is not None and app.detection.wait(HANG_S)
+        await until(pilot, lambda: "detected: 8 x H100 80GB HBM3" in text_of(app, "#notice"), "the app's next look")
         assert app.planner.plan.hardware.gpu == "h100-80gb"  # untouched: it takes the detected GPUs
-        assert "detected: 8 x H100 80GB HBM3" in text_of(app, "#notice")
     release.clear()
     presets.reload()
     app = VramplanApp()
@@ -69,10 +69,9 @@ async def test_a_slow_nvidia_smi_does_not_hold_up_the_first_frame(monkeypatch) -
         await pilot.pause()
         edited = app.planner.plan
         release.set()
-        assert app.detection is not None and app.detection.wait(5)
-        await pilot.pause(0.2)
+        assert app.detection is not None and app.detection.wait(HANG_S)
+        await until(pilot, lambda: "pick it in the Hardware pane" in text_of(app, "#notice"), "the app's next look")
         assert app.planner.plan == edited
-        assert "pick it in the Hardware pane" in text_of(app, "#notice")
 
 
 def write_config(tmp_path: Path, name: str) -> Path:
@@ -120,7 +119,8 @@ async def test_a_config_json_through_the_model_pane(tmp_path: Path) -> None:
         plan = app.planner.plan
         assert plan.model.use_parallel_residual is False
         assert figure(estimate(plan).total) in text_of(app, "#headline")
-        assert "changed from the config.json: use_parallel_residual" in text_of(app, "#model-details")
+        changed = "changed from the config.json: use_parallel_residual"
+        await until(pilot, lambda: changed in text_of(app, "#model-details"), "the pane's sync")
         rotary.value = "50%"  # a structure number takes what every number field takes
         await pilot.pause()
         assert app.planner.plan.model.partial_rotary_factor == 0.5

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from textual.widgets import Input, ProgressBar, Static
 
+from tests.waiting import until
 from vramplan.core.files.calibration import Calibration, write_calibration
 from vramplan.core.memory.peak import estimate
 from vramplan.core.plan.helpers.units import GiB, MiB
@@ -52,14 +53,6 @@ def screen_text(app: VramplanApp, selector: str) -> str:
     return str(app.screen.query_one(selector, Static).visual)
 
 
-async def settle(pilot: object, until: Callable[[], bool]) -> None:
-    for _ in range(200):
-        await pilot.pause(0.01)  # type: ignore[attr-defined]
-        if until():
-            return
-    raise AssertionError("the view did not update")
-
-
 def test_the_palette_offers_measuring_only_with_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     class Planner:
         def run_action(self, action: str) -> None: ...
@@ -82,7 +75,7 @@ async def test_measuring_runs_in_a_worker_and_shows_the_comparison(monkeypatch: 
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
         await app.planner.run_action("measure")
-        await settle(
+        await until(
             pilot, lambda: isinstance(app.screen, MeasureScreen) and "step 2/4" in screen_text(app, "#measure-status")
         )
         bar = app.screen.query_one("#measure-bar", ProgressBar)
@@ -90,7 +83,7 @@ async def test_measuring_runs_in_a_worker_and_shows_the_comparison(monkeypatch: 
         await pilot.press("j")  # the app still answers keys while the worker waits
         await pilot.pause()
         fake.release.set()
-        await settle(pilot, lambda: screen_text(app, "#measure-status").startswith("measured"))
+        await until(pilot, lambda: screen_text(app, "#measure-status").startswith("measured"))
         text = screen_text(app, "#measure-text")
         assert "predicted" in text and "measured" in text and "parameters" in text and "* not reproduced here" in text
         assert all(len(line) <= 78 for line in text.splitlines()[:15])  # fits the 80-column view
@@ -107,10 +100,10 @@ async def test_esc_stops_the_run_and_esc_again_closes(monkeypatch: pytest.Monkey
     app = VramplanApp()
     async with app.run_test(size=(80, 24)) as pilot:
         await app.planner.run_action("measure")
-        await settle(pilot, lambda: fake.stop is not None)
+        await until(pilot, lambda: fake.stop is not None)
         await pilot.press("escape")
         assert fake.stop is not None and fake.stop.is_set()
-        await settle(pilot, lambda: screen_text(app, "#measure-status").startswith("stopped"))
+        await until(pilot, lambda: screen_text(app, "#measure-status").startswith("stopped"))
         assert "stopped: partial report" in screen_text(app, "#measure-text")
         assert isinstance(app.screen, MeasureScreen)
         await pilot.press("escape")
@@ -126,7 +119,7 @@ async def test_a_failed_run_is_one_line_in_the_view(monkeypatch: pytest.MonkeyPa
     app = VramplanApp()
     async with app.run_test(size=(80, 24)) as pilot:
         await app.planner.run_action("measure")
-        await settle(pilot, lambda: "cannot run" in screen_text(app, "#measure-status"))
+        await until(pilot, lambda: "cannot run" in screen_text(app, "#measure-status"))
         assert "second line" not in screen_text(app, "#measure-status")
 
 

@@ -8,6 +8,7 @@ import re
 from textual.widgets import Input
 
 from tests.tui.conftest import figure, text_of
+from tests.waiting import until
 from vramplan.cli import parser as cli
 from vramplan.core.memory.peak import estimate
 from vramplan.core.plan.helpers.units import GiB
@@ -83,6 +84,7 @@ async def test_click_a_strategy_choice() -> None:
         await pilot.press("4")
         bar = app.planner.query_one("#f-strategy-fused_cross_entropy ChoiceBar", ChoiceBar)
         assert bar.labels == ["off", "on"] and bar.index == 0
+        await pilot.pause()  # the pane as shown: its effects and sync after the frame done, its layout settled
         await pilot.click(bar, offset=(7, 0))  # " off " then " on "
         await pilot.pause()
         plan = app.planner.plan
@@ -258,13 +260,14 @@ async def test_host_ram_bar_when_offloading() -> None:
         await pilot.pause()
         est = estimate(app.planner.plan)
         assert app.planner.plan.strategy.offload_optimizer == "cpu"
+        await until(pilot, lambda: app.planner.query("#host"), "the host RAM bar")  # built after the frame
         host = app.planner.query_one("#host")
-        assert host.has_class("-on") and host.display
+        await until(pilot, lambda: host.has_class("-on") and host.display, "the host RAM bar shown")
         assert f"host RAM per node {est.cpu_per_node / GiB:.1f} GiB" in text_of(app, "#host-label")
         while app.planner.plan.strategy.offload_optimizer != "none":  # back to no offloading: the bar goes
             await pilot.press("o")
             await pilot.pause()
-        assert not host.has_class("-on") and not host.display
+        await until(pilot, lambda: not host.has_class("-on") and not host.display, "the host RAM bar hidden")
 
 
 async def test_plan_file_opens_and_errors_are_shown(tmp_plan) -> None:
@@ -289,7 +292,8 @@ async def test_command_palette_sets_a_strategy() -> None:
         await pilot.press("ctrl+p")
         await pilot.pause()
         await pilot.press(*"strategy: ZeRO-1")
-        await pilot.pause(0.5)
+        await app.workers.wait_for_complete()  # the palette's search is a worker per keystroke
+        await pilot.pause()
         await pilot.press("enter")
         await pilot.pause()
         assert app.planner.plan.strategy.zero_stage == 1
@@ -369,8 +373,7 @@ async def test_moe_model_shows_active_parameters_and_the_expert_parallel_control
         ep = app.planner.query_one("#f-strategy-expert_parallel")
         assert not ep.display  # LLaMA-7B: dense
         app.planner.apply_changes({"model.preset": "mixtral-8x7b"})
-        await pilot.pause()
-        assert ep.display
+        await until(pilot, lambda: ep.display, "the expert-parallel control (the pane syncs after the frame)")
         app.planner.apply_changes({"strategy.expert_parallel": 8})
         await pilot.pause()
         assert app.planner.plan.strategy.expert_parallel == 8
@@ -389,10 +392,11 @@ async def test_moe_experts_path_is_a_strategy_with_its_effect() -> None:
         await pilot.pause()
         row = app.planner.query_one("#f-strategy-experts")
         assert row.display
-        await app.workers.wait_for_complete()
-        await pilot.pause(0.3)
-        effect = str(row.query_one(".field-effect").visual)
-        assert "loop:" in effect and "batched:" in effect, effect
+
+        def effect() -> str:  # shown after the frame (`Settled`)
+            return str(row.query_one(".field-effect").visual)
+
+        await until(pilot, lambda: "loop:" in effect() and "batched:" in effect(), "the experts' effects")
         before = estimate(app.planner.plan).total
         app.planner.set_focus(row.query_one(ChoiceBar))
         await pilot.press("right")
@@ -402,8 +406,7 @@ async def test_moe_experts_path_is_a_strategy_with_its_effect() -> None:
         assert estimate(plan).total != before
         assert figure(estimate(plan).total) in text_of(app, "#headline")
         app.planner.apply_changes({"model.preset": "llama-7b", "strategy.experts": "grouped"})
-        await pilot.pause()
-        assert not row.display  # a dense model has no experts
+        await until(pilot, lambda: not row.display, "the experts' row hidden")  # a dense model has no experts
 
 
 async def test_moe_experts_are_named_under_the_legend() -> None:

@@ -7,6 +7,7 @@ import pytest
 from textual.widgets import Static
 from textual.widgets._footer import FooterKey
 
+from tests.waiting import eventually, until
 from vramplan.core.memory.peak import estimate
 from vramplan.core.plan.schema.plan import default_plan
 from vramplan.tui.app import VramplanApp
@@ -19,16 +20,20 @@ from vramplan.tui.widgets.gauges import plan_summary
 async def test_every_footer_key_shows_whole_at_80x24() -> None:
     app = VramplanApp()
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.pause()
-        keys = list(app.planner.query(FooterKey))
-        palette = next(k for k in keys if k.has_class("-command-palette"))
-        shown = [k for k in keys if k is not palette]
-        assert len(shown) == sum(c.footer for c in COMMANDS) == 7
-        for key in shown:  # whole, left of the palette key docked at the right
-            region = key.region
-            assert region.width >= len(key.description) + 2, key.description
-            assert region.right <= palette.region.x <= 80 - len("^p all commands"), key.description
-        assert "all commands" in palette.description
+
+        def every_key_whole() -> None:  # the footer is composed again after a frame, then laid out
+            keys = list(app.planner.query(FooterKey))
+            palette = next((k for k in keys if k.has_class("-command-palette")), None)
+            assert palette is not None, keys
+            shown = [k for k in keys if k is not palette]
+            assert len(shown) == sum(c.footer for c in COMMANDS) == 7
+            for key in shown:  # whole, left of the palette key docked at the right
+                region = key.region
+                assert region.width >= len(key.description) + 2, key.description
+                assert region.right <= palette.region.x <= 80 - len("^p all commands"), key.description
+            assert "all commands" in palette.description
+
+        await eventually(pilot, every_key_whole)
 
 
 async def test_every_help_key_shows_at_80x24() -> None:
@@ -52,8 +57,7 @@ async def test_help_scrolls_to_its_last_key_when_short() -> None:
         last = app.screen.query_one("#help-1", Static)
         assert last.region.bottom > box.region.bottom  # Quit, the last key, below the fold
         await pilot.press("end")
-        await pilot.pause()
-        assert box.scroll_y == box.max_scroll_y
+        await until(pilot, lambda: box.scroll_y == box.max_scroll_y, "the keys at their end")
         # the last key's line is now inside the box (its content region, scrolled)
         quit_y = last.region.y + str(last.visual).splitlines().index(" ctrl+q    Quit") - int(box.scroll_y)
         assert box.region.y < quit_y < box.region.bottom - 1

@@ -3,10 +3,18 @@ report). Deterministic: no clock, the focus on a list (no blinking cursor), noti
 
 from __future__ import annotations
 
+from tests.tui.conftest import advised, text_of
+from tests.waiting import until
 from vramplan.core.plan.schema.plan import default_plan
 from vramplan.tui.app import VramplanApp
 
 OVER_CAPACITY = {"strategy.zero_stage": 0, "strategy.gradient_checkpointing": "none"}
+
+
+async def show_strategies(pilot) -> None:
+    """The Strategies pane, with each choice's effect (the pane shows them after its frame: `Settled`)."""
+    await pilot.press("4")
+    await until(pilot, lambda: text_of(pilot.app, "#f-strategy-zero_stage .field-effect"), "the effects")
 
 
 def test_main_80x24(snap_compare) -> None:
@@ -19,7 +27,7 @@ def test_main_160x48(snap_compare) -> None:
 
 def test_over_capacity_80x24(snap_compare) -> None:
     app = VramplanApp(plan=default_plan().with_changes(OVER_CAPACITY))
-    assert snap_compare(app, terminal_size=(80, 24), press=["4"])
+    assert snap_compare(app, terminal_size=(80, 24), run_before=show_strategies)
 
 
 def test_help_80x24(snap_compare) -> None:
@@ -43,7 +51,7 @@ def test_over_capacity_no_color_80x24(snap_compare, monkeypatch) -> None:
     """NO_COLOR over capacity: activations (A) join the bar's letters, past the ┃ limit too."""
     monkeypatch.setenv("NO_COLOR", "1")
     app = VramplanApp(plan=default_plan().with_changes(OVER_CAPACITY))
-    assert snap_compare(app, terminal_size=(80, 24), press=["4"])
+    assert snap_compare(app, terminal_size=(80, 24), run_before=show_strategies)
 
 
 def test_narrow_40x12(snap_compare) -> None:
@@ -51,13 +59,12 @@ def test_narrow_40x12(snap_compare) -> None:
 
 
 def test_checklist_and_advisor_80x24(snap_compare) -> None:
-    async def advised(pilot) -> None:  # the advisor runs in a worker: wait for it
+    async def show_checks(pilot) -> None:  # judged after the frame, advised in a worker: wait for its rows
         await pilot.press("5")
-        await pilot.app.workers.wait_for_complete()
-        await pilot.pause()
+        await until(pilot, lambda: advised(pilot.app), "the fit advisor's rows")
 
     app = VramplanApp(plan=default_plan().with_changes(OVER_CAPACITY))
-    assert snap_compare(app, terminal_size=(80, 24), run_before=advised)
+    assert snap_compare(app, terminal_size=(80, 24), run_before=show_checks)
 
 
 def test_pinned_plan_80x24(snap_compare) -> None:

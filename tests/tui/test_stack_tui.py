@@ -6,6 +6,7 @@ from __future__ import annotations
 from textual.widgets import Input
 
 from tests.tui.conftest import figure, text_of
+from tests.waiting import until
 from vramplan.core.memory.peak import estimate
 from vramplan.core.plan.helpers.units import GiB
 from vramplan.core.plan.schema.plan import default_plan
@@ -82,13 +83,17 @@ async def test_checkpoint_impl_is_set_and_unset_by_keyboard() -> None:
         assert app.focused is bar
         key = "strategy.checkpoint_impl"
         assert key in app.planner.plan.stack_chosen and bar.labels[bar.index] == "stack's"
-        assert "stack custom: non-reentrant" in text_of(app, "#f-strategy-checkpoint_impl .field-effect")
+
+        def effect() -> str:  # the pane shows the effects after the frame (`Settled`)
+            return text_of(app, "#f-strategy-checkpoint_impl .field-effect")
+
+        await until(pilot, lambda: "stack custom: non-reentrant" in effect(), "the stack's implementation")
         await pilot.press("right")
         await pilot.pause()
         plan = app.planner.plan
         assert plan.strategy.checkpoint_impl == "reentrant" and key not in plan.stack_chosen
         assert bar.labels[bar.index] == "reentrant"
-        assert "set in the plan" in text_of(app, "#f-strategy-checkpoint_impl .field-effect")
+        await until(pilot, lambda: "set in the plan" in effect(), "the plan's implementation")
         assert plan.dump()["strategy"]["checkpoint_impl"] == "reentrant"  # an export writes it as the user's
         await pilot.press("left")
         await pilot.pause()
@@ -96,14 +101,14 @@ async def test_checkpoint_impl_is_set_and_unset_by_keyboard() -> None:
         assert key in plan.stack_chosen and plan.strategy.checkpoint_impl == "non-reentrant"
         assert bar.labels[bar.index] == "stack's" and "checkpoint_impl" not in plan.dump()["strategy"]
         await pilot.press("c")  # checkpointing full -> none: the implementation no longer applies
-        await pilot.pause()
-        assert "full checkpointing only" in text_of(app, "#f-strategy-checkpoint_impl .field-effect")
+        await until(pilot, lambda: "full checkpointing only" in effect(), "the note that it does not apply")
 
 
 async def test_typed_host_memory_makes_an_offload_plan_fit_or_not() -> None:
     app = VramplanApp(plan=default_plan().with_changes({"strategy.offload_optimizer": "cpu"}))
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("2")
+        await pilot.pause()
         est = estimate(app.planner.plan)
         need_gib = est.cpu_per_node / GiB
         assert est.fits and est.node.host.bytes > est.cpu_per_node  # the typical node's share holds it
@@ -114,18 +119,17 @@ async def test_typed_host_memory_makes_an_offload_plan_fit_or_not() -> None:
         field.focus()
         small = int(need_gib // 2)
         await pilot.press(*str(small))
-        await pilot.pause()
         plan = app.planner.plan
         assert plan.hardware.host_memory_gib == small
         assert not estimate(plan).fits and estimate(plan).gpu_fits
         assert text_of(app, "#headline").startswith("✘ does not fit in host RAM")
         assert f"over by {need_gib - small:.1f} GiB" in text_of(app, f"{row} .field-note")
         await pilot.press("ctrl+a", "ctrl+k", *str(int(need_gib) + 10))
-        await pilot.pause()
         plan = app.planner.plan
         assert plan.hardware.host_memory_gib == int(need_gib) + 10 and estimate(plan).fits
         assert text_of(app, "#headline").startswith("✔ fits")
-        assert not app.planner.query_one(f"{row} .field-note").display
+        note = app.planner.query_one(f"{row} .field-note")
+        await until(pilot, lambda: not note.display, "the note hidden (the pane syncs after the frame)")
         await pilot.press("ctrl+a", "ctrl+k", "minus", "1")  # not a limit: the error at the field, the plan kept
         await pilot.pause()
         assert "greater than 0" in text_of(app, f"{row} .field-error")
@@ -135,9 +139,9 @@ async def test_typed_host_memory_makes_an_offload_plan_fit_or_not() -> None:
 async def test_the_headline_shows_the_expected_error_and_its_band() -> None:
     app = VramplanApp()
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.pause()
         ee = estimate(app.planner.plan).expected_error
-        assert f"± {ee.median_pct:.0f}% on {ee.n_cases} runs" in text_of(app, "#headline")
+        error = f"± {ee.median_pct:.0f}% on {ee.n_cases} runs"  # joins the headline after the first frame
+        await until(pilot, lambda: error in text_of(app, "#headline"), "the expected error in the headline")
         # QLoRA under torchtune at 24 x 4096 tokens: 11 GiB free, less than its worst similar run's 37% under
         band = QLORA | {"stack.framework": "torchtune", "training.micro_batch_size": 24, "training.seq_len": 4096}
         assert app.planner.apply_changes(band)

@@ -3,7 +3,7 @@ opens the documentation pages (`vramplan.tui.screens.pages`, the pages `vramplan
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -20,7 +20,7 @@ GROUPS = ("Plan", "View", "Strategies", "Training")
 COLUMNS = (("Plan", "View"), ("Strategies", "Training", "Everywhere"))
 
 
-def key_rows(screen: Screen[object]) -> dict[str, list[tuple[str, str]]]:
+def key_rows(screen: Screen[Any]) -> dict[str, list[tuple[str, str]]]:
     """(keys, description) per help group, with the keys each command id is bound to now (keymaps included)."""
     app = screen.app
     bound: dict[str, list[str]] = {}
@@ -44,7 +44,7 @@ class HelpScreen(ModalScreen[None]):
         Binding("t", "topics", "Pages", id="help_topics"),
     ]
 
-    def __init__(self, planner: Screen[object]) -> None:
+    def __init__(self, planner: Screen[Any]) -> None:
         super().__init__()
         self.planner = planner
 

@@ -46,11 +46,11 @@ def run_measurement(plan: Plan, progress: Callable[[Progress], None], stop: thre
     from vramplan.measure import cuda
     from vramplan.measure.comparison import comparison_rows
     from vramplan.measure.limitations import limitations
-    from vramplan.measure.records import MeasureOptions
+    from vramplan.measure.records import Device, MeasureOptions
     from vramplan.measure.run import measure_plan
 
     gpus = cuda.local_gpus()
-    device = "cuda" if gpus else "cpu"
+    device: Device = "cuda" if gpus else "cpu"
     limits = limitations(plan, device, gpus)
     report = measure_plan(plan, MeasureOptions(device=device), progress=progress, stop=stop)
     rows = comparison_rows(estimate(plan, cpu=device == "cpu"), step_time(plan), report, limits)

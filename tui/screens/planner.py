@@ -26,8 +26,8 @@ from vramplan.core.plan.architecture.hf_config import TRACE_GIVES_IT
 from vramplan.core.plan.catalogue.gpu_match import DetectedGpus
 from vramplan.core.plan.helpers.errors import PlanError
 from vramplan.core.plan.schema.plan import Plan
+from vramplan.core.time.record import StepTime
 from vramplan.core.time.step import step_time
-from vramplan.core.time.step_record import StepTime
 from vramplan.tui.choices import error_text, next_valid
 from vramplan.tui.command_table import bindings, measure_available
 from vramplan.tui.detection import detected_notice
@@ -66,15 +66,21 @@ def pane_class(pid: str) -> type[PlanPane]:
     return cls
 
 
+# Narrow: the headline over one pane; normal: tabs + gauges side by side; wide and tall: every pane at once.
+HORIZONTAL: list[tuple[int, str]] = [(0, "-narrow"), (64, "-normal"), (140, "-wide")]
+VERTICAL: list[tuple[int, str]] = [(0, "-short"), (40, "-tall")]
+
+
 def _breakpoint(size: int, breakpoints: list[tuple[int, str]]) -> str:
     return [name for threshold, name in breakpoints if size >= threshold][-1]
 
 
 class PlannerScreen(Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = bindings()
-    # Narrow: the headline over one pane; normal: tabs + gauges side by side; wide and tall: every pane at once.
-    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-narrow"), (64, "-normal"), (140, "-wide")]
-    VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-short"), (40, "-tall")]
+    # Textual annotates these `ClassVar[...] | None` on Screen, which mypy reads as an instance variable that may be
+    # None: this module's constants, typed as lists, are what the screen itself reads.
+    HORIZONTAL_BREAKPOINTS = HORIZONTAL
+    VERTICAL_BREAKPOINTS = VERTICAL
     AUTO_FOCUS = "#model-list"
 
     plan: Reactive[Plan] = var(None, init=False)  # type: ignore[arg-type]
@@ -101,7 +107,7 @@ class PlannerScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         # The layout classes the first resize would set, set now: the whole tree is styled once, not twice.
         width, height = self.app.size
-        self.add_class(_breakpoint(width, self.HORIZONTAL_BREAKPOINTS), _breakpoint(height, self.VERTICAL_BREAKPOINTS))
+        self.add_class(_breakpoint(width, HORIZONTAL), _breakpoint(height, VERTICAL))
         # the screen lays the editor and the gauges side by side (app.tcss); the notice and the footer are docked
         with Vertical(id="editor"):  # the tabs over the panes (a grid of them, wide and tall: app.tcss)
             yield PaneTabs([(pid, title) for pid, title, _, _ in PANES], self.pane, id="pane-tabs")
@@ -128,7 +134,7 @@ class PlannerScreen(Screen[None]):
     def _shown_panes(self, width: int, height: int) -> list[str]:
         """The panes a screen of this size shows: the current one, and in the wide and tall layout every pane
         that is not SOLO."""
-        every = width >= self.HORIZONTAL_BREAKPOINTS[-1][0] and height >= self.VERTICAL_BREAKPOINTS[-1][0]
+        every = width >= HORIZONTAL[-1][0] and height >= VERTICAL[-1][0]
         return [pid for pid, *_ in PANES if pid == self.pane or (every and not pane_class(pid).SOLO)]
 
     def _new_pane(self, pid: str) -> PlanPane:

@@ -20,8 +20,9 @@ from textual.widgets import Input, Label, Static
 from vramplan.core.memory.record import Estimate
 from vramplan.core.plan.helpers.field_values import parse_count
 from vramplan.core.plan.helpers.units import number_text, parse_number
+from vramplan.core.plan.resolved import plan_value
 from vramplan.core.plan.schema.plan import Plan
-from vramplan.tui.choices import Choice, blocked, choices_of, plan_value, shown_value
+from vramplan.tui.choices import Choice, blocked, choices_of, shown_value
 from vramplan.tui.widgets.choice_bar import ChoiceBar
 from vramplan.tui.widgets.text import compact, show_text
 

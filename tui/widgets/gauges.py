@@ -18,7 +18,7 @@ from vramplan.core.memory.record import FRAGMENTATION_RISK, Estimate
 from vramplan.core.plan.describe import gpu_name, method_label, model_name
 from vramplan.core.plan.helpers.units import fmt_count
 from vramplan.core.plan.helpers.units import gib_text as gib
-from vramplan.core.time.step_record import StepTime
+from vramplan.core.time.record import StepTime
 from vramplan.tui.names import short_gpu, short_model
 from vramplan.tui.pinned import Pinned, pinned_line
 from vramplan.tui.time_text import time_summary, time_table
@@ -171,7 +171,8 @@ class MemoryGauges(VerticalScroll):
         # widget before the frame instead of two: a plan change changes the estimate and the timing together)
         self.show_later = Settled(self, self._after_frame, after_frame=True)
         self._host_parts: tuple[Vertical, Static, StackedBar] | None = None  # the host RAM line and bar, once built
-        # the expected error joins the headline after the first frame: its data (and json) load then, not before
+        # the expected errors join the headline and the step time after the first frame: their data (and json) load
+        # then, not before
         self._with_error = False
 
     def compose(self) -> ComposeResult:
@@ -193,7 +194,7 @@ class MemoryGauges(VerticalScroll):
         st = self.timing
         if st is None or not self.is_mounted:
             return
-        show_text(self.query_one("#step-time", Static), time_summary(st))
+        show_text(self.query_one("#step-time", Static), time_summary(st, self._with_error))
         self.show_later()
         self.watch_pinned()
 
@@ -261,6 +262,8 @@ class MemoryGauges(VerticalScroll):
         if not self._with_error and self.estimate is not None:
             self._with_error = True
             self._headline(self.estimate)
+            if self.timing is not None:
+                show_text(self.query_one("#step-time", Static), time_summary(self.timing))
         self._details()
         self._time_terms()
 

@@ -12,7 +12,7 @@ from textual.widgets import Label, Static
 from vramplan.core.memory.record import Estimate
 from vramplan.core.plan.helpers.units import gib_text
 from vramplan.core.plan.schema.rl import APPLIES, VLLM_KEYS
-from vramplan.core.time.step_record import StepTime
+from vramplan.core.time.record import StepTime
 from vramplan.tui.choices import Choice
 from vramplan.tui.widgets.fields import ChoiceField, IntField, NumberField, TextField, field_id
 from vramplan.tui.widgets.text import show_text

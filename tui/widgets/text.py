@@ -54,7 +54,9 @@ def text_height(content: Content, widget: Static, width: int) -> int:
         lines = plain.split("\n")
         if all(cell_len(line) <= width for line in lines):
             return len(lines)
-    return content.get_height(widget.styles, width)
+    # Textual documents (and passes, `Widget._get_height`) a widget's styles here, but annotates a RulesMap, the
+    # TypedDict that RenderStyles, a mapping of the same rules, is not; `get_render_rules()` would copy all ~100.
+    return content.get_height(widget.styles, width)  # type: ignore[arg-type]
 
 
 def show_text(widget: Static, text: str | Content) -> None:

@@ -10,8 +10,8 @@ from textual.widgets import Label, Static
 
 from vramplan.core.memory.record import Estimate
 from vramplan.core.plan.helpers.units import fmt_count, fmt_seconds, fmt_steps
+from vramplan.core.time.record import StepTime
 from vramplan.core.time.step import step_time
-from vramplan.core.time.step_record import StepTime
 from vramplan.tui.widgets.fields import ChoiceField, IntField, ListField, NumberField, PlanPane
 from vramplan.tui.widgets.rl_fields import rl_rows, show_rl
 from vramplan.tui.widgets.stack_fields import show_stack_keys, stack_key_rows, unplaced_stack_keys
@@ -100,15 +100,16 @@ class TrainingPane(PlanPane):
         show_rl(self, est, st)
 
     def _show_time(self, est: Estimate, st: StepTime) -> None:
-        setting = "" if est.plan.training.mfu is not None else ", the default"
+        setting = "" if st.mfu_setting is None else f" (matmuls at training.mfu {st.mfu_setting:g})"
         text = (
-            f"MFU achieved [b]{st.mfu:.1%}[/b] of {st.peak_flops / 1e12:g} TFLOP/s (setting {st.mfu_setting:.3g}"
-            f"{setting}): step {fmt_seconds(st.step_seconds)}, mostly {st.bottleneck}"
+            f"MFU achieved [b]{st.mfu:.1%}[/b] of {st.peak_flops / 1e12:g} TFLOP/s{setting}: step "
+            f"{fmt_seconds(st.step_seconds)} {st.error_text()}, mostly {st.bottleneck}"
         )
-        if st.tokens is not None and st.train_seconds is not None and st.gpu_hours is not None:
+        tokens, steps, seconds, gpu_hours = st.tokens, st.train_steps, st.train_seconds, st.gpu_hours
+        if tokens is not None and steps is not None and seconds is not None and gpu_hours is not None:
             text += (
-                f"\n{fmt_count(st.tokens)} tokens in {fmt_steps(st.train_steps)}: [b]{fmt_seconds(st.train_seconds)}"
-                f"[/b], {st.gpu_hours:,.0f} GPU-hours"
+                f"\n{fmt_count(tokens)} tokens in {fmt_steps(steps)}: [b]{fmt_seconds(seconds)}"
+                f"[/b], {gpu_hours:,.0f} GPU-hours"
             )
             text += f", cost {st.cost:,.0f} USD" if st.cost is not None else " (a price per GPU-hour gives the cost)"
         show_text(self.query_one("#time-details", Static), text)

@@ -18,7 +18,7 @@ from vramplan.core.plan.catalogue import presets
 from vramplan.core.plan.catalogue.specs import GpuSpec
 from vramplan.core.plan.helpers.units import GiB
 from vramplan.core.plan.schema.plan import Plan
-from vramplan.core.time.step_record import StepTime
+from vramplan.core.time.record import StepTime
 
 STATUSES = ("ok", "warn", "fail", "manual")
 

@@ -12,7 +12,7 @@ from vramplan.core.advice.checks.base import Context, Item, Rule, fastest, pct
 from vramplan.core.advice.whatif import Effect
 from vramplan.core.memory.record import FRAGMENTATION_RISK
 from vramplan.core.plan.helpers.units import fmt_seconds
-from vramplan.core.time.assumptions import HOST_MEMORY_GBS_PER_NODE
+from vramplan.core.time.offload import HOST_MEMORY_GBS_PER_NODE
 
 WORTH = 0.95  # a fix must make the time per token at least 5% shorter
 OFFLOAD_SHARE = 0.20
@@ -40,8 +40,9 @@ RECOMPUTE_SRC = (
     "selective recomputation of the attention core costs a few percent"
 )
 STREAM_SRC = (
-    "roofline (Williams et al. 2009): every micro-batch reads all its weights from HBM; with few tokens per "
-    "micro-batch that read, not the math, sets the time (core/time/step.py weight streaming)"
+    "each micro-batch pays its fixed costs again: the host issues every kernel (core/time/launch.py), ZeRO-3 "
+    "gathers every weight, and a matmul of few tokens fills few tiles of the GPU (core/time/kernels.py: tile and "
+    "wave quantization) and reads all its weights for little math (roofline, Williams et al. 2009)"
 )
 BUBBLE_SRC = "1F1B schedule (Narayanan et al. 2021 §2.2): the bubble is (p - 1)/m of the ideal time; keep m >= 4 x p"
 QUANT_SRC = (
@@ -100,7 +101,7 @@ def fp32_math(c: Context) -> Item:
     )
     detail = (
         f"fp32 matmuls run at {gpu.fp32_tflops:g} TFLOP/s on {gpu.name}, {half} tensor cores at {fast:g} "
-        f"(TF32 is off by default): compute takes {fmt_seconds(c.st.seconds('compute'))} of the "
+        f"(TF32 is off by default): compute takes {fmt_seconds(c.st.by_category()['compute'])} of the "
         f"{fmt_seconds(c.st.step_seconds)} step."
     )
     return _item(c, "fp32_math", "warn", "Tensor-core precision", detail, FP32_SRC, fix, alts)
@@ -215,13 +216,13 @@ def _bigger_micro_batches(c: Context) -> list[tuple[str, dict[str, Any]]]:
 
 def micro_batch(c: Context) -> Item:
     t = c.plan.training
-    stream = c.st.seconds("weight_streaming")
-    share = _share(c, stream)
-    tokens = t.micro_batch_size * t.seq_len
+    launches = c.st.seconds("host_launch")
     gathers = c.st.seconds("zero3_comm")
+    share = _share(c, launches + gathers)
+    tokens = t.micro_batch_size * t.seq_len
     waits = [f"{what} {fmt_seconds(x)} ({pct(_share(c, x))})" for what, x in
-             (("weight reads from HBM", stream), ("ZeRO-3 gathers", gathers)) if x > 0]  # fmt: skip
-    waits_text = f"the step waits on {' and '.join(waits)}" if waits else "the math hides the weight reads"
+             (("the host issuing kernels", launches), ("ZeRO-3 gathers", gathers)) if x > 0]  # fmt: skip
+    waits_text = f"the step waits on {' and '.join(waits)}" if waits else "the GPU's work hides its fixed costs"
     detail = (
         f"{_mbs(t.grad_accum_steps)} of {t.micro_batch_size} x {t.seq_len} = {tokens:,} tokens per step; for each, "
         f"{waits_text}."
@@ -288,9 +289,9 @@ def quantization(c: Context) -> Item:
 def eager_attention(c: Context) -> Item:
     if c.plan.strategy.attention == "flash":
         return _item(c, "eager_attention", "ok", "Attention kernel", "fused (flash) attention.", EAGER_SRC)
-    eager = c.st.seconds("eager_attention")
+    eager = c.st.seconds("attention")
     share = _share(c, eager)
-    detail = f"eager attention's s x s traffic: {fmt_seconds(eager)} of the step ({pct(share)})."
+    detail = f"eager attention's s x s scores and softmax: {fmt_seconds(eager)} of the step ({pct(share)})."
     if share < EAGER_SHARE:
         return _item(c, "eager_attention", "ok", "Attention kernel", detail, EAGER_SRC)
     fix, alts = _fix(c, [("flash attention", {"strategy.attention": "flash"})])

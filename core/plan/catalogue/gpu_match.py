@@ -101,6 +101,7 @@ def custom_spec(name: str, memory_mib: int) -> GpuSpec:
     return GpuSpec(
         id=_custom_id(name),
         name=name,
+        generation="ampere",
         memory_mib=memory_mib,
         bf16=True,
         bf16_tflops=100.0,
@@ -113,6 +114,10 @@ def custom_spec(name: str, memory_mib: int) -> GpuSpec:
         host_link_gbs=32.0,
         internode_gbs=12.5,
         flash_attention=True,
+        sm_count=80,
+        matmul_efficiency=0.8,
+        kernel_overhead_us=2.0,
+        time_source="placeholders: a detected GPU without a preset",
         match=(name,),
         source="detected with nvidia-smi: name and memory.total; every other figure is a placeholder",
         note="unknown GPU: memory as reported by nvidia-smi; throughput and links are placeholders "

@@ -105,10 +105,26 @@ def _validate(schema: type[T], path: Path) -> T:
     """One preset file, validated; a problem is a `PlanError` naming the file."""
     data = read_toml(path)
     data.setdefault("id", path.stem)
+    missing = [k for k in TIME_FIELDS if k not in data] if schema is GpuSpec else []
     try:
-        return schema.model_validate(data)
+        # a file written for the old model is checked for its other problems first (they say more), with
+        # stand-ins for the fields it lacks; then refused for those fields
+        item = schema.model_validate({**TIME_STAND_INS, **data} if missing else data)
     except ValidationError as exc:
         raise PlanError(_first_error(exc), str(path)) from None
+    if missing:
+        raise PlanError(
+            f"a GPU preset needs the step-time model's {', '.join(missing)} (as the built-in "
+            "presets/hardware/h100-80gb.toml states them, each with its source)",
+            str(path),
+        )
+    return item
+
+
+# What the step-time model reads of a GPU that older presets lack (a file without them is refused, naming them).
+TIME_FIELDS = ("generation", "sm_count", "matmul_efficiency", "kernel_overhead_us", "time_source")
+TIME_STAND_INS = {"generation": "ampere", "sm_count": 1, "matmul_efficiency": 0.5, "kernel_overhead_us": 1.0,
+                  "time_source": "-"}  # fmt: skip
 
 
 def _model_keys(parent: list[str]) -> list[str]:
@@ -294,7 +310,7 @@ def gpu(gpu_id: str, where: str = "hardware.gpu") -> GpuSpec:
         raise PlanError(f"unknown GPU preset {shown(gpu_id)}{hint}", where) from None
 
 
-_VARIANTS = ("pcie", "nvl")  # a card's other form factors: --gpu h100 means the SXM part nvidia-smi shows on HGX
+_VARIANTS = ("pcie", "nvl", "gt")  # other form factors (gt: Grand Teton's 96 GB, 500 W): --gpu h100 is the SXM
 
 
 def resolve_gpu_id(text: str) -> tuple[str, str]:

@@ -32,10 +32,9 @@ class GpuSpec(BaseModel):
 
     id: str
     name: str
-    generation: Generation | None = Field(
-        default=None,
+    generation: Generation = Field(
         description="the chip's architecture (NVIDIA/AMD whitepapers); the step-time model reads what the "
-        "generation can do from it, never from the name; unset: unknown (a detected GPU without a preset)",
+        "generation can do from it, never from the name",
     )
     vendor: str = "nvidia"
     memory_mib: int = Field(ge=1, le=2**24, description="usable device memory, as nvidia-smi reports memory.total")
@@ -59,6 +58,23 @@ class GpuSpec(BaseModel):
         ge=0.01, le=MAX_GBS, description="network bandwidth per GPU between nodes, GB/s per direction"
     )
     flash_attention: bool = Field(description="FlashAttention-2 kernels available (Ampere and newer)")
+    sm_count: int = Field(
+        ge=1, le=100_000, description="streaming multiprocessors (AMD: compute units): a matmul's tiles run in waves"
+    )
+    matmul_efficiency: float = Field(
+        gt=0.05,
+        le=1,
+        description="the fraction of the dense 16-bit peak a large, well-shaped matmul reaches (its best measured "
+        "shape: 'maximum achievable matmul FLOPS')",
+    )
+    kernel_overhead_us: float = Field(
+        ge=0,
+        le=1000,
+        description="GPU time a kernel costs beyond its work (launch latency, a short kernel's ramp), microseconds",
+    )
+    time_source: str = Field(
+        min_length=1, description="where sm_count, matmul_efficiency and kernel_overhead_us come from"
+    )
     match: tuple[str, ...] = ()
     price_per_gpu_hour: float | None = Field(default=None, ge=0, le=1e6)
     source: str

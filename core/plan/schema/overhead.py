@@ -1,5 +1,6 @@
-"""The plan's ``[overhead]`` table: the GPU memory outside a step's tensors, each term named and adjustable
-(`core.memory.overhead` computes them)."""
+"""The plan's ``[overhead]`` table: what one machine adds beyond the model: the GPU memory outside a step's
+tensors, each term named and adjustable (`core.memory.overhead` computes them), and the anchor a measured step time
+sets for the time model (`core.time.anchor`); a calibration file fills both (`core.files.calibration`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from typing import Any
 from pydantic import BaseModel, Field, model_validator
 
 from vramplan.core.plan.helpers.field_values import FROZEN_TABLE, strict_scalars
+
+STEP_TIME_FACTOR_MIN, STEP_TIME_FACTOR_MAX = 0.01, 100.0  # a measured step 100x off the model is a mistake
 
 
 class OverheadConfig(BaseModel):
@@ -47,4 +50,18 @@ class OverheadConfig(BaseModel):
         max_length=300,
         description="where this table's terms were measured (set by --calibration FILE: the file, GPU, machine, "
         "date); provenance only, the estimate says it is calibrated",
+    )
+    step_time_factor: float | None = Field(
+        default=None,
+        ge=STEP_TIME_FACTOR_MIN,
+        le=STEP_TIME_FACTOR_MAX,
+        description="measured / modelled GPU work of a step measured on step_time_gpu with step_time_framework "
+        "(set by --calibration FILE); scales the time model's compute, memory-bound and host terms on that GPU and "
+        "stack only",
+    )
+    step_time_gpu: str | None = Field(
+        default=None, max_length=100, description="the GPU preset the step_time_factor was measured on"
+    )
+    step_time_framework: str | None = Field(
+        default=None, max_length=100, description="the stack framework the step_time_factor was measured with"
     )

@@ -77,9 +77,8 @@ class TrainingConfig(BaseModel):
         default=None,
         ge=MIN_MFU,
         le=1,
-        description="model-FLOPs utilisation of the step's math, recomputation's time included; unset: the GPU's "
-        "math MFU (A100 0.59, H100-class 0.45) / (1 + k x attention share) x model / hardware FLOPs "
-        "(core.time.assumptions)",
+        description="the fraction of the GPU's dense peak every matmul runs at (your stack's, measured); unset: each "
+        "matmul's from the GPU's measured best fraction and its shape's tiles and waves (core.time.kernels)",
     )
 
     @field_validator("tokens", "mfu", mode="before")

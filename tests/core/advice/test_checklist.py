@@ -285,9 +285,12 @@ def test_zero3_and_tp_across_nodes_on_a_slow_network() -> None:
 
 def test_full_recomputation_when_a_lighter_level_fits() -> None:
     item = assert_speed_fix(default_plan(), "slow.recomputation")  # 7B on 8 x 80 GB fits without it
-    # one extra forward of the blocks at the same math MFU: (8N - 2·V·h + 16·L·s·h) / (6N + 12·L·s·h) = 1.32 of the
-    # math (Korthikanti et al. 2022 Tables 4-5: +30-40%)
-    assert "full recomputation costs 32% of the step" in item.detail
+    # the share is the step-time model's: full over none, both timed op by op (Korthikanti et al. 2022 Tables 4-5
+    # measure +30-40% for one extra forward of the blocks)
+    full = step_time(default_plan()).step_seconds
+    none = step_time(plan(strategy__gradient_checkpointing="none")).step_seconds
+    assert 1.2 < full / none < 1.4
+    assert f"full recomputation costs {round(100 * (full / none - 1))}% of the step" in item.detail
     assert dict(item.fix.changes) == {"strategy.gradient_checkpointing": "none"}
     needed = check(plan(model__preset="llama-2-13b", training__micro_batch_size=16), "slow.recomputation")
     assert needed.status == "ok" and "needed" in needed.detail and needed.fix is None
@@ -314,7 +317,8 @@ def test_pipeline_bubble() -> None:
 
 
 def test_quantization_overheads() -> None:
-    qlora = plan(training__method="qlora", training__seq_len=512, strategy__zero_stage=0)
+    # seq 256, one sequence: the nf4 base is dequantized per pass whatever the batch, so it is a large share
+    qlora = plan(training__method="qlora", training__seq_len=256, strategy__zero_stage=0)
     item = check(qlora, "slow.quantization")
     assert item.status == "warn" and "dequantizing the nf4 base" in item.detail
     int8 = plan(strategy__activation_compression="int8", strategy__gradient_checkpointing="none")

@@ -46,6 +46,11 @@ internode_gbs = 25.0
 flash_attention = true
 match = ["Lab GPU 48GB"]
 source = "vendor sheet"
+generation = "hopper"
+sm_count = 100
+matmul_efficiency = 0.7
+kernel_overhead_us = 2.0
+time_source = "sm_count, matmul_efficiency: vendor sheet and our own mamf-finder run"
 """
 
 

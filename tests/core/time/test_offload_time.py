@@ -45,7 +45,9 @@ def test_nvme_parameter_offload_pays_its_bytes_at_the_nvme_bandwidth() -> None:
     # what the compute cannot cover is exposed, and the overlap row shows the rest
     overlap, overlap_exposed = term(plan, "offload_overlap")
     assert overlap_exposed == 0 and overlap > 0 and exposed > 0
-    assert overlap + exposed == pytest.approx(reads)  # the NVMe reads are the longest transfer of each pass
+    # the NVMe reads are the longest transfer of each pass: what runs under compute, what the PCIe transfers
+    # already expose, and their own exposed rest make them up
+    assert overlap + exposed + term(plan, "offload_transfers")[1] == pytest.approx(reads)
     st = step_time(plan)
     plain = step_time(default_plan().with_changes(A6000_70B))
     assert st.step_seconds >= plain.step_seconds + exposed - 1e-9
@@ -126,3 +128,26 @@ def test_fit_no_longer_ranks_nvme_parameter_offload_at_the_plain_step_time(capsy
     plan = default_plan().with_changes(A6000_70B | {"hardware.nvme_gib": 2000} | lora["changes"])
     assert lora["step_seconds"] == pytest.approx(step_time(plan).step_seconds)
     assert lora["relative_step_time"] > 1.5
+
+
+def test_activation_offload_costs_its_pcie_bytes_less_what_compute_hides() -> None:
+    """Issue 38: activation offload moves the saved activations to the host in the forward and back in the
+    backward (torchtune's OffloadActivations, each on its own stream); the step is slower by the traffic the
+    compute of each pass cannot hide (docs/time.md, 'What overlaps')."""
+    from vramplan.core.time.transfers import activation_offload_bytes
+
+    base = default_plan().with_changes({"strategy.gradient_checkpointing": "none", "training.seq_len": 4096})
+    plan = base.with_changes({"strategy.activation_offload": "cpu"})
+    moved = activation_offload_bytes(plan)
+    assert moved > 20e9  # LLaMA-7B at 4k without checkpointing saves tens of GB per micro-batch
+    busy, exposed = term(plan, "activation_offload")
+    # out and back over PCIe Gen4 x16 (the A100 preset's host link) at 32 GB/s x 0.8
+    assert busy == pytest.approx(2 * moved / (32e9 * LINK_EFFICIENCY))
+    slower = step_time(plan).step_seconds - step_time(base).step_seconds
+    assert slower == pytest.approx(exposed) and slower > 0
+    # what compute hides is at most the forward and backward windows it runs under
+    plain = step_time(base)
+    compute = sum(t.exposed for t in plain.terms if t.category in ("compute", "memory", "host"))
+    assert busy - exposed <= compute * (1 + 1e-9)
+    # with nothing to hide under (a plan whose compute is short), it is slower by the whole transfer less that
+    assert slower >= busy - compute

@@ -1,8 +1,15 @@
-"""The time model against published training runs, with the plan's default MFU (core.time.assumptions.default_mfu).
+"""The time model against whole pretraining runs' published averages: LLaMA-65B's tokens/s/GPU and Llama 2's
+GPU-hours.
+
+These are averages over a run (restarts, evaluation and checkpointing included, the strategy not published), not
+step timings, so they are not in the step-time evaluation set (bench/data/published_time.py lists them as
+excluded). What they do bound: a step cannot be slower than the run's average, so vramplan's tokens/s must be at
+least the published figure, and its GPU-hours for the token budget at most the published ones. How close the step
+time is to measured steps: core/time/accuracy.json and docs/accuracy.md.
 
 Each run's strategy is not fully published; what is assumed is stated next to it. Micro-batches are the largest
 power of two that leaves at least 10% of the 80 GB free by vramplan's own estimate (asserted, so the assumption
-stays true as the estimator changes). Tolerance: within 35% of the published throughput.
+stays true as the estimator changes).
 """
 
 from __future__ import annotations
@@ -14,8 +21,6 @@ import pytest
 from vramplan.core.memory.peak import estimate
 from vramplan.core.plan.schema.plan import plan_from_dict
 from vramplan.core.time.step import step_time
-
-TOLERANCE = 0.35
 
 # LLaMA-65B: Touvron et al. 2023, "LLaMA: Open and Efficient Foundation Language Models", Table 2 (dimension 8192,
 # 64 heads, 80 layers, FFN 22016 = 2/3·4d rounded to 256, §2.2), vocab 32,000 (§2.1), context 2048 and batch 4M
@@ -117,24 +122,26 @@ RUNS: dict[str, tuple[dict[str, Any], float]] = {
 
 
 @pytest.mark.parametrize("name", sorted(RUNS))
-def test_reproduces_published_throughput(name: str) -> None:
+def test_a_step_is_no_slower_than_the_runs_average(name: str) -> None:
     data, published = RUNS[name]
     plan = plan_from_dict(data)
-    assert plan.training.mfu is None  # the default MFU, not one fitted to the run
+    assert plan.training.mfu is None  # the matmuls' efficiency modelled, not fitted to the run
     est = estimate(plan)
     assert est.fits and est.headroom_fraction >= 0.10, "the assumed micro-batch must fit with 10% to spare"
     st = step_time(plan)
     assert st.tokens_per_step == 4 * 1024 * 1024  # 4M-token global batch, as published
     predicted = st.tokens_per_second_per_gpu
-    assert abs(predicted / published - 1) <= TOLERANCE, f"{name}: {predicted:.0f} vs {published:.0f} tokens/s/GPU"
-    assert st.mfu_default is not None and st.mfu <= st.mfu_setting  # exposed communication costs something
+    assert predicted >= published, f"{name}: {predicted:.0f} vs {published:.0f} tokens/s/GPU"
+    # the step's MFU is a result, below the A100's measured best matmul efficiency
+    assert 0 < st.mfu < 0.869
 
 
 def test_llama2_gpu_hours_for_the_token_budget() -> None:
-    """The same check through the time-to-train path: GPU-hours for 2T tokens against Table 2."""
+    """The same bound through the time-to-train path: GPU-hours for 2T tokens at most Table 2's."""
     for name, published_hours in (("llama-2-7b", LLAMA2_7B_GPU_HOURS), ("llama-2-70b", LLAMA2_70B_GPU_HOURS)):
         data, _ = RUNS[name]
         plan = plan_from_dict(data).with_changes({"training.tokens": LLAMA2_TOKENS})
         st = step_time(plan)
-        assert st.gpu_hours is not None
-        assert abs(st.gpu_hours / published_hours - 1) <= TOLERANCE, f"{name}: {st.gpu_hours:,.0f} GPU-hours"
+        assert st.gpu_hours is not None and st.train_steps is not None
+        assert st.gpu_hours <= published_hours, f"{name}: {st.gpu_hours:,.0f} GPU-hours"
+        assert st.train_steps == LLAMA2_TOKENS // st.tokens_per_step + 1

@@ -10,7 +10,8 @@ from vramplan.core.plan.architecture.arch import build_arch
 from vramplan.core.plan.catalogue.presets import gpu
 from vramplan.core.plan.schema.plan import default_plan, plan_from_dict
 from vramplan.core.plan.schema.precision import quantized_bytes
-from vramplan.core.time.assumptions import HOST_MEMORY_GBS_PER_NODE, default_mfu, gpu_generation
+from vramplan.core.time.attention_time import flash, flash_fraction
+from vramplan.core.time.chip import MEMORY_EFFICIENCY, chip
 from vramplan.core.time.comm import (
     LINK_EFFICIENCY,
     Link,
@@ -21,15 +22,16 @@ from vramplan.core.time.comm import (
 )
 from vramplan.core.time.flops import (
     attention_forward_flops,
-    eager_attention_bytes,
     forward_matmul_flops,
     lora_forward_flops,
     optimizer_bytes_per_element,
     token_flops,
-    weight_read_passes,
 )
+from vramplan.core.time.kernels import matmul, split_k, wave_efficiency
+from vramplan.core.time.launch import EAGER_FORWARD_S, ENGINE_S
+from vramplan.core.time.offload import HOST_MEMORY_GBS_PER_NODE
+from vramplan.core.time.record import CATEGORIES
 from vramplan.core.time.step import step_time
-from vramplan.core.time.step_record import CATEGORIES
 
 LLAMA_7B = build_arch("llama", 32000, 4096, 11008, 32, 32, 32, False)
 # matmul weights: 32 layers x (4 x 4096² attention + 3 x 4096 x 11008 MLP) + 32000 x 4096 lm_head
@@ -71,11 +73,7 @@ def test_lora_skips_weight_gradients() -> None:
     assert 0.66 < lora.model / full.model < 0.70  # ~2/3 of full training
 
 
-def test_memory_bound_work() -> None:
-    assert weight_read_passes(True, "none") == 3 and weight_read_passes(True, "full") == 4
-    assert weight_read_passes(False, "none") == 2
-    # eager attention: 12 passes x b·a·s² x 2 B x L = 12 x 1 x 32 x 2048² x 2 x 32 = 103,079,215,104 B
-    assert eager_attention_bytes(LLAMA_7B, 1, 2048, 2, 1, "none") == 103_079_215_104
+def test_optimizer_bytes_per_element() -> None:
     # AdamW, fp32 everything: read w, g, m, v (16 B), write w, m, v (12 B)
     assert optimizer_bytes_per_element("adamw", 4, 4, 4, 0) == 28
     # bf16 + fp32 master: r/w master 8, write bf16 copy 2, read bf16 grad 2, r/w m and v 16
@@ -105,40 +103,77 @@ def test_links_intra_and_inter_node() -> None:
     assert links(a100, 8, 2, 16, 1).tp.gbs == 25.0  # a TP group larger than a node crosses the network
 
 
-def test_default_plan_compute_term() -> None:
-    plan = default_plan()  # LLaMA-7B, 8 x A100, micro-batch 1 x 2048, full checkpointing, ZeRO-3
+def test_matmul_roofline_tiles_and_waves() -> None:
+    """A matmul runs at the GPU's measured best fraction of its peak times what its shape keeps of it (tiles of
+    256x128, 128x256 or 128x128, in waves of one tile per SM), or at the memory's speed, whichever is slower."""
+    a100 = chip(gpu("a100-80gb"), "bf16")  # 312 TFLOP/s, 0.869 measured best, 108 SMs, 2039 GB/s x 0.9
+    assert (a100.flops, a100.matmul_efficiency, a100.sms) == (312e12, 0.869, 108)
+    assert a100.hbm == pytest.approx(2039e9 * MEMORY_EFFICIENCY)
+    # 2048 x 4096 output: 256 tiles of 256x128 or 128x256 run in 3 waves of 108 (324 slots: 79% useful); 512 tiles
+    # of 128x128 in 5 waves (540 slots): 512 / 540 = 94.8% useful, the least wasteful
+    assert wave_efficiency(2048, 4096, 108) == pytest.approx(512 / 540)
+    w = matmul(2048, 4096, 4096, a100, 2)
+    flops = 2 * 2048 * 4096 * 4096
+    assert w.flops == flops
+    assert w.seconds == pytest.approx(flops / (312e12 * 0.869 * wave_efficiency(2048, 4096, 108)) + 2e-6)
+    # a skinny matmul (rank 16): 16 output tiles for 108 SMs, so k is split 6 ways (96 blocks, one wave); it is
+    # then bound by its bytes (the operands and the fp32 partial sums written and read back), not its math
+    assert split_k(2048, 16, 4096, 108) == 6 and split_k(2048, 4096, 4096, 108) == 1
+    lora = matmul(2048, 16, 4096, a100, 2)
+    moved = (2048 * 4096 + 4096 * 16 + 2048 * 16) * 2 + 2 * 2048 * 16 * 4 * 6
+    assert lora.seconds == pytest.approx(moved / a100.hbm + 2e-6)
+    assert 2 * 2048 * 16 * 4096 / (312e12 * 0.869 * wave_efficiency(2048, 16, 108, splits=6)) < moved / a100.hbm
+    # training.mfu replaces the measured fraction and the shape's
+    assert matmul(2048, 4096, 4096, a100, 2, efficiency=0.5).seconds == pytest.approx(flops / (0.5 * 312e12) + 2e-6)
+
+
+def test_flash_attention_from_the_published_tables() -> None:
+    """FlashAttention-2's forward + backward TFLOP/s (Dao 2023 Fig. 4: A100, causal, head dim 128: 155 at 2k)
+    as a fraction of the A100's peak; causal FLOPs are half the full square's."""
+    a100 = chip(gpu("a100-80gb"), "bf16")
+    assert flash_fraction(a100, 2048, 128, True) == pytest.approx(155 / 312)
+    assert flash_fraction(a100, 2896, 128, True) == pytest.approx((155 + (173 - 155) * 0.5) / 312, rel=1e-3)
+    fwd, bwd = flash(1, 2048, 32, 128, a100)
+    assert fwd.flops == 4 * 2048**2 * 128 * 32 / 2 and bwd.flops == 2.5 * fwd.flops
+    assert fwd.seconds + bwd.seconds == pytest.approx(3.5 * fwd.flops / (155e12) + 3 * 2e-6)
+    # Hopper reads H100's table: 294 TFLOP/s at 4k, causal, head dim 128
+    h100 = chip(gpu("h100-80gb"), "bf16")
+    assert flash_fraction(h100, 4096, 128, True) * h100.flops == pytest.approx(294e12 * 989 / 989.4, rel=1e-3)
+
+
+def test_default_plan_terms() -> None:
+    """LLaMA-7B, 8 x A100, micro-batch 1 x 2048, full checkpointing, ZeRO-3: compute-bound; the matmuls' FLOPs are
+    the model's 6N less what the frozen-nothing embedding skips; ZeRO-3 on NVLink hides behind compute."""
+    plan = default_plan()
     st = step_time(plan)
-    arch = plan.model.arch()
-    assert arch.matmul_weight_params == N_7B
-    # MFU counts model FLOPs (PaLM App. B): per GPU 2048 tokens x (6N + 12·L·s·h) / (312e12 x MFU); the default MFU
-    # for an A100: the math MFU 0.59 / (1 + 0.21 x attention share), x model / hardware FLOPs for the recomputation
-    model = 6 * N_7B + 12 * 32 * 2048 * 4096
-    hardware = 8 * N_7B - 2 * 32000 * 4096 + 16 * 32 * 2048 * 4096
-    share = 12 * 32 * 2048 * 4096 / model
-    math_mfu = 0.59 / (1 + 0.21 * share)
-    assert st.mfu_default is not None and st.mfu_setting == pytest.approx(math_mfu * model / hardware)
-    # the model FLOPs and the recomputed ones both run at the math MFU
-    assert st.seconds("compute") == pytest.approx(2048 * model / (312e12 * math_mfu))
-    assert st.seconds("recompute") == pytest.approx(2048 * (hardware - model) / (312e12 * math_mfu))
-    assert st.hfu == pytest.approx(st.mfu * hardware / model)
+    assert plan.model.arch().matmul_weight_params == N_7B
+    matmuls = next(t for t in st.terms if t.name == "matmuls")
+    assert "8.12e+13 FLOP at 312 TFLOP/s x 0.869 x tile and wave efficiency (108 SMs)" in matmuls.formula
+    # 2048 tokens x 6N (the lm_head included): the linears' forward and backward
+    assert pytest.approx(8.12e13, rel=1e-3) == 2048 * 6 * N_7B
+    # at the A100's measured 87% of peak the linears could not take less than this; tiles and waves cost more
+    assert matmuls.seconds > 2048 * 6 * N_7B / (312e12 * 0.869)
     assert st.flops_per_step == 8 * 2048 * (6 * N_7B + 12 * 32 * 2048 * 4096)
     assert st.tokens_per_step == 8 * 2048
-    assert st.bottleneck == "compute"
-    # ZeRO-3 on NVLink is hidden behind compute
+    assert st.bottleneck == "compute" and st.mfu_setting is None
+    assert st.hfu == pytest.approx(st.mfu * st.hardware_flops_per_step / st.flops_per_step)
     z3 = next(t for t in st.terms if t.name == "zero3_comm")
     assert z3.seconds > 0 and z3.exposed == 0
+    assert {"matmuls", "attention", "memory_ops", "loss", "recompute", "optimizer_step"} <= {t.name for t in st.terms}
 
 
-def test_mfu_setting_scales_compute() -> None:
+def test_mfu_setting_scales_the_matmuls_only() -> None:
     base = step_time(default_plan())
-    half = step_time(default_plan().with_changes({"training.mfu": base.mfu_setting / 2}))
-    assert half.seconds("compute") == pytest.approx(2 * base.seconds("compute"))
-    assert half.seconds("recompute") == pytest.approx(2 * base.seconds("recompute"))
-    assert half.mfu_setting == base.mfu_setting / 2 and half.mfu_default is None
+    a = step_time(default_plan().with_changes({"training.mfu": 0.4}))
+    b = step_time(default_plan().with_changes({"training.mfu": 0.2}))
+    assert b.seconds("matmuls") == pytest.approx(2 * a.seconds("matmuls"), rel=2e-3)  # but kernel overheads
+    assert a.seconds("memory_ops") == b.seconds("memory_ops") == base.seconds("memory_ops")
+    assert a.mfu_setting == 0.4 and base.mfu_setting is None
 
 
-def test_mfu_setting_is_model_flops_utilisation() -> None:
-    """issue 13: training.mfu = 0.5 with full recomputation reports an MFU of 0.5 when nothing else is exposed."""
+def test_mfu_is_model_flops_utilisation() -> None:
+    """issue 13: training.mfu = 0.5 with full recomputation reports an MFU below 0.5: the step also runs
+    attention, memory-bound ops and recomputation, which the MFU's model FLOPs do not count as its matmuls."""
     plan = plan_from_dict(
         {
             "model": {"preset": "llama-2-7b"},
@@ -148,23 +183,25 @@ def test_mfu_setting_is_model_flops_utilisation() -> None:
         }
     )
     st = step_time(plan)
-    math = st.seconds("compute") + st.seconds("recompute")  # the step's math, its recomputation included
-    assert st.flops_per_step / (math * st.peak_flops) == pytest.approx(0.5)
-    assert st.mfu == pytest.approx(0.5, rel=0.02)  # the optimizer step is the only other term
+    assert st.mfu == pytest.approx(st.flops_per_step / (st.step_seconds * st.peak_flops))
+    assert 0.25 < st.mfu < 0.5
     assert st.hfu == pytest.approx(st.mfu * st.hardware_flops_per_step / st.flops_per_step)
 
 
-def test_default_mfu_table() -> None:
-    """The default's rows (core.time.assumptions.MATH_MFU): the GPU's generation picks the row, longer sequences
-    lower it, recomputation multiplies it by model / hardware FLOPs; GPUs without published rows use Hopper's."""
-    assert gpu_generation(gpu("a100-40gb")) == "ampere"
-    assert gpu_generation(gpu("rtx-3090")) == "ampere"  # the preset's generation, not the name's
-    assert gpu_generation(gpu("h20")) == "hopper"
-    assert gpu_generation(gpu("l40s")) == "other"  # Ada: no published row, Hopper's
-    assert default_mfu("ampere", 0.0, 1.0).value == pytest.approx(0.59)
-    assert default_mfu("ampere", 0.0, 0.75).value == pytest.approx(0.59 * 0.75)  # full recomputation: 6N / 8N
-    assert default_mfu("hopper", 0.25, 1.0).value == pytest.approx(0.45 / (1 + 0.58 * 0.25))
-    assert "Hopper's row" in default_mfu("other", 0.1, 1.0).text()
+def test_small_models_wait_for_the_host() -> None:
+    """Qwen2.5-0.5B at micro-batch 1 x 512 in eager PyTorch: the GPU finishes each kernel before the host issues the
+    next, so the step is the host's (24.5 us per forward kernel, 4 us per backward kernel); compiled, less."""
+    plan = default_plan().with_changes(
+        {"model.preset": "qwen2.5-0.5b", "training.seq_len": 512, "strategy.gradient_checkpointing": "none",
+         "strategy.zero_stage": 0, "hardware.gpus_per_node": 1}
+    )  # fmt: skip
+    st = step_time(plan)
+    assert st.seconds("host_launch") > st.seconds("matmuls") > 0  # the host adds more than the math takes
+    compiled = step_time(plan.with_changes({"strategy.compile": True}))
+    assert compiled.step_seconds < st.step_seconds
+    assert pytest.approx(19.5e-3 / 795) == EAGER_FORWARD_S and ENGINE_S == 4e-6
+    # a 7B at 2k keeps the GPU busier than the host issues its kernels
+    assert step_time(default_plan()).seconds("host_launch") == 0
 
 
 def test_tensor_parallel_all_reduces() -> None:
@@ -235,12 +272,14 @@ def test_qlora_dequantization() -> None:
     # NF4 with double quantization per block: 4 bits per weight + 8-bit absmax per 64 + fp32 per 256 blocks
     q_layer = sum(quantized_bytes(lin.d_in, lin.d_out, "nf4", True) for lin in arch.linears)
     assert q_layer == pytest.approx(arch.layer_weight_params * (0.5 + 1 / 64), rel=1e-3)
-    # forward, backward and the checkpointed recompute each read the 4-bit weights and write bf16 copies
+    # forward, backward's input gradient and the checkpointed recompute each read the 4-bit weights and write
+    # bf16 copies; the recompute's is in the recompute term
     per_pass = 32 * (q_layer + 2 * arch.layer_weight_params)
-    assert st.seconds("dequantization") == pytest.approx(3 * per_pass / (2039e9 * LINK_EFFICIENCY))
-    assert st.seconds("autocast_casts") == 0  # a quantized base is dequantized, not cast
+    hbm = 2039e9 * MEMORY_EFFICIENCY
+    assert st.seconds("dequantization") == pytest.approx(2 * per_pass / hbm + 2 * 32 * 7 * 2 * 2e-6)  # 2 kernels each
     lora = step_time(plan.with_changes({"training.method": "lora"}))
     assert lora.seconds("dequantization") == 0
+    assert "nf4 base" in st.explain()["dequantization"][0] and "MatMul4Bit" in st.explain()["dequantization"][1]
 
 
 def test_int8_activation_compression_traffic() -> None:
@@ -250,18 +289,19 @@ def test_int8_activation_compression_traffic() -> None:
     saved = 2048 * 4096 * 4  # 33,554,432 B
     packed = 2048 * 4096 + 4 * (2048 * 4096 // 64)  # 1 B per value + an fp32 scale per 64: 8,912,896 B
     traffic = 32 * 2 * (saved + packed)  # quantized when saved, dequantized in the backward, 32 layers
-    assert st.seconds("activation_compression") == pytest.approx(traffic / (2039e9 * LINK_EFFICIENCY))
+    assert st.seconds("activation_compression") == pytest.approx(traffic / (2039e9 * MEMORY_EFFICIENCY))
     plain = step_time(default_plan())
     assert st.step_seconds == pytest.approx(plain.step_seconds + st.seconds("activation_compression"))
 
 
-def test_eager_attention_traffic() -> None:
+def test_eager_attention_is_slower_than_flash() -> None:
     plan = default_plan().with_changes({"strategy.attention": "eager", "strategy.gradient_checkpointing": "none"})
     st = step_time(plan)
-    assert st.seconds("eager_attention") == pytest.approx(103_079_215_104 / (2039e9 * LINK_EFFICIENCY))
-    flash = step_time(plan.with_changes({"strategy.attention": "flash"}))
-    assert flash.seconds("eager_attention") == 0
-    assert st.step_seconds > flash.step_seconds
+    flash_st = step_time(plan.with_changes({"strategy.attention": "flash"}))
+    assert st.seconds("attention") > 2 * flash_st.seconds("attention")
+    assert st.step_seconds > flash_st.step_seconds
+    # its s x s scores: 12 passes over b·a·s² x 2 B per layer at least
+    assert st.seconds("attention") > 32 * 12 * 32 * 2048**2 * 2 / (2039e9 * MEMORY_EFFICIENCY)
 
 
 def test_token_budget_hours_and_cost() -> None:

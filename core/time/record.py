@@ -3,46 +3,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from vramplan.core.memory.terms import Part
+from vramplan.core.plan.catalogue import presets
 from vramplan.core.plan.helpers.units import fmt_seconds
-from vramplan.core.time.assumptions import DefaultMfu, assumed_gpu_figures
-from vramplan.core.time.comm import Link, Links
-from vramplan.core.time.flops import TokenFlops
 
 if TYPE_CHECKING:
+    from vramplan.core.memory.accuracy import ExpectedError
     from vramplan.core.plan.schema.plan import Plan
 
-CATEGORIES = ("compute", "memory", "communication", "offload", "pipeline bubble")
-
-
-class Work(NamedTuple):
-    """The intermediate numbers of one plan's step (what `explain` prints)."""
-
-    T: int  # tokens per micro-batch (per data-parallel rank)
-    m: int  # micro-batches per step
-    share: int  # tp x pp: ranks one copy of the model is split over
-    tok: TokenFlops
-    peak: float
-    peak_dtype: str
-    mfu: float
-    mfu_default: DefaultMfu | None  # how the default MFU was chosen (None: training.mfu is set)
-    hbm: float  # usable HBM bytes/s
-    act_bytes: int
-    weights_local: float  # matmul weights per GPU
-    links: Links
-    gathered_bytes: float  # ZeRO-3: parameter bytes gathered per pass (unsharded, per TP/PP rank)
-    grad_bytes: float  # gradient bytes per TP/PP rank (unsharded)
-    update_bytes: float  # ZeRO-1/2: updated parameter bytes all-gathered for the next forward
-    part_elems: float  # trainable elements this rank's optimizer updates
-    opt_bytes_per_elem: int
-    host_rank_bps: float  # host memory bytes/s of one rank (CPU Adam)
-    cpu_cores: float  # CPU cores of one rank (CPU Adam)
-    nvme: Link  # one rank's share of the node's NVMe
-    micro_batch_seconds: float  # one micro-batch on one pipeline stage, its exposed transfers included
-    once_seconds: float  # the exposed once-per-step terms
+CATEGORIES = ("compute", "memory", "host", "communication", "offload", "pipeline bubble")
 
 
 class Generation(NamedTuple):
@@ -114,22 +86,39 @@ class RLTime:
 
 
 class TimeTerm(NamedTuple):
-    """One part of the step: how long it keeps its resource busy, and how much of that the step waits for."""
+    """One part of the step: how long it keeps its resource busy, how much of that the step waits for, and how it
+    was computed (its formula's parts, formatted when read, and its source): built where it is computed."""
 
     name: str
     seconds: float  # busy time per optimizer step (per GPU)
     exposed: float  # the part not hidden behind compute: what it adds to the step
     category: str  # one of CATEGORIES
+    parts: tuple[Part, ...] = ()
+    source: str = ""
+
+    @property
+    def formula(self) -> str:
+        return "".join(template.format(*args) for template, args in self.parts)
+
+
+def time_term(
+    name: str, seconds: float, category: str, template: str, *args: Any, source: str, exposed: float | None = None
+) -> TimeTerm:
+    """A term whose formula is ``template`` formatted with ``args`` when read; exposed = seconds unless given."""
+    return TimeTerm(name, seconds, seconds if exposed is None else exposed, category, ((template, args),), source)
 
 
 LABELS: dict[str, str] = {
-    "compute": "Matmuls + attention",
+    "matmuls": "Matmuls",
+    "attention": "Attention core",
+    "adapters": "LoRA adapters",
+    "memory_ops": "Norms, activations, casts",
+    "loss": "Loss over the vocabulary",
+    "dequantization": "Dequantization (4/8-bit)",
     "recompute": "Recomputation",
-    "weight_streaming": "Weight streaming",
-    "autocast_casts": "Autocast weight casts",
-    "eager_attention": "Eager attention s² traffic",
-    "dequantization": "Dequantization",
+    "host_launch": "Kernel launches (host)",
     "activation_compression": "int8 activation packing",
+    "activation_offload": "Activation offload (PCIe)",
     "tp_comm": "TP all-reduces",
     "pp_p2p": "PP sends",
     "ep_all_to_all": "Expert all-to-all",
@@ -148,8 +137,6 @@ LABELS: dict[str, str] = {
     "value_update": "Value model update",
 }
 
-Explainer = Callable[[], dict[str, tuple[str, str]]]
-
 
 @dataclass(frozen=True)
 class StepTime:
@@ -163,10 +150,9 @@ class StepTime:
     terms: tuple[TimeTerm, ...]  # every modelled term; sum of `exposed` == step_seconds
     gpus: int
     peak_flops: float  # per GPU, FLOP/s, of the regime's compute dtype
-    mfu_setting: float  # the plan's training.mfu, or the default (`mfu_default`)
+    mfu_setting: float | None  # the plan's training.mfu: the matmuls' fraction of peak it sets (None: modelled)
     price_per_gpu_hour: float | None
-    mfu_default: DefaultMfu | None  # how the default MFU was chosen (None: the plan sets training.mfu)
-    explainer: Explainer = field(repr=False, compare=False)
+    anchor: str = ""  # whether a measured step time anchors this one (`core.time.anchor.anchor_note`)
     rl: RLTime | None = field(default=None, compare=False)  # DPO/GRPO/PPO: the phases (`core.time.rl_time`)
     _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -234,16 +220,56 @@ class StepTime:
         return self.gpu_hours * self.price_per_gpu_hour
 
     def explain(self) -> dict[str, tuple[str, str]]:
-        """name -> (formula with this plan's numbers, source), for each term and for ``mfu``/``step``."""
+        """name -> (formula with this plan's numbers, source), for ``step``, ``mfu`` and each term."""
         if "explain" not in self._cache:
-            self._cache["explain"] = self.explainer()
+            out = {name: (formula, source) for name, formula, source in self._step_texts()}
+            out |= {t.name: (t.formula, t.source) for t in self.terms}
+            self._cache["explain"] = out
         explained: dict[str, tuple[str, str]] = self._cache["explain"]
         return explained
+
+    def _step_texts(self) -> list[tuple[str, str, str]]:
+        by = self.by_category()
+        parts = " + ".join(f"{c} {fmt_seconds(v)}" for c, v in by.items() if v > 0)
+        return [
+            (
+                "step",
+                f"{parts} = {fmt_seconds(self.step_seconds)} (exposed seconds of every term)",
+                "the terms below, each on its own resource; what runs under compute is not counted twice",
+            ),
+            (
+                "mfu",
+                f"model FLOPs {self.flops_per_step:.3g} per step / ({fmt_seconds(self.step_seconds)} x {self.gpus} "
+                f"GPUs x {self.peak_flops / 1e12:g} TFLOP/s) = {self.mfu:.1%}",
+                "MFU as defined by PaLM (Chowdhery et al. 2022) App. B: model FLOPs, recomputation not counted",
+            ),
+        ]
+
+    @property
+    def expected_error(self) -> ExpectedError:
+        """The step time's error on the published timings nearest to this plan (`core.time.accuracy`); loaded on
+        first use."""
+        from vramplan.core.time.accuracy import plan_expected_error
+
+        return plan_expected_error(self.plan, self.plan.model.arch().total_params)
+
+    def error_text(self) -> str:
+        """``± 29% on 14 similar published runs (worst 45% too fast)``."""
+        return self.expected_error.text("too fast")
 
     @property
     def assumed_figures(self) -> str:
         """Why the step time is a guess (a detected GPU without a preset: placeholder figures), or ""."""
-        return assumed_gpu_figures(self.plan.hardware.gpu)
+        reg = presets.registry()
+        gpu_id = self.plan.hardware.gpu
+        if reg.origin.get(f"hardware/{gpu_id}") != "detected":
+            return ""
+        g = presets.gpu(gpu_id)
+        return (
+            f"assumed: {g.name} has no preset, so its {g.bf16_tflops:g} TFLOP/s and {g.memory_bandwidth_gbs:g} GB/s "
+            f"are placeholders and the step time is a guess; add {presets.user_config_dir()}/hardware/{gpu_id}.toml "
+            "(the schema of presets/hardware/*.toml) to time it"
+        )
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -252,11 +278,12 @@ class StepTime:
             "hardware_flops_per_step": self.hardware_flops_per_step,
             "tokens_per_step": self.tokens_per_step,
             "step_seconds": self.step_seconds,
+            "expected_error": self.expected_error.to_json(),
+            "anchor": self.anchor or None,
             "tokens_per_second": self.tokens_per_second,
             "tokens_per_second_per_gpu": self.tokens_per_second_per_gpu,
             "mfu": self.mfu,
             "mfu_setting": self.mfu_setting,
-            "mfu_default": self.mfu_default is not None,
             "hfu": self.hfu,
             "peak_tflops": self.peak_flops / 1e12,
             "bottleneck": self.bottleneck,
