@@ -11,15 +11,16 @@ import os
 import signal
 import subprocess
 import sys
-import time
+import threading
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
 
 from bench.measure.trace_oracle import case_args
 from tests.conftest import load_truth
 from tests.hostile import strict_json
+from tests.waiting import HANG_S
 
 pytest.importorskip("torch", reason="the measure extra (torch) is not installed")
 pytest.importorskip("transformers", reason="the measure extra (transformers) is not installed")
@@ -140,6 +141,8 @@ def test_bad_options_are_one_line_and_exit_2(
 
 
 def test_sigint_stops_the_trace_with_a_partial_report(tmp_path: Path) -> None:
+    """Each wait is for a line the process prints or for its end (a watchdog kills it only if it hangs: `HANG_S`).
+    Asked for 1,000 steps of new lengths, it ends only because SIGINT stopped it."""
     (tmp_path / "config.json").write_text(json.dumps(TINY))
     argv = ["trace", "--hf-config", "config.json", "--gpus", "1", "--steps", "1000", "--lengths", "uniform:16-4096/16"]
     code = f"import sys; from vramplan.__main__ import main; sys.exit(main({argv!r}))"
@@ -152,23 +155,31 @@ def test_sigint_stops_the_trace_with_a_partial_report(tmp_path: Path) -> None:
         env={**os.environ, "VRAMPLAN_DETECT": "0", "OMP_NUM_THREADS": "1"},
     )
     assert proc.stderr is not None
-    seen = []
-    deadline = time.monotonic() + 120
-    for line in proc.stderr:
-        seen.append(line)
-        if "(3/" in line or time.monotonic() > deadline:
-            break
-    assert any("(3/" in line for line in seen), "".join(seen)[-2000:]
-    proc.send_signal(signal.SIGINT)
+    watchdog = threading.Timer(HANG_S, proc.kill)
+    watchdog.start()
     try:
-        out, err = proc.communicate(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
-        pytest.fail("vramplan trace did not stop within 20 s of SIGINT")
+        seen = lines_until(proc.stderr, "(3/")  # three steps traced
+        assert seen[-1:] and "(3/" in seen[-1], "".join(seen)[-2000:]
+        proc.send_signal(signal.SIGINT)
+        heard = lines_until(proc.stderr, "stopping (Ctrl-C again to abort)")  # the handler took the signal
+        assert heard[-1:] and "stopping" in heard[-1], "".join(seen + heard)[-2000:]
+        out, err = proc.communicate()
+    finally:
+        watchdog.cancel()
+        proc.kill()  # a no-op once it has ended
     assert proc.returncode == 130, err[-2000:]
     assert "Traceback" not in err
     assert "PARTIAL" in out and "peak allocated" in out, out[-2000:]
+
+
+def lines_until(stream: IO[str], text: str) -> list[str]:
+    """The lines read from ``stream`` up to the first that holds ``text``, or up to its end."""
+    seen = []
+    for line in stream:
+        seen.append(line)
+        if text in line:
+            break
+    return seen
 
 
 @pytest.mark.parametrize(
@@ -212,11 +223,11 @@ def test_a_fake_rank_agrees_with_real_gloo_ranks(zero: int, tmp_path: Path) -> N
     argv += ["--set", "training.precision=fp32"]
     env = {**os.environ, "VRAMPLAN_MEASURE_CPU_RANKS": "2", "OMP_NUM_THREADS": "1", "VRAMPLAN_DETECT": "0"}
     measure = [sys.executable, "-m", "vramplan", "measure", *argv, "--device", "cpu", "--warmup", "1", "--steps", "1"]
-    r = subprocess.run([*measure, "--json"], capture_output=True, text=True, env=env, timeout=300, check=False)
+    r = subprocess.run([*measure, "--json"], capture_output=True, text=True, env=env, timeout=HANG_S, check=False)
     assert r.returncode == 0, r.stderr[-3000:]
     ranks = json.loads(r.stdout)["ranks"]
     trace = [sys.executable, "-m", "vramplan", "trace", *argv, "--kernels", "cpu", "--json"]
-    t = subprocess.run(trace, capture_output=True, text=True, env=env, timeout=300, check=False)
+    t = subprocess.run(trace, capture_output=True, text=True, env=env, timeout=HANG_S, check=False)
     assert t.returncode == 0, t.stderr[-3000:]
     traced = json.loads(t.stdout)["traced"]
     assert traced["by_role_bytes"]["parameter"] == ranks[0]["params_bytes"] == ranks[1]["params_bytes"]

@@ -12,6 +12,7 @@ import pytest
 from textual.widgets import ProgressBar, Static
 
 from tests.conftest import DATA
+from tests.waiting import until
 from vramplan.core.plan.helpers.units import GiB, MiB
 from vramplan.core.plan.schema.plan import Plan
 from vramplan.measure.records import Progress
@@ -65,14 +66,6 @@ def text_of(app: VramplanApp, selector: str) -> str:
     return str(app.screen.query_one(selector, Static).visual)
 
 
-async def settle(pilot: object, until: Callable[[], bool]) -> None:
-    for _ in range(200):
-        await pilot.pause(0.01)  # type: ignore[attr-defined]
-        if until():
-            return
-    raise AssertionError("the view did not update")
-
-
 def test_the_palette_offers_tracing_only_with_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     class Planner:
         def run_action(self, action: str) -> None: ...
@@ -96,12 +89,12 @@ async def test_tracing_runs_in_a_worker_and_shows_traced_beside_estimate(monkeyp
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
         await app.planner.run_action("trace")
-        await settle(pilot, lambda: isinstance(app.screen, TraceScreen) and "(1/2)" in text_of(app, "#trace-status"))
+        await until(pilot, lambda: isinstance(app.screen, TraceScreen) and "(1/2)" in text_of(app, "#trace-status"))
         bar = app.screen.query_one("#trace-bar", ProgressBar)
         assert (bar.total, bar.progress) == (2, 1)
         await pilot.press("j")  # the app still answers keys while the worker runs
         fake.release.set()
-        await settle(pilot, lambda: text_of(app, "#trace-status").startswith("traced"))
+        await until(pilot, lambda: text_of(app, "#trace-status").startswith("traced"))
         text = text_of(app, "#trace-text")
         assert "traced" in text and "estimate" in text and "peak allocated" in text and "cublas workspace" in text
         assert "not traced:" in text and "unvalidated" in text
@@ -118,10 +111,10 @@ async def test_esc_stops_the_trace_and_esc_again_closes(monkeypatch: pytest.Monk
     app = VramplanApp()
     async with app.run_test(size=(80, 24)) as pilot:
         await app.planner.run_action("trace")
-        await settle(pilot, lambda: fake.stop is not None)
+        await until(pilot, lambda: fake.stop is not None)
         await pilot.press("escape")
         assert fake.stop is not None and fake.stop.is_set()
-        await settle(pilot, lambda: text_of(app, "#trace-status").startswith("stopped"))
+        await until(pilot, lambda: text_of(app, "#trace-status").startswith("stopped"))
         assert "stopped: partial report" in text_of(app, "#trace-text")
         await pilot.press("escape")
         await pilot.pause()
@@ -136,7 +129,7 @@ async def test_a_plan_that_cannot_be_traced_is_one_line(monkeypatch: pytest.Monk
     app = VramplanApp()
     async with app.run_test(size=(80, 24)) as pilot:
         await app.planner.run_action("trace")
-        await settle(pilot, lambda: "cannot trace" in text_of(app, "#trace-status"))
+        await until(pilot, lambda: "cannot trace" in text_of(app, "#trace-status"))
         assert "second line" not in text_of(app, "#trace-status")
 
 
@@ -155,10 +148,10 @@ async def test_a_config_json_without_a_formula_family_is_offered_to_the_trace(mo
         notice = str(app.planner.query_one("#notice", Static).visual)
         assert "unsupported model_type 'nemotron_h'" in notice and "plan: trace this plan traces" in notice
         await app.planner.run_action("trace")
-        await settle(pilot, lambda: fake.stop is not None)
+        await until(pilot, lambda: fake.stop is not None)
         assert fake.config == str(HYBRID)
         fake.release.set()
-        await settle(pilot, lambda: text_of(app, "#trace-status").startswith("traced"))
+        await until(pilot, lambda: text_of(app, "#trace-status").startswith("traced"))
         await pilot.press("escape")
         await pilot.pause()
         assert app.planner.apply_changes({"training.seq_len": 1024})  # the plan changed: the offer is withdrawn
