@@ -38,7 +38,7 @@ def add_parser(sub: argparse._SubParsersAction, plan_args: Callable[[argparse.Ar
         "phase and module) beside the estimate, each difference named. What cannot run on fake tensors is listed "
         "before it starts. Exit code: 0 traced, 1 the replay ran out of the GPU's memory, 2 bad input or no measure "
         "extra, 130 stopped (Ctrl-C). Needs pip install 'vramplan[measure]'. See vramplan help trace.",
-        epilog="example: vramplan trace --model llama-3.1-8b --gpu h100 --gpus 1 --set training.method=lora",
+        epilog="example: vramplan trace --model llama-3.1-8b --set training.method=lora",
     )
     plan_args(p)
     p.add_argument("--steps", type=_steps, default=2, metavar="N", help="optimizer steps replayed (default 2)")

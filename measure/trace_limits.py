@@ -20,8 +20,8 @@ def parallel_mode(plan: Plan) -> str:
     """How the traced rank of `plan` runs: ``fsdp2`` (ZeRO-3 as FSDP2's ``fully_shard``: the plan's FSDP version 2,
     outside DeepSpeed's master regimes, no offload) or ``ddp`` (no ZeRO: torch's DistributedDataParallel) in a fake
     process group of the data-parallel degree (`vramplan.measure.trace_dist`); ``divided`` (DeepSpeed's ZeRO-1/2/3,
-    FSDP1's flat parameters, tensor or pipeline parallel beside data parallel: the unsplit model's tensors divided
-    by the degree, `shard_factors`); ``""`` for one data-parallel rank."""
+    FSDP1, which needs an accelerator device, tensor or pipeline parallel beside data parallel: the unsplit model's
+    tensors divided by the degree, `shard_factors`); ``""`` for one data-parallel rank."""
     s = plan.strategy
     if plan.data_parallel <= 1:
         return ""
@@ -60,10 +60,14 @@ def not_traced(plan: Plan, raw: dict[str, Any] | None = None) -> tuple[str, ...]
             "rebuilt after step 1; NCCL's own buffers are the estimate's)"
         )
     elif s.zero_stage and dp > 1:
-        why = "FSDP1's flat parameters" if s.fsdp_version == 1 and s.zero_stage >= 2 else "DeepSpeed's engine"
+        why = (
+            "FSDP1 (FullyShardedDataParallel) needs an accelerator device"
+            if s.fsdp_version == 1 and s.zero_stage >= 2
+            else "DeepSpeed's engine cannot run on fake tensors"
+        )
         out.append(
-            f"ZeRO-{s.zero_stage} over {dp} ranks: {why} cannot run on fake tensors; one rank's view, each sharded "
-            f"tensor / {dp}, no collective runs (all-gathered parameters, buckets: the estimate's terms)"
+            f"ZeRO-{s.zero_stage} over {dp} ranks: {why}; one rank's view, each sharded tensor / {dp}, no collective "
+            "runs (all-gathered parameters, buckets: the estimate's terms)"
         )
     elif dp > 1:
         out.append(f"data parallel over {dp} ranks: one rank traced; DDP's buckets: the estimate's terms")

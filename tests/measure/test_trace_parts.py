@@ -57,7 +57,7 @@ def test_how_one_rank_of_a_data_parallel_plan_is_traced() -> None:
     assert shard_factors(plan.with_changes({"strategy.zero_stage": 0})) == {}
     one = plan.with_changes({"hardware.gpus_per_node": 1, "strategy.zero_stage": 0})
     assert parallel_mode(one) == "" and shard_factors(one) == {}
-    # what cannot run on fake tensors is divided: FSDP1's flat parameters, DeepSpeed's ZeRO-1/2 and master regimes
+    # what cannot run here is divided: FSDP1 (no CPU device), DeepSpeed's ZeRO-1/2 and master regimes, offload, TP
     for changes in (
         {"strategy.fsdp_version": 1},
         {"strategy.zero_stage": 2},
@@ -71,7 +71,7 @@ def test_how_one_rank_of_a_data_parallel_plan_is_traced() -> None:
         assert shard_factors(p)["optimizer_state"] == p.data_parallel
     fsdp1 = plan.with_changes({"strategy.fsdp_version": 1})
     assert shard_factors(fsdp1) == {"optimizer_state": 8, "optimizer_temporary": 8, "gradient": 8, "parameter": 8}
-    assert any("FSDP1's flat parameters cannot run" in line for line in not_traced(fsdp1))
+    assert any("FSDP1 (FullyShardedDataParallel) needs an accelerator" in line for line in not_traced(fsdp1))
     assert shard_factors(plan.with_changes({"strategy.zero_stage": 2})) == {
         "optimizer_state": 8,
         "optimizer_temporary": 8,

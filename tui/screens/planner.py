@@ -22,7 +22,6 @@ import vramplan.tui.widgets.model_pane  # noqa: F401  (the pane shown first: loa
 from vramplan.core.files.importers.config_format import is_config_path
 from vramplan.core.memory.peak import estimate
 from vramplan.core.memory.record import Estimate
-from vramplan.core.plan.architecture.hf_config import TRACE_GIVES_IT
 from vramplan.core.plan.catalogue.gpu_match import DetectedGpus
 from vramplan.core.plan.helpers.errors import PlanError
 from vramplan.core.plan.schema.plan import Plan
@@ -199,6 +198,8 @@ class PlannerScreen(Screen[None]):
     def _offer_trace(self, changes: dict[str, Any], exc: PlanError) -> None:
         """A config.json of a model_type without a formula family: `vramplan trace` gives its memory, so the
         palette's trace entry traces that file (with the rest of the plan) until the plan changes."""
+        from vramplan.core.plan.architecture.hf_config import TRACE_GIVES_IT  # a config reader: not at start-up
+
         path = changes.get("model.hf_config")
         if isinstance(path, str) and TRACE_GIVES_IT in str(exc) and measure_available():
             self.refused_config = path
