@@ -128,6 +128,7 @@ SUMMARIES = {
     "diff": "the keys two plan files differ in, and what each does to memory per GPU and step time",
     "help": "the documentation in the terminal: the topics, or one page",
     "measure": "run the plan's training step here (random weights) and show measured against predicted memory",
+    "trace": "run the plan's step at full size on fake tensors and replay its allocations through PyTorch's allocator",
 }
 
 
@@ -284,6 +285,12 @@ def _measure_parser(sub: Sub) -> None:
     measuring.add_parser(sub, _plan_args)
 
 
+def _trace_parser(sub: Sub) -> None:
+    from vramplan.cli import tracing  # vramplan trace (issue 41): torch only when it runs
+
+    tracing.add_parser(sub, _plan_args)
+
+
 _PARSERS: dict[str, Callable[[Sub], None]] = {
     "estimate": _estimate_parser,
     "export": _export_parser,
@@ -295,6 +302,7 @@ _PARSERS: dict[str, Callable[[Sub], None]] = {
     "diff": _diff_parser,
     "help": _help_parser,
     "measure": _measure_parser,
+    "trace": _trace_parser,
 }
 
 

@@ -111,6 +111,10 @@ def parse_json(text: str, where: str) -> dict[str, Any]:
     return raw
 
 
+# A model without a formula family is refused by the estimate; `vramplan trace` runs any model transformers builds
+TRACE_GIVES_IT = "vramplan trace --hf-config gives its memory if transformers builds it"
+
+
 def map_config(raw: dict[str, Any]) -> dict[str, Any]:
     """The plan's [model] keys for a parsed config.json; a `PlanError` names the offending key."""
     return map_config_noted(raw)[0]
@@ -126,7 +130,8 @@ def map_config_noted(raw: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ..
     if mt not in _MAPPERS:
         moe = [(k, raw[k]) for k in MOE_KEYS if _positive(raw.get(k))]
         what = f" (a mixture-of-experts config: {moe[0][0]} = {moe[0][1]})" if moe else ""
-        raise PlanError(f"unsupported model_type {shown(mt)}{what}; supported: {', '.join(SUPPORTED)}", "model_type")
+        line = f"unsupported model_type {shown(mt)}{what}; supported: {', '.join(SUPPORTED)}; {TRACE_GIVES_IT}"
+        raise PlanError(line, "model_type")
     keys = ConfigKeys(raw, mt)
     model = {"model_type": mt, **_MAPPERS[mt](keys)}
     for key, value in model.items():  # a size beyond the plan's bounds is named here, with the file
