@@ -122,10 +122,10 @@ class Realizable(Sequence[int]):
         self.in_node = per_node // unit
         self.step = per_node // math.gcd(unit, per_node)
         self.first = self.in_node // self.step + 1
-        self.count = self.in_node + max(0, MAX_NODES * per_node // unit // self.step - self.first + 1)
+        self.size = self.in_node + max(0, MAX_NODES * per_node // unit // self.step - self.first + 1)
 
     def __len__(self) -> int:
-        return self.count
+        return self.size
 
     @overload
     def __getitem__(self, i: int) -> int: ...
@@ -133,10 +133,10 @@ class Realizable(Sequence[int]):
     def __getitem__(self, i: slice) -> Sequence[int]: ...
     def __getitem__(self, i: int | slice) -> int | Sequence[int]:
         if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(self.count))]
+            return [self[j] for j in range(*i.indices(self.size))]
         if i < 0:
-            i += self.count
-        if not 0 <= i < self.count:
+            i += self.size
+        if not 0 <= i < self.size:
             raise IndexError(i)
         return i + 1 if i < self.in_node else (self.first + i - self.in_node) * self.step
 

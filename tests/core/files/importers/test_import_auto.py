@@ -103,7 +103,7 @@ def test_accelerates_deepspeed_defaults_and_autos(tmp_path: Path) -> None:
     im = import_config(path, default_plan().with_changes({"training.grad_accum_steps": 8}))
     assert im.plan.strategy.zero_stage == 2 and im.plan.training.grad_accum_steps == 8
     (zero,) = [r for r in im.reads if r.plan_key == "strategy.zero_stage"]
-    assert zero.key == "(no deepspeed_config.zero_stage)" and "DeepSpeedPlugin default" in zero.note
+    assert zero.key == "(no deepspeed_config.zero_stage)" and "DeepSpeedPlugin's default" in zero.note
     assert set(autos(im)) == {"deepspeed_config.gradient_accumulation_steps", "deepspeed_config.gradient_clipping"}
 
 
