@@ -1,15 +1,31 @@
 """The loss's tensors on one tensor-parallel rank: the logits and their fp32 upcast, the saved log-softmax, the
 loss's gradients, for each loss path (one HF/torchtitan loss, DTensor's ``loss_parallel``, torchtune's chunked loss,
-Liger's fused linear cross-entropy), and the lm_head input DTensor tensor parallelism gathers."""
+Liger's fused linear cross-entropy), the logits a loop keeps through backward and those freed before it, the lm_head
+input DTensor tensor parallelism gathers, and the headline formula of the ``logits`` kind. The loss path is this
+module: `core.memory.step.loss` places its bytes in the step's moments."""
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from vramplan.core.memory.activations.context import ActCtx, Layout
+from vramplan.core.memory.terms import Term, headline
 from vramplan.core.plan.architecture.arch import Arch
 
 
-def loss_bytes(ctx: ActCtx, lay: Layout) -> tuple[int, int, int, int]:
-    """The loss on one TP rank: (saved bytes, forward transient, backward transient, chunked lm_head inputs).
+class LossBytes(NamedTuple):
+    """The loss's bytes on one TP rank."""
+
+    saved: int  # what the loss saves for backward (the log-softmax)
+    fwd: int  # forward transients while the loss is computed (the logits, their upcast)
+    bwd: int  # the loss's gradients at the start of backward
+    copies: int  # a chunked loss's saved lm_head inputs
+    kept: int = 0  # logits the step holds from the loss to the end of backward
+    freed: int = 0  # 16-bit logits freed before the loss's backward, whose block fp32 requests cannot reuse
+
+
+def loss_bytes(ctx: ActCtx, lay: Layout) -> LossBytes:
+    """The loss on one TP rank (`LossBytes`).
 
     - Liger's fused linear cross-entropy: chunks of about the hidden states' size (`_fused_ce_chunk`).
     - One loss (HF ``ForCausalLMLoss``, torchtitan ``cross_entropy(pred.float())``): the 16-bit logits and their
@@ -27,7 +43,7 @@ def loss_bytes(ctx: ActCtx, lay: Layout) -> tuple[int, int, int, int]:
     if lay.fused_ce:
         chunk = fused_ce_chunk(T, arch)
         grads = chunk * arch.V * (8 + C) // tp
-        return 0, grads, grads, 0
+        return LossBytes(0, grads, grads, 0)
     N = lay.loss_chunks
     if N == 1:
         logsm = 4 * TV // tp
@@ -37,11 +53,49 @@ def loss_bytes(ctx: ActCtx, lay: Layout) -> tuple[int, int, int, int]:
         fwd, bwd = (C * TV + (4 * TV if C != 4 else 0)) // tp, 2 * logsm
         if lay.loss_parallel:
             fwd, bwd = loss_parallel(fwd, logsm)
-        return logsm + capped, fwd, bwd, 0
+        return LossBytes(logsm + capped, fwd, bwd, 0, freed=upcast_freed(ctx, lay))
     copies = C * T * arch.h if ctx.b > 1 else 0
     if ctx.compiled:  # in backward each chunk's gradient appears as its saved chunk is released
-        return C * TV // tp, 0, C * TV // N // tp, copies
-    return 4 * TV // tp, (C * TV + 4 * TV // N) // tp, 8 * TV // N // tp, copies
+        return LossBytes(C * TV // tp, 0, C * TV // N // tp, copies)
+    return LossBytes(4 * TV // tp, (C * TV + 4 * TV // N) // tp, 8 * TV // N // tp, copies)
+
+
+def upcast_freed(ctx: ActCtx, lay: Layout) -> int:
+    """The 16-bit logits freed before the loss's backward (HF, torchtitan: upcast to fp32 for the loss): the
+    caching allocator keeps their block, which the fp32 gradients are too large to reuse, so it stays reserved when
+    the peak is that backward's start. None with fp32 logits or a fused or chunked loss."""
+    if lay.fused_ce_set or lay.loss_chunks != 1 or ctx.reg.act_bytes == 4:
+        return 0
+    return ctx.reg.act_bytes * ctx.T * ctx.arch.V // lay.tp
+
+
+def loss_headline(ctx: ActCtx, lay: Layout) -> Term:
+    """The headline term of the ``logits`` kind: the loss path's tensors in words, with their source."""
+    arch, tp = ctx.arch, lay.tp
+    if lay.fused_ce_set:
+        return headline(
+            "logits",
+            "fused cross-entropy: logits exist only a chunk of tokens at a time",
+            source="Liger fused_linear_cross_entropy / Cut Cross-Entropy (Wijmans et al. 2025)",
+        )
+    if lay.loss_parallel:
+        return headline(
+            "logits",
+            "4 x 4 B x b*s*V / {} (fp32 log-softmax + loss_parallel's 3 backward temporaries), V={:,}",
+            tp,
+            arch.V,
+            source="torch/distributed/tensor/parallel/loss.py _nll_loss_and_log_softmax_backward (torchtitan with "
+            "TP): zeros_like(x), exp(x), their sum and its product with the gradient beside the saved log-softmax",
+        )
+    shard = f" / {tp} (vocab-parallel)" if tp > 1 else ""
+    return headline(
+        "logits",
+        "3 x 4 B x b*s*V{} (fp32 log-softmax + 2 gradients), V={:,}",
+        shard,
+        arch.V,
+        source="transformers ForCausalLMLoss upcasts logits to fp32; at the start of backward the saved "
+        "log-softmax and the nll_loss and log_softmax gradients are live (measured in ../shared/oracle)",
+    )
 
 
 def gathered_head_input(ctx: ActCtx, tp: int) -> int:
