@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 
 from tests.conftest import DATA
-from vramplan.core.memory.activations.context import Layout, plan_ctx
+from vramplan.core.memory.activations.context import plan_ctx
 from vramplan.core.memory.activations.loss import LossBytes, loss_bytes
+from vramplan.core.memory.activations.stage import plan_layout
 from vramplan.core.memory.peak import estimate
 from vramplan.core.memory.record import Estimate
 from vramplan.core.plan.helpers.errors import PlanError
@@ -191,8 +192,7 @@ def _loss(chunks: int, compiled: bool) -> LossBytes:
             "strategy": {"loss_chunks": chunks, "compile": compiled, "fused_cross_entropy": False},
         }
     )
-    lay = Layout(tp=1, sp=False, dp=1, zero=0, int8=False, fused_ce=False, accum=False, loss_chunks=chunks)
-    return loss_bytes(plan_ctx(plan, True), lay)
+    return loss_bytes(plan_ctx(plan, True), plan_layout(plan))
 
 
 # The loss's own small tensors the model leaves out: int64 labels (T·8 = 4,096 B), the loss scalars and, chunked,
