@@ -10,7 +10,6 @@ and a missing one is named; keys that are not read and not known to be harmless 
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from vramplan.core.plan.architecture.families import FAMILIES
 from vramplan.core.plan.architecture.hf_families import NEW_MAPPERS, window_keys
 from vramplan.core.plan.architecture.hf_keys import MISSING, ConfigKeys, ignored_keys
 from vramplan.core.plan.helpers.errors import PlanError, clip, printable, shown
+from vramplan.core.plan.helpers.jsonio import loads_json
 from vramplan.core.plan.helpers.paths import user_path
 from vramplan.core.plan.helpers.readfile import path_problem, read_regular
 from vramplan.core.plan.helpers.tomlio import depth_problem
@@ -99,28 +99,20 @@ def _read(path: str, size: int, mtime_ns: int) -> HFModel:
     return HFModel(Path(path), name, model["model_type"], model, ignored)
 
 
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
-
-
 def parse_json(text: str, where: str) -> dict[str, Any]:
     """A config.json's object; `PlanError` for invalid JSON, ``NaN``/``Infinity`` (not JSON), integers of more than
-    4,300 digits, and nesting deep enough to exhaust the stack."""
-    try:
-        raw = json.loads(text, parse_constant=_no_constant)
-    except json.JSONDecodeError as exc:
-        raise PlanError(f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})", where) from None
-    except RecursionError:
-        raise PlanError("not readable: objects or arrays nested too deeply", where) from None
-    except ValueError as exc:  # NaN / Infinity, or int("9" * 5000)
-        what = "a number with more than 4,300 digits" if "digits" in str(exc) else str(exc)
-        raise PlanError(f"not valid JSON: {what}", where) from None
+    4,300 digits, and nesting deep enough to exhaust the stack (`core.plan.helpers.jsonio.loads_json`)."""
+    raw = loads_json(text, where)
     if not isinstance(raw, dict):
         raise PlanError("not a config.json: expected a JSON object", where)
     problem = depth_problem(raw)
     if problem:
         raise PlanError(problem, where)
     return raw
+
+
+# A model without a formula family is refused by the estimate; `vramplan trace` runs any model transformers builds
+TRACE_GIVES_IT = "vramplan trace --hf-config gives its memory if transformers builds it"
 
 
 def map_config(raw: dict[str, Any]) -> dict[str, Any]:
@@ -138,7 +130,8 @@ def map_config_noted(raw: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ..
     if mt not in _MAPPERS:
         moe = [(k, raw[k]) for k in MOE_KEYS if _positive(raw.get(k))]
         what = f" (a mixture-of-experts config: {moe[0][0]} = {moe[0][1]})" if moe else ""
-        raise PlanError(f"unsupported model_type {shown(mt)}{what}; supported: {', '.join(SUPPORTED)}", "model_type")
+        line = f"unsupported model_type {shown(mt)}{what}; supported: {', '.join(SUPPORTED)}; {TRACE_GIVES_IT}"
+        raise PlanError(line, "model_type")
     keys = ConfigKeys(raw, mt)
     model = {"model_type": mt, **_MAPPERS[mt](keys)}
     for key, value in model.items():  # a size beyond the plan's bounds is named here, with the file
