@@ -22,6 +22,7 @@ from vramplan.core.plan.architecture.config import upper_bound
 from vramplan.core.plan.architecture.families import FAMILIES
 from vramplan.core.plan.architecture.hf_families import NEW_MAPPERS, window_keys
 from vramplan.core.plan.architecture.hf_keys import MISSING, ConfigKeys, ignored_keys
+from vramplan.core.plan.architecture.hub_cache import repo_id_of
 from vramplan.core.plan.helpers.errors import PlanError, clip, printable, shown
 from vramplan.core.plan.helpers.paths import user_path
 from vramplan.core.plan.helpers.readfile import path_problem, read_regular
@@ -78,11 +79,13 @@ def read_hf_config(path: str | Path) -> HFModel:
         resolved = str(p.resolve())
     except (OSError, RuntimeError) as exc:  # RuntimeError: pathlib's symlink loop on Python < 3.13
         raise PlanError(f"cannot read: {getattr(exc, 'strerror', None) or exc}", str(p)) from None
-    return _read(resolved, st.st_size, st.st_mtime_ns)
+    return _read(resolved, st.st_size, st.st_mtime_ns, repo_id_of(p))
 
 
 @lru_cache(maxsize=64)
-def _read(path: str, size: int, mtime_ns: int) -> HFModel:
+def _read(path: str, size: int, mtime_ns: int, repo_id: str | None = None) -> HFModel:
+    """``repo_id``: the Hub id of a config.json in the Hub cache, its name where the file has none (the snapshot's
+    folder is a commit hash, the file a symlink into ``blobs/``)."""
     try:
         text = read_regular(path).decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -94,7 +97,7 @@ def _read(path: str, size: int, mtime_ns: int) -> HFModel:
         raise exc.at(path) if exc.where else PlanError(exc.message, path) from None
     name = raw.get("_name_or_path")
     if not isinstance(name, str) or not name.strip():
-        name = os.path.basename(os.path.dirname(path)) or path
+        name = repo_id or os.path.basename(os.path.dirname(path)) or path
     name = clip(printable(name), 120)  # shown in titles: never an escape sequence to the terminal
     return HFModel(Path(path), name, model["model_type"], model, ignored)
 
