@@ -170,6 +170,9 @@ class ModelPane(PlanPane):
         reg = presets.registry()
         if m.preset and reg.is_user("models", m.preset):
             text += Content.styled(f"\nuser preset: {reg.origin[f'models/{m.preset}']}", "dim")
+        if m.vision_params:  # a multimodal model: its vision tower, in the total, frozen unless the plan trains it
+            how = "trained" if est.plan.training.vision_tower == "trained" else "frozen"
+            text += Content.styled(f"\nvision tower {fmt_count(m.vision_params)} params ({how})", "dim")
         if m.hf_config and not m.preset:
             text += Content.styled(f"\nfrom {short_path(m.hf_config)}", "dim")
         if changed:

@@ -23,12 +23,13 @@ from vramplan.core.plan.architecture.families import FAMILIES
 from vramplan.core.plan.architecture.hf_families import NEW_MAPPERS, window_keys
 from vramplan.core.plan.architecture.hf_keys import MISSING, ConfigKeys, ignored_keys
 from vramplan.core.plan.architecture.hub_cache import repo_id_of
+from vramplan.core.plan.architecture.vision import VISION_KEYS, vision
 from vramplan.core.plan.helpers.errors import PlanError, clip, printable, shown
 from vramplan.core.plan.helpers.paths import user_path
 from vramplan.core.plan.helpers.readfile import path_problem, read_regular
 from vramplan.core.plan.helpers.tomlio import depth_problem
 
-SUPPORTED: tuple[str, ...] = tuple(FAMILIES)
+SUPPORTED: tuple[str, ...] = (*FAMILIES, "gemma3", "llama4")  # the text families, and multimodal configs of them
 # keys whose presence (with a value > 0) marks a mixture-of-experts model
 MOE_KEYS: tuple[str, ...] = (
     "num_local_experts",
@@ -138,6 +139,8 @@ def map_config_noted(raw: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ..
         raise PlanError(f"must be a string (got {shown(mt)})", "model_type")
     if mt is None:
         raise PlanError(f'no "model_type" key; supported: {", ".join(SUPPORTED)}')
+    if mt in MULTIMODAL and mt not in _MAPPERS:
+        return _multimodal(raw, mt)
     if mt not in _MAPPERS:
         moe = [(k, raw[k]) for k in MOE_KEYS if _positive(raw.get(k))]
         what = f" (a mixture-of-experts config: {moe[0][0]} = {moe[0][1]})" if moe else ""
@@ -149,6 +152,50 @@ def map_config_noted(raw: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ..
         if limit is not None and isinstance(value, int | float) and value > limit:
             raise PlanError(f"must be at most {limit:,} (got {shown(value)})", key)
     return model, ignored_keys(raw, keys.read)
+
+
+# Multimodal model_types: the model_type of their text model (``text_config``'s, which may leave it out) and the
+# outer config class's ``tie_word_embeddings`` default: transformers ties the lm_head by the outer config's flag
+# (modeling_utils ``get_expanded_tied_weights_keys`` reads ``self.config``; Gemma3Config True, Llama4Config False).
+MULTIMODAL: dict[str, tuple[str, bool]] = {"gemma3": ("gemma3_text", True), "llama4": ("llama4_text", False)}
+# keys of a multimodal config's outer object that change neither the parameters nor what a step saves
+_MULTIMODAL_HARMLESS = frozenset(
+    {"boi_token_index", "eoi_token_index", "image_token_index", "image_token_id", "boi_token_id", "eoi_token_id",
+     "mm_tokens_per_image", "vision_config", "text_config"}
+)  # fmt: skip
+# vision_config keys that change neither the parameters nor the text model (activation, norms' epsilon, dropout
+# at 0, init, RoPE of the tower, which layer's features are taken)
+_VISION_HARMLESS = frozenset(
+    {"hidden_act", "layer_norm_eps", "norm_eps", "attention_dropout", "projector_dropout", "initializer_range",
+     "torch_dtype", "dtype", "rope_theta", "vision_feature_layer", "vision_feature_select_strategy",
+     "num_attention_heads", "multi_modal_projector_bias", "_attn_implementation_autoset"}
+)  # fmt: skip
+
+
+def _multimodal(raw: dict[str, Any], mt: str) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """A multimodal config (Gemma 3 4B-27B, Llama 4): its text model read through ``text_config`` as that family's
+    config.json is read, and the vision tower and projector counted (`core.plan.architecture.vision`)."""
+    text_mt, tied = MULTIMODAL[mt]
+    text = raw.get("text_config")
+    text = {} if text is None else text
+    if not isinstance(text, dict):
+        raise PlanError(f"must be an object (got {shown(text)})", "text_config")
+    inner_mt = text.get("model_type", text_mt)
+    if inner_mt != text_mt:
+        raise PlanError(f"a {mt} config's text model is {text_mt!r} (got {shown(inner_mt)})", "text_config.model_type")
+    tie = raw.get("tie_word_embeddings", tied)
+    if not isinstance(tie, bool):
+        raise PlanError(f"must be true or false (got {shown(tie)})", "tie_word_embeddings")
+    try:
+        model, ignored = map_config_noted({**text, "model_type": text_mt, "tie_word_embeddings": tie})
+    except PlanError as exc:
+        raise PlanError(exc.message, f"text_config.{exc.where}" if exc.where else "text_config") from None
+    seen = vision(mt, raw, model["hidden_size"])
+    model = {**model, "model_type": text_mt, "vision_params": seen.params}
+    cfg = raw.get("vision_config") or {}
+    outer = ignored_keys(raw, {"tie_word_embeddings", *_MULTIMODAL_HARMLESS})
+    left = sorted(k for k in cfg if k not in VISION_KEYS and k not in _VISION_HARMLESS)
+    return model, (*outer, *(f"text_config.{k}" for k in ignored), *(f"vision_config.{k}" for k in left))
 
 
 def _positive(v: Any) -> bool:

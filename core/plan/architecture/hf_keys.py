@@ -60,6 +60,14 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "num_experts_per_tok": 8,
         "moe_intermediate_size": 2048,
     },
+    "llama4_text": {
+        **dict(zip(_SIZES, (202048, 5120, 8192, 48, 40), strict=True)),
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "intermediate_size_mlp": 16384,
+        "num_local_experts": 16,
+        "num_experts_per_tok": 1,
+    },
     "gpt_oss": {
         **dict(zip(_SIZES, (201088, 2880, 2880, 36, 64), strict=True)),
         "num_key_value_heads": 8,
@@ -88,6 +96,8 @@ HARMLESS: frozenset[str] = frozenset(
         "router_jitter_noise", "mlp_only_layers", "decoder_sparse_step", "first_k_dense_replace",
         "num_nextn_predict_layers", "head_dim", "tie_word_embeddings", "experts_per_token",
         "_attn_implementation", "attn_implementation", "cache_implementation", "sliding_window_size",
+        "interleave_moe_layer_step", "moe_layers", "intermediate_size_mlp", "no_rope_layers",
+        "no_rope_layer_interval", "attn_temperature_tuning", "floor_scale", "attn_scale", "for_llm_compressor",
     }
 )  # fmt: skip
 

@@ -39,6 +39,8 @@ def test_published_parameter_count_exact(tmp_path: Path, name: str) -> None:
 
 def test_every_family_has_a_real_config() -> None:
     new = {json.loads(p.read_text())["model_type"] for p in HF_CONFIGS.glob("*.json")}
+    multimodal = [json.loads(p.read_text()) for p in (HF_CONFIGS.parent / "multimodal").glob("*.json")]
+    new |= {c["model_type"] for c in multimodal} | {c["text_config"]["model_type"] for c in multimodal}
     assert {c["model_type"] for c, _, _ in REAL.values()} | new == set(SUPPORTED)
 
 
