@@ -23,6 +23,7 @@ from vramplan.core.plan.architecture.families import FAMILIES
 from vramplan.core.plan.architecture.hf_families import NEW_MAPPERS, window_keys
 from vramplan.core.plan.architecture.hf_keys import MISSING, ConfigKeys, ignored_keys
 from vramplan.core.plan.architecture.hub_cache import repo_id_of
+from vramplan.core.plan.architecture.hybrid import HYBRIDS, hybrid_params
 from vramplan.core.plan.architecture.vision import VISION_KEYS, vision
 from vramplan.core.plan.helpers.errors import PlanError, clip, printable, shown
 from vramplan.core.plan.helpers.paths import user_path
@@ -103,20 +104,18 @@ def _read(path: str, size: int, mtime_ns: int, repo_id: str | None = None) -> HF
     return HFModel(Path(path), name, model["model_type"], model, ignored)
 
 
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
-
-
 def parse_json(text: str, where: str) -> dict[str, Any]:
-    """A config.json's object; `PlanError` for invalid JSON, ``NaN``/``Infinity`` (not JSON), integers of more than
-    4,300 digits, and nesting deep enough to exhaust the stack."""
+    """A config.json's object; `PlanError` for invalid JSON, integers of more than 4,300 digits, and nesting deep
+    enough to exhaust the stack. ``NaN`` and ``Infinity`` are read as Python's json reads them: Hugging Face writes
+    config.json with it (Mamba2's and Nemotron-H's ``time_step_limit`` is ``[0.0, Infinity]``) and transformers reads
+    it back; a size that is not a whole number is still refused by the key that reads it."""
     try:
-        raw = json.loads(text, parse_constant=_no_constant)
+        raw = json.loads(text)
     except json.JSONDecodeError as exc:
         raise PlanError(f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})", where) from None
     except RecursionError:
         raise PlanError("not readable: objects or arrays nested too deeply", where) from None
-    except ValueError as exc:  # NaN / Infinity, or int("9" * 5000)
+    except ValueError as exc:  # int("9" * 5000)
         what = "a number with more than 4,300 digits" if "digits" in str(exc) else str(exc)
         raise PlanError(f"not valid JSON: {what}", where) from None
     if not isinstance(raw, dict):
@@ -141,6 +140,13 @@ def map_config_noted(raw: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ..
         raise PlanError(f'no "model_type" key; supported: {", ".join(SUPPORTED)}')
     if mt in MULTIMODAL and mt not in _MAPPERS:
         return _multimodal(raw, mt)
+    if mt in HYBRIDS:  # counted, not estimated: its blocks' activations are not modelled yet
+        n = hybrid_params(raw)
+        raise PlanError(
+            f"{mt} is {HYBRIDS[mt]} ({n.total:,} parameters; {n.kinds()} blocks): the memory of its "
+            "state-space / linear-attention blocks is not modelled yet, so it is not estimated",
+            "model_type",
+        )
     if mt not in _MAPPERS:
         moe = [(k, raw[k]) for k in MOE_KEYS if _positive(raw.get(k))]
         what = f" (a mixture-of-experts config: {moe[0][0]} = {moe[0][1]})" if moe else ""
