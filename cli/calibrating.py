@@ -23,7 +23,12 @@ def add_calibration_args(p: argparse.ArgumentParser) -> None:
         help="write this machine's overheads (CUDA context, allocator gap, NCCL) as a calibration file for "
         "--calibration FILE (CUDA only; not after Ctrl-C or an out-of-memory error)",
     )
-    p.add_argument("--force", action="store_true", help="replace the --save-calibration FILE if it exists")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace the --save-calibration FILE if it exists, and run a plan whose predicted memory is more than "
+        "this machine has free (refused by default, before anything is built)",
+    )
 
 
 def check_calibration_target(args: argparse.Namespace, device: str) -> None:

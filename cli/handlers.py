@@ -8,7 +8,6 @@ import argparse
 import json
 import sys
 import warnings
-from pathlib import Path
 
 from vramplan.cli.importing import resolve, with_import
 from vramplan.core.plan.helpers.errors import PlanError, PlanNotice
@@ -121,9 +120,9 @@ def cmd_presets(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     from vramplan.cli.importing import calibrated, import_over
-    from vramplan.core.files.export import default_file_name, output_format, render
+    from vramplan.core.files.export import default_file_name, export_plan, output_format, render
     from vramplan.core.files.planio import load_plan_file
-    from vramplan.core.files.safewrite import OverwriteRefused, write_atomic
+    from vramplan.core.files.safewrite import OverwriteRefused
     from vramplan.core.plan.keys import apply_overrides
     from vramplan.machine.nvidia_smi import starting_plan
 
@@ -148,17 +147,31 @@ def cmd_export(args: argparse.Namespace) -> int:
     note = args.note if args.note is not None else (meta.note if meta else None)
     if out is not None and not out.strip():
         raise PlanError("empty path; give a file name, or - for stdout", "-o")
-    path = out or default_file_name(plan, fmt)
-    plan_dir = None if out == "-" else Path(path).absolute().parent  # hf_config is written relative to it
-    rendered = render(fmt, plan, title=title or None, note=note or None, plan_dir=plan_dir)
-    for line in rendered.warnings:
-        warnings.warn(line, PlanNotice, stacklevel=1)
     if out == "-":
+        rendered = render(fmt, plan, title=title or None, note=note or None)
+        _say_warnings(rendered.warnings)
         sys.stdout.write(rendered.text)
         return 0
-    try:
-        written = write_atomic(path, rendered.text, overwrite=args.force)
+    path = out or default_file_name(plan, fmt)
+    try:  # the one export writer (the app's too): the path checked, then rendered, then written atomically
+        rendered = export_plan(
+            path,
+            fmt,
+            plan,
+            overwrite=args.force,
+            format_given=args.format is not None,
+            title=title or None,
+            note=note or None,
+        )
     except OverwriteRefused as exc:
         raise PlanError(f"{exc.message} (use --force to replace it)", exc.where) from None
+    _say_warnings(rendered.warnings)
+    written = rendered.written  # a symlink's target, where it differs
     sys.stdout.write(f"wrote {path}" + ("" if str(written) == path else f" (-> {written})") + "\n")
     return 0
+
+
+def _say_warnings(lines: tuple[str, ...]) -> None:
+    """What a DeepSpeed or accelerate config cannot express, one notice each."""
+    for line in lines:
+        warnings.warn(line, PlanNotice, stacklevel=2)

@@ -12,9 +12,9 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from vramplan.core.plan.helpers.errors import PlanError
+from vramplan.core.plan.helpers.errors import PlanError, printable
 from vramplan.core.plan.helpers.units import fmt_bytes, fmt_seconds
 
 if TYPE_CHECKING:
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from vramplan.core.plan.schema.plan import Plan
     from vramplan.core.time.record import StepTime
     from vramplan.measure.comparison import ComparisonRow
+    from vramplan.measure.limitations import Limitation
     from vramplan.measure.records import Device, MeasureReport, Progress
 
 EXTRA_LINE = "measure needs torch, transformers and peft: pip install 'vramplan[measure]'"
@@ -55,57 +56,62 @@ def add_parser(sub: argparse._SubParsersAction, plan_args: Callable[[argparse.Ar
 
 
 def _count(text: str) -> int:
-    value = _count0(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
-    return value
+    return _count_from(text, 1)
 
 
 def _count0(text: str) -> int:
+    return _count_from(text, 0)
+
+
+def _count_from(text: str, least: int) -> int:
+    """``--steps`` (at least 1) and ``--warmup`` (at least 0): a whole number up to 99,999,999; every value out of
+    range (``0``, ``-1``, ``1e9``, ``x``) is the same line naming the bounds."""
     try:
         value = int(text) if len(text) < 9 else -1
     except ValueError:
         value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a whole number from 0 to 99,999,999, got {text[:40]!r}")
+    if value < least:
+        raise argparse.ArgumentTypeError(f"expected a whole number from {least} to 99,999,999, got {text[:40]!r}")
     return value
 
 
 def _say(line: str) -> None:
-    print(f"vramplan measure: {line}", file=sys.stderr, flush=True)
+    print(f"vramplan measure: {printable(line)}", file=sys.stderr, flush=True)
+
+
+class Prepared(NamedTuple):
+    """What `_prepare` settles before anything is built."""
+
+    plan: Plan
+    device: Device
+    gpus: int
+    limits: tuple[Limitation, ...]
 
 
 def cmd_measure(args: argparse.Namespace) -> int:
-    from vramplan.cli.importing import resolve
+    import threading  # the command's own imports: `build_parser` imports this module for every command
 
-    plan = resolve(args)
-    _need_extra()
-    from vramplan.measure import cuda
-    from vramplan.measure.limitations import limitations
+    stop = threading.Event()
+    # the first seconds import torch, transformers and numpy, whose imports a KeyboardInterrupt in the middle
+    # leaves half done (numpy then refuses to load twice, transformers' lazy modules report "Could not import"):
+    # Ctrl-C is taken at the next step instead (silently: a second or two), and is vramplan's "interrupted", 130
+    with _stop_on_sigint(stop, None):
+        prepared = _prepare(args, stop)
+        plan, device, gpus, limits = prepared
+        est, st = _estimate(plan, device)  # first: after a Ctrl-C only the report is left to do
+        _stopped(stop)
+    from vramplan.cli.calibrating import save_calibration
+    from vramplan.measure import distributed
     from vramplan.measure.records import MeasureOptions
     from vramplan.measure.run import measure_plan
 
-    gpus = cuda.local_gpus()
-    device: Device = "cuda" if (args.device or ("cuda" if gpus else "cpu")) == "cuda" else "cpu"
-    if device == "cuda" and not gpus:
-        raise PlanError("--device cuda: torch sees no CUDA GPU here (use --device cpu)")
-    from vramplan.cli.calibrating import check_calibration_target, save_calibration
-
-    check_calibration_target(args, device)  # before minutes of GPU time, not after
-    from vramplan.measure import distributed
-
-    limits = limitations(plan, device, gpus)
     for lim in limits if not distributed.is_worker() else ():  # before anything runs (the ranks: not again)
         _say(f"cannot reproduce here: {lim.what}")
     relaunched = distributed.start(plan, device, gpus, _say)  # more than one GPU: torchrun, one rank per GPU
     if relaunched is not None:
         return relaunched
-    est, st = _estimate(plan, device)  # first: after a Ctrl-C only the report is left to do
     options = MeasureOptions(device=device, steps=args.steps, warmup=args.warmup)
-    import threading  # the command's own imports: `build_parser` imports this module for every command
-
-    stop = threading.Event()
-    with _stop_on_sigint(stop):
+    with _stop_on_sigint(stop, "stopping after this phase"):
         try:
             report = measure_plan(plan, options, progress=_progress if distributed.rank() == 0 else None, stop=stop)
         except (ValueError, KeyError, TypeError, NotImplementedError, AttributeError) as exc:
@@ -130,6 +136,75 @@ def cmd_measure(args: argparse.Namespace) -> int:
     return 1 if report.oom else (0 if saved else 2)
 
 
+def _prepare(args: argparse.Namespace, stop: threading.Event) -> Prepared:
+    """The plan, the device, this machine's GPUs and what it cannot reproduce, each input checked before anything is
+    built: the extra installed, the --save-calibration target, and the memory the run will need (`_check_memory`)."""
+    from vramplan.cli.importing import resolve
+
+    plan = resolve(args)
+    _need_extra()
+    _stopped(stop)
+    from vramplan.cli.calibrating import check_calibration_target
+
+    if args.device == "cpu":  # before torch is imported (seconds)
+        check_calibration_target(args, "cpu")
+        _check_memory(plan, "cpu", 0, args.force)
+    _stopped(stop)
+    from vramplan.measure import cuda
+
+    _stopped(stop)
+    from vramplan.measure.limitations import limitations
+
+    gpus = cuda.local_gpus()
+    device: Device = "cuda" if (args.device or ("cuda" if gpus else "cpu")) == "cuda" else "cpu"
+    if device == "cuda" and not gpus:
+        raise PlanError("--device cuda: torch sees no CUDA GPU here (use --device cpu)")
+    check_calibration_target(args, device)  # before minutes of GPU time, not after
+    if args.device != "cpu":
+        _check_memory(plan, device, gpus, args.force)
+    return Prepared(plan, device, gpus, limitations(plan, device, gpus))
+
+
+def _stopped(stop: threading.Event) -> None:
+    """A Ctrl-C taken by `_stop_on_sigint` during the preparation: the command ends here (exit 130)."""
+    if stop.is_set():
+        raise KeyboardInterrupt
+
+
+def _check_memory(plan: Plan, device: Device, gpus: int, force: bool) -> None:
+    """Refuse, before building, a measurement whose predicted peak (`vramplan.measure.need.memory_need`: the plan as
+    run here) is more than this machine has free: host memory on the CPU (a plan past it ends in a failed
+    allocation, or the kernel's OOM killer), each GPU's used on CUDA. ``--force`` runs it anyway (a CUDA
+    out-of-memory error is then the report's result, exit 1). A rank of a relaunched run does not check again."""
+    from vramplan.measure import distributed
+    from vramplan.measure.need import memory_need
+
+    if force or distributed.is_worker():
+        return
+    need = memory_need(plan, device, gpus)
+    if device == "cpu":
+        from vramplan.machine.host import available_memory_bytes
+
+        free = available_memory_bytes()
+        if free is not None and need.total_bytes > free:
+            each = f" ({need.processes} processes)" if need.processes > 1 else ""
+            raise PlanError(
+                f"the plan's predicted peak here is {fmt_bytes(need.total_bytes)}{each}, more than the "
+                f"{fmt_bytes(free)} of host memory available: not built (--force runs it anyway)"
+            )
+        return
+    from vramplan.measure import cuda
+
+    for index in range(need.processes):
+        free = cuda.free_bytes(index)
+        if need.per_process_bytes > free:
+            raise PlanError(
+                f"the plan's predicted peak per GPU here is {fmt_bytes(need.per_process_bytes)}, more than the "
+                f"{fmt_bytes(free)} free on GPU {index}: not built (--force runs it anyway and reports where it "
+                "runs out of memory)"
+            )
+
+
 def _need_extra() -> None:
     """One line, exit 2, without torch, transformers or peft (not installed, or a module set to None). Found, not
     imported: peft's import alone takes seconds, and only LoRA needs it."""
@@ -145,14 +220,16 @@ def _need_extra() -> None:
 
 
 @contextmanager
-def _stop_on_sigint(stop: threading.Event) -> Iterator[None]:
-    """Ctrl-C sets `stop` (the run ends after the phase that is running); a second Ctrl-C interrupts at once."""
+def _stop_on_sigint(stop: threading.Event, what: str | None) -> Iterator[None]:
+    """Ctrl-C sets `stop` (said as ``what``, if given: the run ends after the phase that is running); a second
+    Ctrl-C interrupts at once."""
 
     def handler(signum: int, frame: Any) -> None:
         if stop.is_set():
             raise KeyboardInterrupt
         stop.set()
-        _say("stopping after this phase (Ctrl-C again to abort)")
+        if what is not None:
+            _say(f"{what} (Ctrl-C again to abort)")
 
     import signal
 

@@ -13,13 +13,13 @@ import os
 import sys
 import warnings
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, NoReturn, TextIO, cast
 
-from vramplan.cli import COMMANDS
+from vramplan.cli import COMMANDS, is_interrupt
 from vramplan.cli.handlers import cmd_check, cmd_estimate, cmd_export, cmd_fit, cmd_keys, cmd_presets
 from vramplan.cli.importing import add_from_arg
 from vramplan.cli.stackfrom import add_stack_arg
-from vramplan.core.plan.helpers.errors import PlanError, PlanNotice, shown
+from vramplan.core.plan.helpers.errors import PlanError, PlanNotice, printable, shown
 
 # `fit --framework` and `check --framework`: core.advice.frameworks.FRAMEWORKS' keys, named here so that building
 # the parser does not import the plan model (tests/cli/test_lazy_parser.py checks they agree)
@@ -60,6 +60,20 @@ def _named(text: str) -> str:
     """``--model``, ``--gpu``, ``--hf-config``: never empty (an empty value is a mistake, not "unset")."""
     if not text.strip():
         raise argparse.ArgumentTypeError("must not be empty")
+    return text
+
+
+def _text(text: str) -> str:
+    """``--title``, ``--note``: text a file will hold, so UTF-8. Python hands bytes of another encoding in the
+    arguments over as lone surrogates (``caf\\udce9`` for latin-1's ``café``), which no UTF-8 file can hold."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        byte = ord(text[exc.start]) - 0xDC00 if 0xDC80 <= ord(text[exc.start]) <= 0xDCFF else None
+        what = f"byte 0x{byte:02x}" if byte is not None else f"character {exc.start + 1}"
+        raise argparse.ArgumentTypeError(
+            f"not UTF-8 text ({what} at {exc.start + 1}): set the terminal to UTF-8, or write it in a plan file"
+        ) from None
     return text
 
 
@@ -120,6 +134,7 @@ SUMMARIES = {
     "diff": "the keys two plan files differ in, and what each does to memory per GPU and step time",
     "help": "the documentation in the terminal: the topics, or one page",
     "measure": "run the plan's training step here (random weights) and show measured against predicted memory",
+    "trace": "run the plan's step at full size on fake tensors and replay its allocations through PyTorch's allocator",
 }
 
 
@@ -180,8 +195,8 @@ def _export_parser(sub: Sub) -> None:
     )
     p.add_argument("-o", "--output", metavar="PATH", help="file to write, - for stdout (default: a name from the plan)")
     p.add_argument("--force", action="store_true", help="replace PATH if it exists")
-    p.add_argument("--title", help="[meta] title / report heading (default: the plan file's)")
-    p.add_argument("--note", help="[meta] note / report preface (default: the plan file's)")
+    p.add_argument("--title", type=_text, help="[meta] title / report heading (default: the plan file's)")
+    p.add_argument("--note", type=_text, help="[meta] note / report preface (default: the plan file's)")
     p.set_defaults(handler=cmd_export)
 
 
@@ -276,6 +291,12 @@ def _measure_parser(sub: Sub) -> None:
     measuring.add_parser(sub, _plan_args)
 
 
+def _trace_parser(sub: Sub) -> None:
+    from vramplan.cli import tracing  # vramplan trace (issue 41): torch only when it runs
+
+    tracing.add_parser(sub, _plan_args)
+
+
 _PARSERS: dict[str, Callable[[Sub], None]] = {
     "estimate": _estimate_parser,
     "export": _export_parser,
@@ -287,6 +308,7 @@ _PARSERS: dict[str, Callable[[Sub], None]] = {
     "diff": _diff_parser,
     "help": _help_parser,
     "measure": _measure_parser,
+    "trace": _trace_parser,
 }
 
 
@@ -321,8 +343,37 @@ def _silence_stdout() -> None:
         os.close(devnull)
 
 
+class TerminalText(io.TextIOBase):
+    """A text stream that passes what is written to ``stream`` through `printable` (the one sanitiser of text that
+    reaches a terminal), keeping newlines and tabs: an escape sequence in a preset's name or a plan's title is
+    shown as ``\\x1b``, never run by the terminal."""
+
+    def __init__(self, stream: TextIO) -> None:
+        super().__init__()
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        self.stream.write(printable(text, keep="\n\t"))
+        return len(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def fileno(self) -> int:
+        return self.stream.fileno()
+
+    def isatty(self) -> bool:
+        return self.stream.isatty()
+
+
 def run(argv: Sequence[str]) -> int:
-    """Run a headless command; user errors become one line on stderr and exit code 2."""
+    """Run a headless command; user errors become one line on stderr and exit code 2. What the command prints, on
+    stdout and stderr, goes through `printable` (`TerminalText`)."""
+    with contextlib.redirect_stderr(cast(TextIO, TerminalText(sys.stderr))):
+        return _run(argv)
+
+
+def _run(argv: Sequence[str]) -> int:
     try:
         command = argv[0] if argv and argv[0] in COMMANDS else None  # the others: their summary line only
         args = build_parser(command).parse_args(list(argv))
@@ -346,15 +397,17 @@ def run(argv: Sequence[str]) -> int:
                     _note_this_machine()
                 code = handler(args)
             _print_notices(caught)
-        finally:
-            sys.stdout.write(output.getvalue())
+        except BaseException as exc:
+            if not is_interrupt(exc):  # an interrupt drops what the command had printed (__main__: "interrupted")
+                sys.stdout.write(printable(output.getvalue(), keep="\n\t"))
+            raise
+        sys.stdout.write(printable(output.getvalue(), keep="\n\t"))
         return code
     except CliError as exc:
         print(str(exc), file=sys.stderr)
         return 2
-    except PlanError as exc:  # a plan file's every bad key, one line each
-        for line in exc.lines():
-            print(f"vramplan: {line}", file=sys.stderr)
+    except PlanError as exc:  # a plan file's every bad key, in one line
+        print(f"vramplan: {exc.full_line()}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # e.g. `vramplan presets | head -1`: the reader has what it wanted
         _silence_stdout()

@@ -4,15 +4,51 @@ from __future__ import annotations
 
 import gc
 import os
+import signal
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+
+# typing.TYPE_CHECKING without importing typing (10-20 ms): until `main` runs, a Ctrl-C is Python's traceback, so
+# this module imports nothing that is not loaded already (mypy reads a name TYPE_CHECKING as typing's)
+TYPE_CHECKING = False
 
 if TYPE_CHECKING:
     from vramplan.core.files.calibration import Calibration
 
 
+INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command stopped by Ctrl-C
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run vramplan: a command (`vramplan.cli.parser.run`) or the planner. Ctrl-C, wherever it lands (an import, the
+    estimate, the fit advisor's sweep, an export's write), is one line and exit code 130: the one handler of
+    interrupts for every command. A command prints nothing of what it had computed, an export leaves no file
+    (`core.files.safewrite` removes its temporary file); `measure` stops after its phase on the first Ctrl-C (its
+    own handler, around the measured steps) and comes here on the second."""
+    try:
+        code = _main(argv)
+    except BaseException as exc:
+        from vramplan.cli import is_interrupt  # light, and loaded by `_main`'s first lines
+
+        if not is_interrupt(exc):  # a Ctrl-C, or one that an import wrapped in a RuntimeError
+            raise
+        if argv is None:  # this process is vramplan's: a second Ctrl-C while it exits is no traceback either
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+        print("vramplan: interrupted", file=sys.stderr)
+        if argv is None:
+            # out at once, with the code a shell expects: an interrupt caught here may still be counted as
+            # unhandled by the interpreter (seen once in ~100 interrupted runs: it then ended itself by SIGINT
+            # at exit), and an interrupted command has nothing left to finalise (a temporary file is gone)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(INTERRUPTED)
+        return INTERRUPTED
+    if argv is None:  # done: a Ctrl-C while the interpreter exits has nothing left to stop ("Exception ignored")
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    return code
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     closed = _closed_streams()
     skip_plugin_discovery()
@@ -97,12 +133,17 @@ def _closed_streams() -> list[str]:
 MISTYPED = 0.7
 
 
+def _bare_word(arg: str) -> bool:
+    """No directory and no extension: where a command goes, not a plan file's path (``plan.toml``, ``plans/x``)."""
+    return not (os.sep in arg or (os.altsep and os.altsep in arg) or "." in arg)
+
+
 def mistyped_command(arg: str) -> str:
     """``; did you mean estimate?`` when ``arg``, given where a command or a plan file goes, names no file and reads
     as a mistyped command: a bare word (no directory, no extension) close to a command's name (`vramplan estmate`,
-    `vramplan Presets`, `vramplan hepl`), else empty. A plan path that does not exist still opens the planner,
-    which says so."""
-    if os.sep in arg or (os.altsep and os.altsep in arg) or "." in arg or os.path.lexists(arg):
+    `vramplan Presets`, `vramplan hepl`), else empty. A bare word that names no file is an error either way
+    (`run_app`); a plan path that does not exist still opens the planner, which says so."""
+    if not _bare_word(arg) or os.path.lexists(arg):
         return ""
     from vramplan.cli import COMMANDS
     from vramplan.core.plan.helpers.errors import suggest
@@ -149,7 +190,8 @@ def run_app(args: list[str]) -> int:
     if len(args) > 1 or (args and args[0].startswith("-")):
         print(f"vramplan: unknown command or option {args[0]!r} (see vramplan --help)", file=sys.stderr)
         return 2
-    if args and (hint := mistyped_command(args[0])):
+    if args and _bare_word(args[0]) and not os.path.lexists(args[0]):  # `vramplan bogus` opened the planner
+        hint = mistyped_command(args[0])
         print(
             f"vramplan: no command or plan file {args[0]!r}{hint} (vramplan --help lists the commands)", file=sys.stderr
         )
@@ -164,8 +206,8 @@ def run_app(args: list[str]) -> int:
         from vramplan.tui.app import VramplanApp
 
     app = VramplanApp(plan_path=args[0] if args else None, freeze=True, calibration=calibration)  # the only app
-    app.run()
-    return app.return_code or 0
+    refused = app.run()  # 2 without a terminal (said on stderr); else the app's return code
+    return app.return_code or (refused if isinstance(refused, int) else 0)
 
 
 if __name__ == "__main__":

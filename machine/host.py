@@ -23,6 +23,8 @@ MEMINFO = Path("/proc/meminfo")
 MAX_BYTES = 64 * 1024  # /proc/meminfo is about 1.5 KiB; more is not it
 MAX_HOST_BYTES = MAX_NODE_GIB * GiB  # the bound of hardware.host_memory_gib
 _MEMTOTAL = re.compile(rb"^MemTotal:[ \t]*([0-9]{1,20})[ \t]*kB[ \t]*$", re.MULTILINE)
+_MEMAVAILABLE = re.compile(rb"^MemAvailable:[ \t]*([0-9]{1,20})[ \t]*kB[ \t]*$", re.MULTILINE)
+CGROUP = Path("/sys/fs/cgroup")  # cgroup v2, as a container sees its own group
 
 
 def detection_on() -> bool:
@@ -81,3 +83,21 @@ def note_this_machine(det: DetectedGpus | None, path: Path | None = None) -> int
     if total is not None:
         presets.register_machine_host(det.gpu_id, total)
     return total
+
+
+def available_memory_bytes(meminfo: Path | None = None, cgroup: Path | None = None) -> int | None:
+    """Host memory a new process can take now, or None when nothing parses: ``MemAvailable`` of /proc/meminfo (the
+    kernel's estimate of what can be allocated without swapping: fs/proc/meminfo.c, ``si_available``), less where a
+    cgroup v2 limit (a container's ``memory.max``, less its ``memory.current``) leaves less. Read whatever
+    ``VRAMPLAN_DETECT`` says: `vramplan measure` checks a plan against it before building (a safety check, not a
+    figure of the plan)."""
+    data = read_bounded(MEMINFO if meminfo is None else meminfo)
+    found = _MEMAVAILABLE.search(data) if data is not None else None
+    if found is None:
+        return None
+    free = int(found.group(1)) * 1024
+    group = CGROUP if cgroup is None else cgroup
+    limit, used = read_bounded(group / "memory.max", 64), read_bounded(group / "memory.current", 64)
+    if limit is not None and used is not None and limit.strip().isdigit() and used.strip().isdigit():
+        free = min(free, max(0, int(limit) - int(used)))
+    return free

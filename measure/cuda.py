@@ -36,6 +36,12 @@ def used_bytes() -> tuple[int, int]:
     return int(total - free), int(total)
 
 
+def free_bytes(index: int) -> int:
+    """Free bytes of GPU ``index`` as the driver reports them (``cudaMemGetInfo``): what a new process can take."""
+    free, _total = torch.cuda.mem_get_info(index)
+    return int(free)
+
+
 def nvidia_smi(*args: str) -> str | None:
     """The output of ``nvidia-smi ARGS --format=csv,noheader,nounits`` (None without nvidia-smi, or when it fails)."""
     try:

@@ -22,7 +22,17 @@ def strict_json(text: str) -> Any:
     return json.loads(text, parse_constant=refuse)
 
 
-# 12 broken plan files: the name, and the text (bytes where the file is not UTF-8)
+# Dotted keys of 100,000 parts (200 KB): tomllib's time grows with the square of a key's parts (8-45 s for the table
+# header; the key of a key/value pair ran out of memory), so the bound is checked before it parses (issue 39)
+DOTTED = ".".join(["a"] * 100_000)
+DOTTED_KEY_FILES: dict[str, str] = {
+    "dotted_table.toml": f"[{DOTTED}]\n",
+    "dotted_key.toml": f'[model]\npreset = "llama-7b"\n{DOTTED} = 1\n',
+    "dotted_array_table.toml": f"[[{DOTTED}]]\n",
+    "dotted_inline.toml": f'[model]\npreset = "llama-7b"\n[training]\nx = {{{DOTTED} = 1}}\n',
+}
+
+# 16 broken plan files: the name, and the text (bytes where the file is not UTF-8)
 PLAN_FILES: dict[str, str | bytes] = {
     "not_toml.toml": "[model\npreset = 'llama-7b'\n",
     "huge_int.toml": f'[model]\npreset = "llama-7b"\nhidden_size = {HUGE_INT}\n',
@@ -37,6 +47,7 @@ PLAN_FILES: dict[str, str | bytes] = {
     "inf_price.toml": '[model]\npreset = "llama-7b"\n[hardware]\nprice_per_gpu_hour = inf\n',
     "datetime_title.toml": '[meta]\ntitle = 1979-05-27T07:32:00Z\n[model]\npreset = "llama-7b"\n',
     "latin1.toml": b"[model]\npreset = 'llama-7b' # caf\xe9\n",
+    **DOTTED_KEY_FILES,
 }
 
 
@@ -88,4 +99,23 @@ def write_config_files(directory: Path) -> dict[str, Path]:
     checkpoint.mkdir()
     (checkpoint / "config.json").symlink_to("missing.json")
     paths["checkpoint"] = checkpoint
+    return paths
+
+
+# Training configs (`--from FILE`, the open dialog) with numbers Python will not convert (issue 39: a ValueError
+# traceback in every command, a crash of the app's ctrl+o, and exit 1 from `measure --from`, its "out of memory")
+TRAINING_CONFIGS: dict[str, str] = {
+    "ds_huge_int.json": '{"train_micro_batch_size_per_gpu": ' + HUGE_INT + ', "zero_optimization": {"stage": 2}}',
+    "ds_nan.json": '{"train_micro_batch_size_per_gpu": NaN, "zero_optimization": {"stage": 2}}',
+    "trl_huge_int.yaml": f"model_name_or_path: meta-llama/Llama-3.1-8B\nbeta: 0.1\nnum_generations: {HUGE_INT}\n",
+    "axolotl_huge_int.yaml": f"base_model: meta-llama/Llama-3.1-8B\nmicro_batch_size: {HUGE_INT}\n",
+}
+
+
+def write_training_configs(directory: Path) -> dict[str, Path]:
+    paths = {}
+    for name, text in TRAINING_CONFIGS.items():
+        p = directory / name
+        p.write_text(text)
+        paths[name] = p
     return paths

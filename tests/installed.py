@@ -55,8 +55,8 @@ def package_names() -> list[str]:
 
 
 def modules() -> dict[str, Path]:
-    """Every module of the installed package by name (``vramplan.core.plan.plan`` -> ``.../core/plan/plan.py``; a
-    package -> its ``__init__.py``)."""
+    """Every module of the installed package by name (``vramplan.core.plan.schema.plan`` ->
+    ``.../core/plan/schema/plan.py``; a package -> its ``__init__.py``)."""
     out: dict[str, Path] = {}
 
     def walk(name: str, folder: Path) -> None:

@@ -4,8 +4,9 @@ exported), and a problem with the file is shown in the app; ``VramplanApp(plan=.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TextIO
 
 from vramplan.tui.startup import FirstFrame, long_lived
 
@@ -38,6 +39,13 @@ def open_plan(path: str | Path) -> tuple[Plan, list[str], Meta | None]:
     except PlanError as exc:
         return default_plan(), [f"✘ {exc.line()}; opened the default plan instead"], None
     return pf.plan, list(pf.notices), pf.meta
+
+
+def _is_terminal(stream: TextIO | None) -> bool:
+    try:
+        return stream is not None and stream.isatty()
+    except (ValueError, OSError):  # closed
+        return False
 
 
 class VramplanApp(App[int]):
@@ -98,6 +106,23 @@ class VramplanApp(App[int]):
         self._quit_asked = False
         self.freeze = freeze
         self._first_frame = FirstFrame(freeze=freeze)
+
+    def run(self, *args: Any, **kwargs: Any) -> int | None:
+        """Run the planner in this terminal. Textual reads keys from standard input and draws on standard error
+        (its Linux driver: ``sys.__stdin__``, ``sys.__stderr__``); without a terminal there (a pipe, a file,
+        /dev/null: cron, a CI job, ``vramplan < /dev/null``) it could never read a key nor be seen, and never
+        ended: one line on stderr and 2 instead (`vramplan.__main__.run_app` returns it). Standard output may be
+        redirected."""
+        streams = (("standard input", sys.__stdin__), ("standard error", sys.__stderr__))
+        missing = [name for name, stream in streams if not _is_terminal(stream)]
+        if missing and not kwargs.get("headless"):
+            print(
+                f"vramplan: the planner needs a terminal ({' and '.join(missing)} "
+                f"{'is' if len(missing) == 1 else 'are'} not one); the commands run anywhere: vramplan --help",
+                file=sys.stderr,
+            )
+            return 2
+        return super().run(*args, **kwargs)
 
     def get_default_screen(self) -> Screen[None]:
         return PlannerScreen(self.start_plan, self._notice, meta=self._meta)

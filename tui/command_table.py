@@ -130,6 +130,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("cycle_precision", "r", _cycle("training.precision"), "Precision regime", False, None, "Training"),
     Command("cycle_method", "m", _cycle("training.method"), "Method: full, LoRA, QLoRA", False, None, "Training"),
     Command("measure", None, "measure", "Measure this plan here", False, "plan: measure here (real step)", extra=True),
+    Command("trace", None, "trace", "Trace this plan", False, "plan: trace this plan (fake tensors)", extra=True),
     Command("calibration", None, "load_calibration", "Apply a calibration file", False, "plan: apply a calibration"),
 )
 

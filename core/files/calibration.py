@@ -46,13 +46,15 @@ import tomli_w
 
 from vramplan.core.files.safewrite import OverwriteRefused, write_atomic
 from vramplan.core.plan.helpers.errors import PlanError, printable, shown
-from vramplan.core.plan.helpers.tomlio import read_toml
+from vramplan.core.plan.helpers.tomlio import loads, read_toml
 from vramplan.core.plan.helpers.units import GiB, MiB
 from vramplan.core.plan.schema.overhead import STEP_TIME_FACTOR_MAX, STEP_TIME_FACTOR_MIN
 from vramplan.core.plan.schema.plan import Plan
 
 FORMAT_VERSION = 1
-MAX_TERM_BYTES = 1 << 50  # 1 PiB: no GPU's overhead is larger; a bigger number is a mistake
+# 1 TiB: no GPU's overhead is larger, and the [overhead] keys the terms become take at most 1,048,576 MiB
+# (cuda_context_mib, nccl_mib_per_group): a value the file's own bound allows always applies
+MAX_TERM_BYTES = 1 << 40
 MAX_TEXT = 300  # characters of a provenance string
 TERM_KEYS = ("cuda_context_bytes", "allocator_gap_bytes", "allocated_peak_bytes", "nccl_bytes_per_group")
 TEXT_KEYS = ("gpu", "machine", "torch_version", "created", "vramplan_version", "plan")
@@ -116,10 +118,11 @@ class Calibration:
 
     @property
     def allocator_reserve_percent(self) -> float | None:
-        """The allocator gap as a share of the allocated peak, in percent (at most 100, the plan's bound)."""
+        """The allocator gap as a share of the allocated peak, in percent (at most 100: a larger gap is refused
+        when the file is read)."""
         if self.allocator_gap_bytes is None or not self.allocated_peak_bytes:
             return None
-        return min(100.0, round(100 * self.allocator_gap_bytes / self.allocated_peak_bytes, 3))
+        return round(100 * self.allocator_gap_bytes / self.allocated_peak_bytes, 3)
 
     def provenance(self) -> str:
         """``cal.toml (NVIDIA H100 80GB HBM3 on gpu-node-17, torch 2.8.0, 2026-12-03)``."""
@@ -173,8 +176,11 @@ def mib_up(n_bytes: int) -> int:
 
 
 def apply_calibration(plan: Plan, cal: Calibration) -> Plan:
-    """`plan` with the calibration's ``[overhead]`` terms (its other keys as they were)."""
-    return plan.with_changes(cal.overrides())
+    """`plan` with the calibration's ``[overhead]`` terms (its other keys as they were); a problem names the file."""
+    try:
+        return plan.with_changes(cal.overrides())
+    except PlanError as exc:
+        raise exc.at(cal.source) if cal.source else exc from None
 
 
 def _term(raw: dict[str, Any], key: str, where: str) -> int | None:
@@ -282,6 +288,13 @@ def calibration_from_data(raw: dict[str, Any], where: str) -> Calibration:
         )
     if values["allocated_peak_bytes"] == 0:
         raise PlanError("must be more than 0 (the gap is a share of it)", f"{where}: terms.allocated_peak_bytes")
+    gap, peak = values["allocator_gap_bytes"], values["allocated_peak_bytes"]
+    if gap is not None and peak is not None and gap > peak:  # was shown as "100%", silently capped
+        raise PlanError(
+            f"more than allocated_peak_bytes ({gap:,} > {peak:,}): the gap applies as "
+            "overhead.allocator_reserve_percent, at most 100% of the peak",
+            f"{where}: terms.allocator_gap_bytes",
+        )
     texts = {k: _text(on, k, where) for k in TEXT_KEYS}
     return Calibration(**values, **texts, source=where, time=_timing(raw, where))  # type: ignore[arg-type]
 
@@ -297,9 +310,18 @@ def calibration_toml(cal: Calibration) -> str:
 
 
 def write_calibration(path: str | Path, cal: Calibration, *, overwrite: bool = False) -> Path:
-    """Write `cal` atomically; an existing file only with ``overwrite`` (--force). Errors are one `PlanError`."""
+    """Write `cal` atomically; an existing file only with ``overwrite`` (--force). Errors are one `PlanError`.
+    Nothing is written that `read_calibration` would refuse (a measured allocator gap past the allocated peak, as a
+    small plan's can be: the plan takes at most 100%): the reader's bounds are the writer's."""
+    text = calibration_toml(cal)
     try:
-        return write_atomic(path, calibration_toml(cal), overwrite=overwrite)
+        calibration_from_data(loads(text), str(path))
+    except PlanError as exc:
+        key = (exc.where or "").rpartition(": ")[2]
+        said = f"not a calibration vramplan can read back ({key}: {exc.message}); nothing written"
+        raise PlanError(said, str(path)) from None
+    try:
+        return write_atomic(path, text, overwrite=overwrite)
     except OverwriteRefused as exc:
         raise PlanError(f"{exc.message} (use --force to replace it)", exc.where) from None
 

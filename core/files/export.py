@@ -16,8 +16,9 @@ report's step-time section, ``[estimate.time]``).
 
 from __future__ import annotations
 
+import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +26,12 @@ from vramplan.core.files.accelerate_export import accelerate_config
 from vramplan.core.files.deepspeed_export import deepspeed_config
 from vramplan.core.files.planfile import plan_toml
 from vramplan.core.files.review import ReviewExtras, markdown_report, review_extras
-from vramplan.core.files.safewrite import write_atomic
+from vramplan.core.files.safewrite import check_target, write_atomic
 from vramplan.core.memory.peak import estimate
 from vramplan.core.memory.record import Estimate
 from vramplan.core.plan.describe import model_base, modified_keys
 from vramplan.core.plan.helpers.errors import PlanError
+from vramplan.core.plan.helpers.paths import user_path
 from vramplan.core.plan.schema.plan import Plan
 
 
@@ -56,6 +58,7 @@ class Rendered:
     format: str
     text: str
     warnings: tuple[str, ...] = ()
+    written: Path | None = None  # the file `export_plan` wrote (a symlink's target)
 
 
 def format_for_path(path: str | Path) -> str | None:
@@ -148,9 +151,49 @@ def render(
     return Rendered(fmt, markdown_report(est, title=title, note=note, created=created, extras=extras))
 
 
-def export_plan(path: str | Path, fmt: str, plan: Plan, *, overwrite: bool = False, **options: Any) -> Rendered:
-    """Render ``plan`` and write it to ``path`` atomically. Nothing is written if rendering fails; an existing
-    file is replaced only with ``overwrite=True`` (else `core.files.safewrite.OverwriteRefused`)."""
-    rendered = render(fmt, plan, plan_dir=Path(path).absolute().parent, **options)
-    write_atomic(path, rendered.text, overwrite=overwrite)
-    return rendered
+# the extensions each format's file may have (a name without one, or ``plan.3``, is any format's), and what it is
+SUFFIXES = {
+    "toml": (".toml",),
+    "deepspeed": (".json",),
+    "markdown": (".md", ".markdown"),
+    "accelerate": (".yaml", ".yml"),
+}
+WHAT = {
+    "toml": "a plan file",
+    "deepspeed": "a DeepSpeed config",
+    "markdown": "a report",
+    "accelerate": "an accelerate config",
+}
+
+
+def export_target(text: str | Path, fmt: str, format_given: bool = False) -> Path:
+    """The file an export goes to, from the path as the user typed it: ``~`` expanded, and refused in one line
+    (`core.files.safewrite.WriteError`, `PlanError`) when it cannot be this format's file: a path ending in
+    ``/`` (a directory: ``newdir/`` must not become a file ``newdir``), or an extension that names another format
+    or none (TOML into ``x.yaml`` or ``x.json``), unless the format was given explicitly (``--format``).
+    What the CLI and the app's export dialog both check, before anything is rendered."""
+    typed = str(text)
+    path = user_path(typed)
+    if typed.endswith(("/", os.sep)):
+        check_target(typed)  # "ends with / (a directory)": one WriteError, nothing written
+    suffix, name = path.suffix.lower(), path.name.lower()
+    if format_given or not suffix or suffix[1:].isdigit() or name.endswith(SUFFIXES[fmt]):
+        return path
+    other = next((f for f, ends in SUFFIXES.items() if name.endswith(ends)), None)
+    better = f"name it {path.stem}{FORMATS[fmt].extension}"
+    if other is None:
+        raise PlanError(f"{path.suffix} is no export format's extension: {better}", typed)
+    raise PlanError(f"the name of {WHAT[other]}, not {WHAT[fmt]}: {better}, or export {WHAT[other]}", typed)
+
+
+def export_plan(
+    path: str | Path, fmt: str, plan: Plan, *, overwrite: bool = False, format_given: bool = False, **options: Any
+) -> Rendered:
+    """Render ``plan`` and write it to ``path`` (as typed: `export_target`) atomically: the one writer of exports,
+    the CLI's and the app's. Nothing is written if rendering fails; an existing file is replaced only with
+    ``overwrite=True`` (else `core.files.safewrite.OverwriteRefused`)."""
+    target = export_target(path, fmt, format_given)
+    check_target(target, overwrite)  # before rendering: a FIFO or a missing folder is said at once
+    rendered = render(fmt, plan, plan_dir=target.absolute().parent, **options)
+    written = write_atomic(target, rendered.text, overwrite=overwrite)
+    return replace(rendered, written=written)

@@ -4,12 +4,16 @@ An exported file is an ordinary plan file (every table of `Plan`, in its order, 
 
 - ``[meta]``: ``format_version`` (`FORMAT_VERSION`; a newer one is refused with a clear error),
   ``vramplan_version``, ``created`` (ISO 8601 UTC), optional ``title`` and ``note``;
+- ``[presets]``: the presets the plan names that are not built in (a user's model or GPU file, a GPU detected
+  without a preset: `core.plan.catalogue.presets.carried_presets`), so that the file loads to the same estimate
+  on a colleague's machine, or on this one when nvidia-smi is not asked; the loader registers the ones unknown
+  there;
 - ``[estimate]``: the computed breakdown in bytes and GiB, the fit verdict and the peak phase, the checklist's
   summary (``[estimate.checklist]``) and the step time (``[estimate.time]``), so the numbers can be read without
   running anything.
 
-On load (`core.files.planio.load_plan_file`) both tables are stripped before the plan is validated. ``[estimate]`` is
-never used as input: the plan is re-estimated, and if the stored figures differ the loader says so.
+On load (`core.files.planio.load_plan_file`) these tables are stripped before the plan is validated. ``[estimate]``
+is never used as input: the plan is re-estimated, and if the stored figures differ the loader says so.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from typing import Any, NamedTuple
 
 from vramplan import __version__
 from vramplan.core.memory.record import Estimate
+from vramplan.core.plan.catalogue.presets import carried_presets
 from vramplan.core.plan.helpers.errors import PlanError, shown
 from vramplan.core.plan.helpers.units import GiB
 from vramplan.core.plan.schema.plan import Plan
@@ -30,7 +35,7 @@ from vramplan.core.plan.schema.training import TrainingConfig
 
 FORMAT_VERSION = 1
 META_KEYS = ("format_version", "vramplan_version", "created", "title", "note")
-RESERVED_TABLES = ("meta", "estimate")
+RESERVED_TABLES = ("meta", "presets", "estimate")
 # The [estimate] figures that say whether the numbers changed (GiB and text are derived from these).
 COMPARED_KEYS = ("total_bytes", "fits", "peak_phase", "gpu_capacity_bytes", "per_gpu_bytes")
 
@@ -279,6 +284,9 @@ def plan_toml(
         raise ValueError(f"plan table {clash[0]!r} collides with an export table")
     meta = Meta(vramplan_version=vramplan_version(), created=created or utc_now(), title=title, note=note)
     data["meta"] = meta.dump()
+    carried = carried_presets(plan.hardware.gpu, plan.model.preset)
+    if carried:
+        data["presets"] = carried
     data["estimate"] = estimate_table(est, checklist, time)
     import tomli_w  # writing a plan file only: reading one (every command given a plan) never loads it
 

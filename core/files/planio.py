@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 
 from vramplan.core.files.planfile import Meta, estimate_changes, newer_hint, parse_meta
 from vramplan.core.memory.peak import estimate
+from vramplan.core.plan.catalogue.presets import register_carried
 from vramplan.core.plan.helpers.errors import PlanError, PlanNotice
 from vramplan.core.plan.helpers.paths import absolute, user_path
 from vramplan.core.plan.helpers.tomlio import read_toml
@@ -63,6 +64,8 @@ def plan_file_from_data(raw: dict[str, Any], where: str) -> PlanFile:
     raw = dict(raw)
     try:
         meta = parse_meta(raw.pop("meta")) if "meta" in raw else None
+        if "presets" in raw:  # what the plan names that is not built in: known here from now on
+            register_carried(raw.pop("presets"), f"{where} (carried by the plan file)")
         stored = raw.pop("estimate", None)
         if stored is not None and not isinstance(stored, dict):
             raise PlanError("must be a table (it is written by vramplan export)", "estimate")

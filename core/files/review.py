@@ -12,6 +12,7 @@ from vramplan.core.files.planfile import utc_now, vramplan_version
 from vramplan.core.memory.kinds import KIND_LABELS
 from vramplan.core.memory.record import Estimate
 from vramplan.core.plan.describe import gpu_name, method_label, model_name, plan_title
+from vramplan.core.plan.helpers.errors import printable
 from vramplan.core.plan.helpers.units import fmt_count, gib_text
 from vramplan.core.plan.schema.plan import Plan
 from vramplan.core.time.step import step_time
@@ -76,9 +77,9 @@ def markdown_report(
     extras: ReviewExtras | None = None,
 ) -> str:
     plan = est.plan
-    out = [f"# {title or plan_title(plan)}", ""]
+    out = [f"# {printable(title or plan_title(plan))}", ""]  # a user's text: never a raw escape sequence (`printable`)
     if note:
-        out += ["> " + line for line in note.splitlines()] + [""]
+        out += ["> " + printable(line) for line in note.splitlines()] + [""]
     out += [
         f"Memory plan by vramplan {vramplan_version()}, {created or utc_now()}. Every figure is per GPU, for the "
         "busiest rank at the worst moment of a steady-state training step.",

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from vramplan.core.plan.helpers.errors import PlanError
+from vramplan.core.plan.helpers.errors import PlanError, shown
 from vramplan.core.plan.helpers.readfile import kind_problem, path_problem
 
 _REASONS = {
@@ -51,7 +51,42 @@ def _error(exc: OSError, path: Path) -> WriteError:
     if exc.errno == errno.EEXIST:
         return OverwriteRefused("already exists, not overwritten", str(path))
     reason = _REASONS.get(exc.errno or 0) or (exc.strerror or str(exc)).lower()
+    if exc.errno == errno.ENOENT and path.parent.is_dir():  # the folder is there: it takes no new file
+        reason = f"no file can be made in {path.parent}"
     return WriteError(f"cannot write: {reason}", str(path))
+
+
+def _streams() -> dict[tuple[int, int], str]:
+    """(device, inode) of this process's standard output and error: ``-o /dev/stdout`` is one of them."""
+    out = {}
+    for fd, name in ((2, "standard error"), (1, "standard output")):  # one terminal: standard output
+        with contextlib.suppress(OSError, ValueError):
+            st = os.fstat(fd)
+            out[(st.st_dev, st.st_ino)] = name
+    return out
+
+
+def _not_a_file_problem(path: Path, st: os.stat_result) -> str:
+    """Why ``path`` (``st``: what it leads to) is never replaced, or empty for a regular file. A standard stream
+    (``-o /dev/stdout`` into a pipe or a terminal) says so: ``-o -`` prints."""
+    problem = kind_problem(st.st_mode)
+    if not problem:
+        return ""
+    stream = _streams().get((st.st_dev, st.st_ino))
+    return f"{problem}: never replaced" + (f" ({stream}: -o - prints to it)" if stream else "")
+
+
+def _no_files_here(parent: Path) -> str:
+    """Why no new file can be made in the directory ``parent`` (empty if one can): a kernel file system (proc,
+    sysfs: no blocks, no inodes, as ``statvfs`` reports them; ``/proc/self/mem`` is such a "file"), or one this
+    user may not write to."""
+    with contextlib.suppress(OSError, AttributeError):
+        vfs = os.statvfs(parent)
+        if vfs.f_blocks == 0 and vfs.f_files == 0:
+            return f"is in {parent}, a file system of the kernel's (proc, sysfs): never written"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return "cannot write: permission denied"  # (in that folder: --force would not help)
+    return ""
 
 
 def check_target(path: str | Path, overwrite: bool = False) -> Path:
@@ -59,8 +94,9 @@ def check_target(path: str | Path, overwrite: bool = False) -> Path:
 
     Refused even with ``overwrite``: an empty path, a path ending in ``/`` (a directory), an existing target that
     is not a regular file (``/dev/null``, a FIFO, a socket, a device: replacing it would destroy it), a dangling
-    symlink (writing would create a file wherever it points), a symlink in a world-writable sticky directory
-    such as ``/tmp`` (anyone may have planted it) and a symlink to a file owned by another user. An ordinary
+    symlink (writing would create a file wherever it points), a symlink in a world-writable directory, sticky
+    (``/tmp``) or not (anyone may have planted it), a symlink to a file owned by another user, and a folder where
+    no file can be made (``/proc``, ``/sys``; one this user may not write to). An ordinary
     symlink to the user's own file is written through (the link stays, its target gets the new content).
     Lets a dialog validate the path before asking for confirmation.
     """
@@ -85,10 +121,15 @@ def check_target(path: str | Path, overwrite: bool = False) -> Path:
     try:
         st = os.stat(p)
     except OSError:
-        return p
-    problem = kind_problem(st.st_mode)
+        st = None
+    problem = _not_a_file_problem(p, st) if st is not None else ""
     if problem:
-        raise WriteError(f"{problem}: never replaced", text)
+        raise WriteError(problem, text)
+    problem = _no_files_here(parent)  # before "exists, use --force": --force would not help
+    if problem:
+        raise WriteError(problem, text)
+    if st is None:
+        return p
     if not overwrite:
         raise OverwriteRefused("already exists, not overwritten", text)
     return p
@@ -101,15 +142,17 @@ def _link_target(link: Path) -> Path:
         dir_st = os.stat(link.parent)
     except OSError as exc:
         raise _error(exc, link) from None
-    if dir_st.st_mode & stat.S_ISVTX and dir_st.st_mode & stat.S_IWOTH:
-        raise WriteError(
-            "is a symbolic link in a shared directory (world-writable, sticky): not written through", where
-        )
+    if dir_st.st_mode & stat.S_IWOTH:  # sticky (/tmp) or not: anyone may have planted it, pointing anywhere
+        raise WriteError("is a symbolic link in a shared directory (world-writable): not written through", where)
     problem = path_problem(link)
     if problem:
         raise WriteError(f"{problem}: not written through", where)
+    st = os.stat(link)  # what it leads to (a pipe's /proc/self/fd/1 has no path of its own to stat)
+    problem = _not_a_file_problem(link, st)
+    if problem:
+        raise WriteError(problem, where)
     target = Path(os.path.realpath(link))
-    owner = os.stat(target).st_uid
+    owner = st.st_uid
     if hasattr(os, "geteuid") and owner != os.geteuid():
         raise WriteError(f"is a symbolic link to a file of another user ({target}): not written through", where)
     return target
@@ -144,7 +187,14 @@ def write_atomic(path: str | Path, data: bytes | str, *, overwrite: bool = False
     behind (the signal then takes its usual course).
     """
     target = check_target(path, overwrite)
-    payload = data.encode("utf-8") if isinstance(data, str) else data
+    try:
+        payload = data.encode("utf-8") if isinstance(data, str) else data
+    except UnicodeEncodeError as exc:  # a lone surrogate: bytes of another encoding in a command-line argument
+        raise WriteError(
+            f"cannot write: the text holds {shown(data[exc.start : exc.end])}, not UTF-8 (a non-UTF-8 argument?); "
+            "nothing written",
+            str(path),
+        ) from None
     directory = target.parent
     # short: a target name of up to 255 bytes (the file system's limit) still has a legal temporary name
     tmp = directory / f".vramplan-{secrets.token_hex(4)}.tmp"

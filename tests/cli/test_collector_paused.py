@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import gc
+import signal
 import sys
 
 import pytest
@@ -58,9 +59,13 @@ def test_the_commands_own_process_freezes_at_its_end(monkeypatch: pytest.MonkeyP
     assert entry.main(["keys"]) == 0
     assert gc.get_freeze_count() == before  # called with argv: the caller's process
     monkeypatch.setattr(sys, "argv", ["vramplan", "keys"])
+    # main() in its own process ignores a Ctrl-C while the interpreter exits; this process goes on, and the
+    # processes it starts would inherit SIGINT ignored (Python keeps an inherited SIG_IGN)
+    handler = signal.getsignal(signal.SIGINT)
     try:
         assert entry.main() == 0
         assert gc.get_freeze_count() > before
         assert gc.isenabled()
     finally:
         gc.unfreeze()
+        signal.signal(signal.SIGINT, handler)

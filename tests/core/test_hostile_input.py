@@ -11,14 +11,16 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+import tomli_w
 
 from tests.conftest import user_dir
-from tests.hostile import BIG_INT, HUGE_INT, write_config_files, write_plan_files
+from tests.hostile import BIG_INT, DOTTED, DOTTED_KEY_FILES, HUGE_INT, write_config_files, write_plan_files
 from tests.waiting import HANG_S
 from vramplan.core.files.planio import load_plan_file
 from vramplan.core.plan.architecture.hf_config import read_hf_config
 from vramplan.core.plan.catalogue import presets
 from vramplan.core.plan.catalogue.gpu_match import clean_name, parse
+from vramplan.core.plan.helpers import tomlio
 from vramplan.core.plan.helpers.errors import PlanError, printable, shown
 from vramplan.core.plan.helpers.readfile import read_regular
 from vramplan.core.plan.schema.plan import default_plan
@@ -77,12 +79,57 @@ def test_each_broken_plan_file_is_one_line_naming_it(tmp_path: Path) -> None:
         ("datetime_title.toml", "meta.title: must be a string (got 1979-05-27T07:32:00+00:00)"),
         ("fifo.toml", "named pipe"),
         ("folder.toml", "is a directory"),
+        *((name, "a dotted key of more than 16 parts") for name in DOTTED_KEY_FILES),
     ],
 )
 def test_what_each_plan_file_error_says(tmp_path: Path, name: str, expected: str) -> None:
     path = write_plan_files(tmp_path)[name]
     with deadline(), pytest.raises(PlanError, match=re.escape(expected)):
         load_plan_file(path)
+
+
+def test_a_long_dotted_key_is_refused_before_tomllib_parses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 39: the bound is checked before the parse (whose time grows with the square of a key's parts), so
+    tomllib never sees the key; its timing is bench/bench_hostile.py's (not a deadline here)."""
+
+    def never(text: str) -> dict[str, object]:
+        raise AssertionError("tomllib parsed a key of 100,000 parts")
+
+    monkeypatch.setattr(tomlio.tomllib, "loads", never)
+    for name, text in DOTTED_KEY_FILES.items():
+        path = tmp_path / name
+        path.write_text(text)
+        with pytest.raises(PlanError, match="a dotted key of more than 16 parts") as info:
+            load_plan_file(path)
+        assert_one_clean_line(info.value, name)
+    for text in (
+        "[" + ".".join("a" * 17) + "]",
+        " . ".join(['"a"'] * 17) + " = 1",
+        "x = {" + ".".join("a" * 17) + "=1}",
+    ):
+        with pytest.raises(PlanError, match="dotted key"):
+            tomlio.loads(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f'[model]\npreset = "llama-7b"\n[meta]\nnote = "{DOTTED}"\n',  # dots in a string count nothing
+        "[model]\npreset = 'llama-7b'\n[meta]\nnote = '''\n" + DOTTED + "'''\n",
+        f'[model]\npreset = "llama-7b"\n# {DOTTED}\n',
+        '[model]\npreset = "llama-7b"\n[training]\nlearning_rate = 1.5e-5\n[' + ".".join("abcdefghijklmno") + "]\n",
+    ],
+)
+def test_dots_in_strings_comments_and_numbers_are_no_key(text: str) -> None:
+    data = tomlio.loads(text)
+    assert data["model"] == {"preset": "llama-7b"}
+
+
+def test_a_byte_order_mark_is_read_past(tmp_path: Path) -> None:
+    """Issue 39: a UTF-8 BOM (Windows editors write one) was "Invalid statement (at line 1, column 1)"."""
+    path = tmp_path / "bom.toml"
+    path.write_bytes(b'\xef\xbb\xbf[model]\npreset = "llama-7b"\n')
+    assert load_plan_file(path).plan == default_plan()
 
 
 @pytest.mark.parametrize(
@@ -172,6 +219,8 @@ def test_read_hf_config_names_a_looping_path(tmp_path: Path) -> None:
         ("training.micro_batch_size", True, "must be a number, not true"),
         ("strategy.zero_stage", False, "must be a number, not false"),
         ("strategy.compile", 1, "must be true or false"),
+        ("strategy.compile", "yes", "must be true or false (got 'yes')"),  # issue 39: "0", "no", "yes" were read
+        ("strategy.compile", "0", "must be true or false (got '0')"),
         ("model.model_type", [], "must be a string"),
         ("model.hf_config", " ", "must not be empty"),
     ],
@@ -181,6 +230,39 @@ def test_values_out_of_physical_range_or_type_are_refused(key: str, value: objec
         default_plan().with_changes({key: value})
     assert expected in info.value.line() and key in info.value.line()
     assert_one_clean_line(info.value, key)
+
+
+@pytest.mark.parametrize(
+    ("model", "changes", "expected"),
+    [
+        (
+            "qwen3-30b-a3b",
+            {"model.dense_layers": 100},
+            "model.dense_layers: 100 layers, more than num_hidden_layers=48",
+        ),
+        ("mistral-7b", {"model.sliding_layers": 33}, "model.sliding_layers: 33 layers, more than num_hidden_layers=32"),
+        ("deepseek-v3", {"model.num_hidden_layers": 2}, "model.dense_layers: 3 layers, more than num_hidden_layers=2"),
+    ],
+)
+def test_layer_counts_past_the_model_are_refused(model: str, changes: dict[str, int], expected: str) -> None:
+    """Issue 39: dense_layers and sliding_layers above the layer count were clamped silently."""
+    plan = default_plan().with_changes({"model.preset": model})
+    with pytest.raises(PlanError) as info:
+        plan.with_changes(changes)
+    assert expected in info.value.line()
+
+
+def test_list_keys_take_commas_as_typed_on_the_command_line() -> None:
+    """Issue 39: ``--set checklist.ticked=a,b`` was refused (one item named "a,b") while ``training.lora_targets=q,v``
+    took the commas; both list keys now read a typed value alike (`field_values.word_list`)."""
+    from vramplan.core.plan.keys import parse_set
+
+    for typed in ("nan.data,slow.data_loading", "nan.data, slow.data_loading", "nan.data slow.data_loading"):
+        key, value = parse_set(f"checklist.ticked={typed}")
+        plan = default_plan().with_changes({key: value})
+        assert plan.checklist.ticked == ("nan.data", "slow.data_loading"), typed
+    key, value = parse_set("training.lora_targets=Q,v")
+    assert default_plan().with_changes({key: value}).training.lora_targets == ("q", "v")
 
 
 def test_error_lines_cut_long_values_and_escape_control_characters() -> None:
@@ -298,3 +380,13 @@ def test_a_user_gpu_with_absurd_figures_is_refused(key: str, value: object) -> N
     good = presets.gpu("a100-80gb").model_dump()
     with pytest.raises(ValueError, match=key):
         presets.GpuSpec.model_validate({**good, "id": "mine", key: value})
+
+
+def test_a_user_presets_texts_are_escaped_where_they_are_read(tmp_path: Path, monkeypatch) -> None:
+    """Issue 39: a user preset's name (shown by every command and the planner) held a raw escape sequence."""
+    evil = "\x1b]0;pwned\x07\x1b[2J"
+    text = tomli_w.dumps({"name": f"Evil{evil}", "source": f"x{evil}", "config": {"preset": "llama-7b"}})
+    user_dir(tmp_path, monkeypatch, {"models/evil.toml": text})
+    assert presets.registry().problems == []
+    preset = presets.registry().models["evil"]
+    assert preset.name == "Evil\\x1b]0;pwned\\x07\\x1b[2J" and preset.source.startswith("x\\x1b")

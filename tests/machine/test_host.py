@@ -81,3 +81,19 @@ def test_note_this_machine_registers_for_the_detected_gpu(tmp_path: Path, detect
     assert host.note_this_machine(None, meminfo(tmp_path, NORMAL)) is None  # no GPU detected: nothing to say
     presets.reload()
     assert presets.registry().machine_host == {}  # reload forgets it, as it forgets detected GPUs
+
+
+def test_available_memory_is_memavailable_or_a_cgroup_limit(tmp_path: Path) -> None:
+    """What `vramplan measure` checks a plan against (issue 39): MemAvailable (99,999,999 KiB), less where a cgroup
+    v2 limit leaves less (memory.max 8 GiB - memory.current 3 GiB = 5 GiB); read with detection off too."""
+    path = meminfo(tmp_path, NORMAL)
+    group = tmp_path / "cgroup"
+    group.mkdir()
+    assert host.available_memory_bytes(path, group) == 99_999_999 * 1024  # no limit files
+    (group / "memory.max").write_text("max\n")
+    (group / "memory.current").write_text(f"{3 << 30}\n")
+    assert host.available_memory_bytes(path, group) == 99_999_999 * 1024  # "max": no limit
+    (group / "memory.max").write_text(f"{8 << 30}\n")
+    assert host.available_memory_bytes(path, group) == 5 << 30
+    assert host.available_memory_bytes(meminfo(tmp_path, b"MemTotal: 1 kB\n"), group) is None
+    assert host.available_memory_bytes(tmp_path / "missing", group) is None

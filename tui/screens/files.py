@@ -151,7 +151,7 @@ class ExportScreen(ModalScreen[Exported | None]):
         try:
             path = user_path(text)
             rendered = export_plan(
-                path,
+                text,  # as typed: export_plan checks a trailing / and the extension against the format
                 self.format,
                 self.plan,
                 overwrite=overwrite,

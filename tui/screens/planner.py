@@ -23,12 +23,12 @@ from vramplan.core.files.importers.config_format import is_config_path
 from vramplan.core.memory.peak import estimate
 from vramplan.core.memory.record import Estimate
 from vramplan.core.plan.catalogue.gpu_match import DetectedGpus
-from vramplan.core.plan.helpers.errors import PlanError
+from vramplan.core.plan.helpers.errors import PlanError, printable
 from vramplan.core.plan.schema.plan import Plan
 from vramplan.core.time.record import StepTime
 from vramplan.core.time.step import step_time
 from vramplan.tui.choices import error_text, next_valid
-from vramplan.tui.command_table import bindings
+from vramplan.tui.command_table import bindings, measure_available
 from vramplan.tui.detection import detected_notice
 from vramplan.tui.history import PlanHistory
 from vramplan.tui.pinned import Pinned
@@ -96,6 +96,7 @@ class PlannerScreen(Screen[None]):
         self._shown_once = False
         self._mounting: dict[str, AwaitMount] = {}  # panes built after the first frame, being mounted
         self.saved_plan = plan  # the plan as last opened or exported as TOML: quitting with another one asks first
+        self.refused_config: str | None = None  # a config.json refused for want of a formula family: traced instead
         self.history = PlanHistory(plan, meta)
         self.set_reactive(PlannerScreen.plan, plan)
         self.set_reactive(PlannerScreen.estimate, estimate(plan))
@@ -189,13 +190,25 @@ class PlannerScreen(Screen[None]):
             new = self.plan.with_changes(changes)
         except PlanError as exc:
             self._reject(next(iter(changes)), exc)
+            self._offer_trace(changes, exc)
             return False
         self._commit(new, coalesce)
         return True
 
+    def _offer_trace(self, changes: dict[str, Any], exc: PlanError) -> None:
+        """A config.json of a model_type without a formula family: `vramplan trace` gives its memory, so the
+        palette's trace entry traces that file (with the rest of the plan) until the plan changes."""
+        from vramplan.core.plan.architecture.hf_config import TRACE_GIVES_IT  # a config reader: not at start-up
+
+        path = changes.get("model.hf_config")
+        if isinstance(path, str) and TRACE_GIVES_IT in str(exc) and measure_available():
+            self.refused_config = path
+            self.notice += "\npalette: plan: trace this plan traces this config.json at full size (fake tensors)"
+
     def _commit(self, new: Plan, coalesce: str | None = None) -> None:
         self.errors = NO_ERRORS
         self.notice = ""
+        self.refused_config = None
         if new == self.plan:
             return
         self.history.push(new, coalesce)
@@ -226,7 +239,8 @@ class PlannerScreen(Screen[None]):
     # -- view state ------------------------------------------------------------------------------------------
     def watch_notice(self) -> None:
         notice = self.query_one("#notice", Static)
-        notice.update(Content(self.notice))  # plain text: messages quote TOML ("[model]") and lists
+        # plain text (messages quote TOML: "[model]"), never a raw escape sequence (a file name in a notice)
+        notice.update(Content(printable(self.notice, keep="\n")))
         notice.display = bool(self.notice)
         notice.set_class("✘" not in self.notice, "-info")  # an error, or news (a file written, GPUs detected)
 
@@ -387,6 +401,11 @@ class PlannerScreen(Screen[None]):
         from vramplan.tui.screens.measure import MeasureScreen
 
         self.app.push_screen(MeasureScreen(self.plan))
+
+    def action_trace(self) -> None:
+        from vramplan.tui.screens.trace import TraceScreen
+
+        self.app.push_screen(TraceScreen(self.plan, self.refused_config))
 
     def action_load_calibration(self) -> None:
         from vramplan.tui.screens.calibration_dialog import CalibrationScreen

@@ -48,9 +48,11 @@ def read(data: dict[str, Any], log: ImportLog) -> None:
         zero = _deepspeed(top.sub("deepspeed_config"), log)
     elif kind in ("MULTI_GPU", "NO"):
         what = "DDP: every GPU holds the whole model" if kind == "MULTI_GPU" else "one process"
-        log.set("distributed_type", kind, "strategy.zero_stage", 0, what)
-        log.set("distributed_type", kind, "strategy.offload_optimizer", "none")
-        log.set("distributed_type", kind, "strategy.offload_parameters", "none")
+        # the key as the file has it, or that it has none (accelerate's default, NO)
+        key = "distributed_type" if top.has("distributed_type") else "(no distributed_type)"
+        log.set(key, kind, "strategy.zero_stage", 0, what)
+        log.set(key, kind, "strategy.offload_optimizer", "none")
+        log.set(key, kind, "strategy.offload_parameters", "none")
     else:
         log.ignore(
             "distributed_type", kind, "not a GPU data-parallel type the plan models (NO, MULTI_GPU, FSDP, DEEPSPEED)"
@@ -145,15 +147,21 @@ def _fsdp(fsdp: Section, log: ImportLog) -> int:
     zero = 3
     key = "(no fsdp_sharding_strategy)"
     shown_value: Any = None
-    if fsdp.has("fsdp_reshard_after_forward"):
-        raw = fsdp.get("fsdp_reshard_after_forward")
-        key, shown_value = fsdp.key("fsdp_reshard_after_forward"), raw
-        as_flag = flag(raw)
-        zero = (3 if as_flag else 2) if as_flag is not None else STRATEGIES.get(str(raw).upper(), 3)
-    elif fsdp.has("fsdp_sharding_strategy"):
-        raw = fsdp.get("fsdp_sharding_strategy")
-        key, shown_value = fsdp.key("fsdp_sharding_strategy"), raw
-        zero = STRATEGIES.get(str(raw).upper(), 3)
+    name = next((n for n in ("fsdp_reshard_after_forward", "fsdp_sharding_strategy") if fsdp.has(n)), None)
+    if name is not None:
+        raw = fsdp.get(name)
+        as_flag = flag(raw) if name == "fsdp_reshard_after_forward" else None
+        read = (3 if as_flag else 2) if as_flag is not None else STRATEGIES.get(str(raw).upper())
+        if read is None:  # accelerate refuses it; was read as FULL_SHARD without a word
+            log.ignore(
+                fsdp.key(name),
+                raw,
+                f"not a sharding strategy ({', '.join(s for s in STRATEGIES if not s.isdigit())}, 1-5"
+                + (", true or false" if name == "fsdp_reshard_after_forward" else "")
+                + "); FULL_SHARD, accelerate's default, is assumed",
+            )
+        else:
+            key, shown_value, zero = fsdp.key(name), raw, read
     if fsdp.has("fsdp_reshard_after_forward"):
         fsdp.ignore("fsdp_sharding_strategy", "fsdp_reshard_after_forward decides the sharding")
     note = {3: "parameters, gradients and optimizer sharded", 2: "gradients and optimizer sharded", 0: "replicated"}
@@ -188,9 +196,21 @@ def _deepspeed(ds: Section, log: ImportLog) -> int:
             "deepspeed_config_file",
             "NOT FOLLOWED: import that DeepSpeed JSON with --from to read its settings (the keys here are read)",
         )
-    raw = ds.get("zero_stage", 0)
-    zero = raw if isinstance(raw, int) and 0 <= raw <= 3 else 0
-    log.set(ds.key("zero_stage"), raw, "strategy.zero_stage", zero)
+    raw = ds.get("zero_stage")
+    if isinstance(raw, int) and not isinstance(raw, bool) and 0 <= raw <= 3:
+        zero = raw
+        log.set(ds.key("zero_stage"), raw, "strategy.zero_stage", raw)
+    else:  # absent (was named as if the file set it, and read as 0) or not a stage: accelerate's default
+        zero = 2
+        if raw is not None:
+            log.ignore(ds.key("zero_stage"), raw, "not a ZeRO stage (0, 1, 2, 3)")
+        log.set(
+            f"(no {ds.key('zero_stage')})",
+            None,
+            "strategy.zero_stage",
+            2,
+            "DeepSpeedPlugin's default (accelerate/utils/dataclasses.py: ACCELERATE_DEEPSPEED_ZERO_STAGE or 2)",
+        )
     for name, plan_key in (
         ("offload_optimizer_device", "strategy.offload_optimizer"),
         ("offload_param_device", "strategy.offload_parameters"),

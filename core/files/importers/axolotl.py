@@ -19,6 +19,9 @@ from vramplan.core.files.importers.config_values import flag
 from vramplan.core.files.importers.models import read_model
 from vramplan.core.files.importers.record import ImportLog, Section
 
+# axolotl/utils/schemas/config.py: gradient_checkpointing: Literal["offload", "offload_disk"] | bool | None
+OFFLOADED_CHECKPOINTING = ("offload", "offload_disk")
+
 DATA = "data, logging or saving: not a memory or step-time setting"
 
 
@@ -38,8 +41,10 @@ def read(data: dict[str, Any], log: ImportLog) -> None:
     if top.has("gradient_checkpointing"):
         on = flag(top.get("gradient_checkpointing"))
         raw = top.get("gradient_checkpointing")
-        if on is None and raw is not None:  # axolotl also takes "offload" (checkpoints to the host)
+        if isinstance(raw, str) and raw.strip().lower() in OFFLOADED_CHECKPOINTING:  # checkpoints kept on the host
             log.set("gradient_checkpointing", raw, "strategy.gradient_checkpointing", "full", "checkpointed blocks")
+        elif on is None and raw is not None:  # "maybe" was read as full
+            log.ignore("gradient_checkpointing", raw, "not a value axolotl takes (true, false, offload, offload_disk)")
         else:
             log.set("gradient_checkpointing", raw, "strategy.gradient_checkpointing", "full" if on else "none")
     _checkpoint_kwargs(top, log)

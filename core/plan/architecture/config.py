@@ -176,6 +176,10 @@ class ModelConfig(BaseModel):
                 f"num_experts_per_tok={self.num_experts_per_tok} exceeds num_experts={self.num_experts}",
                 "model.num_experts_per_tok",
             )
+        for key in ("dense_layers", "sliding_layers"):  # a count of the model's layers: never more than it has
+            count = getattr(self, key)
+            if count is not None and count > self.num_hidden_layers:
+                raise PlanError(f"{count} layers, more than num_hidden_layers={self.num_hidden_layers}", f"model.{key}")
         if self.qk_layernorm is not None and self.model_type != "phi":
             raise PlanError("only phi has qk_layernorm", "model.qk_layernorm")
         return self

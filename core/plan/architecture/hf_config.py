@@ -10,7 +10,6 @@ and a missing one is named; keys that are not read and not known to be harmless 
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from vramplan.core.plan.architecture.hub_cache import repo_id_of
 from vramplan.core.plan.architecture.hybrid import HYBRIDS, hybrid_params
 from vramplan.core.plan.architecture.vision import VISION_KEYS, vision
 from vramplan.core.plan.helpers.errors import PlanError, clip, printable, shown
+from vramplan.core.plan.helpers.jsonio import loads_json
 from vramplan.core.plan.helpers.paths import user_path
 from vramplan.core.plan.helpers.readfile import path_problem, read_regular
 from vramplan.core.plan.helpers.tomlio import depth_problem
@@ -106,24 +106,21 @@ def _read(path: str, size: int, mtime_ns: int, repo_id: str | None = None) -> HF
 
 def parse_json(text: str, where: str) -> dict[str, Any]:
     """A config.json's object; `PlanError` for invalid JSON, integers of more than 4,300 digits, and nesting deep
-    enough to exhaust the stack. ``NaN`` and ``Infinity`` are read as Python's json reads them: Hugging Face writes
-    config.json with it (Mamba2's and Nemotron-H's ``time_step_limit`` is ``[0.0, Infinity]``) and transformers reads
-    it back; a size that is not a whole number is still refused by the key that reads it."""
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise PlanError(f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})", where) from None
-    except RecursionError:
-        raise PlanError("not readable: objects or arrays nested too deeply", where) from None
-    except ValueError as exc:  # int("9" * 5000)
-        what = "a number with more than 4,300 digits" if "digits" in str(exc) else str(exc)
-        raise PlanError(f"not valid JSON: {what}", where) from None
+    enough to exhaust the stack (`core.plan.helpers.jsonio.loads_json`). ``NaN`` and ``Infinity`` are read as Python's
+    json reads them: Hugging Face wrote config.json with it (Mamba2's and Nemotron-H's ``time_step_limit`` is
+    ``[0.0, Infinity]``) and transformers reads it back; a size that is not a whole number is still refused by the
+    key that reads it."""
+    raw = loads_json(text, where, constants=True)
     if not isinstance(raw, dict):
         raise PlanError("not a config.json: expected a JSON object", where)
     problem = depth_problem(raw)
     if problem:
         raise PlanError(problem, where)
     return raw
+
+
+# A model without a formula family is refused by the estimate; `vramplan trace` runs any model transformers builds
+TRACE_GIVES_IT = "vramplan trace --hf-config gives its memory if transformers builds it"
 
 
 def map_config(raw: dict[str, Any]) -> dict[str, Any]:
@@ -140,17 +137,13 @@ def map_config_noted(raw: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ..
         raise PlanError(f'no "model_type" key; supported: {", ".join(SUPPORTED)}')
     if mt in MULTIMODAL and mt not in _MAPPERS:
         return _multimodal(raw, mt)
-    if mt in HYBRIDS:  # counted, not estimated: its blocks' activations are not modelled yet
-        n = hybrid_params(raw)
-        raise PlanError(
-            f"{mt} is {HYBRIDS[mt]} ({n.total:,} parameters; {n.kinds()} blocks): the memory of its "
-            "state-space / linear-attention blocks is not modelled yet, so it is not estimated",
-            "model_type",
-        )
+    if mt in HYBRIDS:  # counted, not estimated: the memory of its blocks is not modelled yet
+        raise PlanError(_hybrid_line(raw, mt), "model_type")
     if mt not in _MAPPERS:
         moe = [(k, raw[k]) for k in MOE_KEYS if _positive(raw.get(k))]
         what = f" (a mixture-of-experts config: {moe[0][0]} = {moe[0][1]})" if moe else ""
-        raise PlanError(f"unsupported model_type {shown(mt)}{what}; supported: {', '.join(SUPPORTED)}", "model_type")
+        line = f"unsupported model_type {shown(mt)}{what}; supported: {', '.join(SUPPORTED)}; {TRACE_GIVES_IT}"
+        raise PlanError(line, "model_type")
     keys = ConfigKeys(raw, mt)
     model = {"model_type": mt, **_MAPPERS[mt](keys)}
     for key, value in model.items():  # a size beyond the plan's bounds is named here, with the file
@@ -202,6 +195,19 @@ def _multimodal(raw: dict[str, Any], mt: str) -> tuple[dict[str, Any], tuple[str
     outer = ignored_keys(raw, {"tie_word_embeddings", *_MULTIMODAL_HARMLESS})
     left = sorted(k for k in cfg if k not in VISION_KEYS and k not in _VISION_HARMLESS)
     return model, (*outer, *(f"text_config.{k}" for k in ignored), *(f"vision_config.{k}" for k in left))
+
+
+def _hybrid_line(raw: dict[str, Any], mt: str) -> str:
+    """Why a hybrid is not estimated, with its exact parameter count (`core.plan.architecture.hybrid`); a config
+    whose sizes cannot be counted is said unsupported as any other (``vramplan trace`` still builds it)."""
+    try:
+        n = hybrid_params(raw)
+    except PlanError:
+        return f"unsupported model_type {shown(mt)}; supported: {', '.join(SUPPORTED)}; {TRACE_GIVES_IT}"
+    return (
+        f"unsupported model_type {shown(mt)}: {HYBRIDS[mt]} ({n.total:,} parameters; {n.kinds()} blocks) whose "
+        f"state-space / linear-attention blocks' memory is not modelled yet; {TRACE_GIVES_IT}"
+    )
 
 
 def _positive(v: Any) -> bool:

@@ -271,10 +271,64 @@ def reload() -> Registry:
 
 
 def register_gpu(spec: GpuSpec, origin: str) -> None:
-    """Add a preset at runtime (a detected GPU no preset knows)."""
+    """Add a preset at runtime (a detected GPU no preset knows, one a plan file carries)."""
     reg = registry()
     reg.gpus.add(spec)
     reg.origin[f"hardware/{spec.id}"] = origin
+
+
+def register_model(preset: ModelPreset, origin: str) -> None:
+    """Add a model preset at runtime (one a plan file carries: `core.files.planfile`)."""
+    reg = registry()
+    reg.models.add(preset)
+    reg.origin[f"models/{preset.id}"] = origin
+
+
+# the kinds of preset a plan file may carry
+CARRIED: dict[str, type[GpuSpec | ModelPreset]] = {"hardware": GpuSpec, "models": ModelPreset}
+
+
+def carried_presets(gpu_id: str, model_id: str | None) -> dict[str, dict[str, dict[str, Any]]]:
+    """The presets a plan names that are not built in (a user's file, a GPU detected without a preset), as a plan
+    file carries them so that it loads where they are missing: ``{"hardware": {id: figures}, "models": {...}}``."""
+    reg = registry()
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for kind, preset_id in (("hardware", gpu_id), ("models", model_id)):
+        if preset_id is None or reg.origin.get(f"{kind}/{preset_id}", "built-in") == "built-in":
+            continue
+        table: PresetTable[Any] = reg.gpus if kind == "hardware" else reg.models
+        if preset_id in table:
+            item = table[preset_id].model_dump(mode="json", exclude_none=True, exclude={"id"})
+            out.setdefault(kind, {})[preset_id] = item
+    return out
+
+
+def register_carried(raw: Any, origin: str) -> None:
+    """Register the presets a plan file carries (`carried_presets`) whose ids are unknown here; one known here is
+    used as it is (the file's ``[estimate]`` then says if the figures differ). A `PlanError` names the key."""
+    if not isinstance(raw, dict):
+        raise PlanError("must be a table (written by vramplan export)", "presets")
+    reg = registry()
+    for kind, items in raw.items():
+        schema = CARRIED.get(kind)
+        if schema is None:
+            raise PlanError(f"unknown table (known: {', '.join(CARRIED)})", f"presets.{kind}")
+        if not isinstance(items, dict):
+            raise PlanError("must be a table", f"presets.{kind}")
+        table: PresetTable[Any] = reg.gpus if kind == "hardware" else reg.models
+        for preset_id, data in items.items():
+            where = f"presets.{kind}.{preset_id}"
+            if preset_id in table or f"{kind}/{preset_id}" in reg.broken:
+                continue
+            if not isinstance(data, dict):
+                raise PlanError("must be a table", where)
+            try:
+                item = schema.model_validate({**data, "id": preset_id})
+            except ValidationError as exc:
+                err = pydantic_error(exc, lambda parent: [])
+                raise PlanError(err.message, f"{where}.{err.where}" if err.where else where) from None
+            table.add(item)
+            reg.origin[f"{kind}/{item.id}"] = origin
 
 
 def register_machine_host(gpu_id: str, host_bytes: int) -> None:

@@ -9,7 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from vramplan.core.plan.architecture.hub_cache import is_repo_id
-from vramplan.core.plan.helpers.errors import shown
+from vramplan.core.plan.helpers.errors import printable, shown
 from vramplan.core.plan.helpers.field_values import strict_scalars
 from vramplan.core.plan.helpers.units import MiB
 
@@ -21,6 +21,20 @@ MAX_GBS = 1e6  # 1 PB/s
 MAX_NODE_GIB = 1 << 30  # 1 EiB of host memory or NVMe in one node: past any machine
 
 
+def shown_safely(data: Any) -> Any:
+    """A preset file's texts (its id, name, source, notes, nvidia-smi names) as every front end shows them: control
+    characters escaped (`printable`), so a user's preset never sends an escape sequence to the terminal."""
+    if not isinstance(data, dict):
+        return data
+    out = dict(data)
+    for key, value in data.items():
+        if isinstance(value, str):
+            out[key] = printable(value)
+        elif isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
+            out[key] = [printable(v) for v in value]
+    return out
+
+
 class GpuSpec(BaseModel):
     """One accelerator. Throughputs are dense (no 2:4 sparsity); link bandwidths are per direction. Figures have
     physical bounds: a near-zero bandwidth or throughput would make every step time infinite."""
@@ -30,7 +44,7 @@ class GpuSpec(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _strict(cls, data: Any) -> Any:
-        return strict_scalars(cls, data, "")
+        return shown_safely(strict_scalars(cls, data, ""))
 
     id: str
     name: str
@@ -111,6 +125,11 @@ class GpuSpec(BaseModel):
 
 class ModelPreset(BaseModel):
     model_config = SPEC
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shown_safely(cls, data: Any) -> Any:
+        return shown_safely(data)
 
     id: str
     name: str

@@ -13,13 +13,22 @@ if TYPE_CHECKING:  # pydantic is imported by the modules that validate, not by e
 MAX_SHOWN = 80  # characters of a user's value echoed in an error line
 MAX_MESSAGE = 600  # an error line's message is cut here (a safety net: values are cut to MAX_SHOWN first)
 MAX_WHERE = 300  # the file and key an error names
-MAX_LINES = 10  # problems of one input listed, one line each; the rest counted
+MAX_PROBLEMS = 4  # problems of one input named in its one line; the rest counted
+LINE_BUDGET = 600  # characters of that line past its first problem's (a longer one is counted, not named)
 
 
-def printable(text: str) -> str:
-    """``text`` with control characters (terminal escape sequences, newlines, C1 codes) written as escapes
-    (``\\x1b``), so a name read from a file or a program never reaches the terminal raw."""
-    return "".join(ch if ch.isprintable() or ch == " " else ascii(ch)[1:-1] for ch in text)
+def printable(text: str, keep: str = "") -> str:
+    """``text`` with control characters (terminal escape sequences, newlines, C1 codes, bidirectional overrides)
+    written as escapes (``\\x1b``), but those in ``keep`` (``"\\n"``: a report's lines): the one sanitiser of text
+    that reaches a terminal, so a name read from a file or a program never sets a terminal's title or clears its
+    screen. The CLI passes everything it prints through it (`vramplan.cli.parser.run`); the planner shows what
+    was sanitised where it was read (preset files, config.json names, nvidia-smi's GPU names)."""
+    probe = text
+    for ch in keep:
+        probe = probe.replace(ch, " ")
+    if probe.isprintable():  # the common case, at C speed
+        return text
+    return "".join(ch if ch.isprintable() or ch == " " or ch in keep else ascii(ch)[1:-1] for ch in text)
 
 
 def clip(text: str, limit: int = MAX_SHOWN) -> str:
@@ -78,6 +87,12 @@ def _render(value: object, parts: list[str], budget: int, depth: int) -> int:
     return budget - len(text)
 
 
+def _shared_prefix(lines: list[str]) -> str:
+    """The ``where: `` that every line starts with (the file all of an input's problems are in), else ""."""
+    head = lines[0].split(": ", 1)[0] + ": "
+    return head if len(lines) > 1 and all(x.startswith(head) and len(x) > len(head) for x in lines) else ""
+
+
 class PlanError(ValueError):
     """A problem with user input: a plan file, a key, a value, a preset id.
 
@@ -89,7 +104,7 @@ class PlanError(ValueError):
     def __init__(self, message: str, where: str | None = None, others: tuple[PlanError, ...] = ()) -> None:
         self.message = clip(printable(message), MAX_MESSAGE)
         self.where = clip(printable(where), MAX_WHERE) if where is not None else None
-        self.others = others  # the input's further problems (every bad key of a file), each its own line
+        self.others = others  # the input's further problems (every bad key of a file), named in `full_line`
         super().__init__(self.line())
 
     def first_line(self) -> str:
@@ -100,12 +115,18 @@ class PlanError(ValueError):
         n = len(self.others)
         return self.first_line() + (f" (and {n} more problem{'s' if n > 1 else ''})" if n else "")
 
-    def lines(self) -> list[str]:
-        """Every problem, one line each (the CLI's stderr): at most `MAX_LINES`, then ``and N more``."""
+    def full_line(self) -> str:
+        """Every problem in one line (the CLI's stderr), the file they share named once: at most `MAX_PROBLEMS`
+        within `LINE_BUDGET` characters (the first always), then ``and N more``
+        (``p.toml: training.a: unknown key | training.b: must be ...``)."""
         every = [self.first_line(), *(e.first_line() for e in self.others)]
-        if len(every) <= MAX_LINES:
-            return every
-        return [*every[: MAX_LINES - 1], f"and {len(every) - MAX_LINES + 1} more"]
+        prefix = _shared_prefix(every)
+        text, n = every[0], 1
+        for x in every[1:MAX_PROBLEMS]:
+            if len(text) + len(x) - len(prefix) > LINE_BUDGET or (n == MAX_PROBLEMS - 1 and len(every) > MAX_PROBLEMS):
+                break
+            text, n = text + " | " + x[len(prefix) :], n + 1
+        return text + (f" | and {len(every) - n} more" if len(every) > n else "")
 
     def at(self, where: str) -> PlanError:
         """The same error located more precisely (``file`` prefixed to the key)."""
@@ -137,8 +158,19 @@ def pydantic_error(
     in its ``others``): an unknown key gets close matches among ``known_keys(parent_path)``; a whole number too
     large to read (``1e30``) the field's bound, looked up in ``model``'s fields, as other out-of-range numbers."""
     every = exc.errors()
+    # the items of one list (``lora_targets = [1, 2]``) are one value's problem: its first item's, counted
+    items: dict[tuple[Any, ...], list[Any]] = {}
+    for err in every:
+        items.setdefault(tuple(part for part in err["loc"] if not isinstance(part, int)), []).append(err)
+    every = [same[0] for same in items.values()]
+    # the other items counted once each (an item of a union type fails once per member)
+    more = {id(same[0]): len({_indices(e["loc"]) for e in same}) - 1 for same in items.values()}
     # a key missing is said when first (a preset that does not load leaves them all missing: not said each)
-    errors = [_one_error(err, known_keys, model) for i, err in enumerate(every) if not i or err["type"] != "missing"]
+    errors = [
+        _with_more_items(_one_error(err, known_keys, model), more[id(err)])
+        for i, err in enumerate(every)
+        if not i or err["type"] != "missing"
+    ]
     unique = list({e.first_line(): e for e in errors}.values())
     listed: set[str] = set()  # a table's known keys, said once
     for i, e in enumerate(unique):
@@ -147,6 +179,18 @@ def pydantic_error(
             unique[i] = PlanError(head, e.where)
         listed.add(known)
     return PlanError(unique[0].message, unique[0].where, tuple(unique[1:]))
+
+
+def _indices(loc: tuple[Any, ...]) -> tuple[int, ...]:
+    """Which item of which list a pydantic error's location names: its integer parts."""
+    return tuple(part for part in loc if isinstance(part, int))
+
+
+def _with_more_items(error: PlanError, more: int) -> PlanError:
+    """``training.lora_targets.0: must be a string (got 1) (and 1 more item)``: a list's other bad items counted."""
+    if not more:
+        return error
+    return PlanError(f"{error.message} (and {more} more item{'s' if more > 1 else ''})", error.where)
 
 
 def _upper_bound(model: type | None, loc: list[str]) -> str:

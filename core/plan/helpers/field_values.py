@@ -33,6 +33,15 @@ def count_value(v: Any, key: str) -> Any:
     return v
 
 
+def word_list(v: Any, lower: bool = False) -> Any:
+    """A list key's value as typed: ``"q,v"`` or ``"q v"`` (the planner's fields, ``--set key=q,v``) as a tuple of
+    its words, a list as it is (the list keys' before-validator: ``training.lora_targets``, ``checklist.ticked``)."""
+    if isinstance(v, str):
+        words = tuple(w.lower() if lower else w for w in v.replace(",", " ").split())
+        return words or (v,)
+    return v
+
+
 def literal_values(annotation: Any) -> tuple[str, ...]:
     """The strings a ``Literal[...]`` (or ``Literal[...] | None``) field takes; () for any other type."""
     if get_origin(annotation) is Literal:
@@ -89,7 +98,8 @@ def scalar_types(annotation: Any) -> set[type]:
 
 def strict_scalars(model: type[BaseModel], data: Any, table: str) -> Any:
     """Refuse what pydantic would coerce silently: ``true`` for a number (``micro_batch_size = true`` is not 1)
-    and a number for a switch (``compile = 1``). A `PlanError` names ``table.key``."""
+    and a number or a string for a switch (``compile = 1``, ``compile = "yes"``). A `PlanError` names
+    ``table.key``."""
     if not isinstance(data, dict):
         return data
     for name, value in data.items():
@@ -98,6 +108,7 @@ def strict_scalars(model: type[BaseModel], data: Any, table: str) -> Any:
             continue
         if kind == "number" and isinstance(value, bool):
             raise PlanError(f"must be a number, not {str(value).lower()}", f"{table}.{name}" if table else name)
-        if kind == "switch" and not isinstance(value, bool) and isinstance(value, int | float):
+        if kind == "switch" and not isinstance(value, bool) and isinstance(value, int | float | str):
+            # "yes", "0" or "off" for a switch: pydantic would read them as true or false, as it does not 1 or 0
             raise PlanError(f"must be true or false (got {shown(value)})", f"{table}.{name}" if table else name)
     return data

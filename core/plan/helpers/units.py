@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 KiB = 1024
 MiB = 1024**2
@@ -70,6 +71,7 @@ def fmt_seconds(seconds: float) -> str:
 # Suffixes a number may carry: 2T tokens, 300B, 45% (of one).
 _SCALE = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12, "%": 0.01}
 _BINARY = {"k": 1024.0, "m": 1024.0**2}
+_WHOLE = re.compile(r"[+-]?[0-9]+")  # digits only, read exactly (float() would round past 2**53)
 _NAMES = (("T", 10**12), ("B", 10**9), ("M", 10**6), ("K", 10**3))
 
 
@@ -85,6 +87,8 @@ def parse_number(text: str, integer: bool = False, binary: bool = False) -> floa
         scale = _BINARY[t[-1].lower()]
     if scale != 1.0:
         t = t[:-1].strip()
+    if integer and scale >= 1 and len(t) < 4300 and _WHOLE.fullmatch(t):
+        return int(t) * int(scale)  # exact: 10**25 typed is 10**25, not float's 10000000000000000905969664
     try:
         value = float(t) * scale
     except ValueError:

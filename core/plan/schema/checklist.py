@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import BaseModel, Field, field_validator
 
 from vramplan.core.plan.helpers.errors import shown, suggest
-from vramplan.core.plan.helpers.field_values import FROZEN_TABLE
+from vramplan.core.plan.helpers.field_values import FROZEN_TABLE, word_list
 
 # The checklist items vramplan cannot judge (core/checklist.py): the user ticks them when checked.
 MANUAL_CHECKS: tuple[str, ...] = ("oom.other_processes", "nan.learning_rate", "nan.data", "slow.data_loading")
@@ -23,7 +23,8 @@ class ChecklistConfig(BaseModel):
     @field_validator("ticked", mode="before")
     @classmethod
     def _ticked_tuple(cls, v: Any) -> Any:
-        return (v,) if isinstance(v, str) else v
+        """``"nan.data,slow.data_loading"`` (``--set checklist.ticked=a,b``, as other list keys take it) or a list."""
+        return word_list(v)
 
     @field_validator("ticked")
     @classmethod

@@ -9,7 +9,13 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 
 from vramplan.core.plan.architecture.arch import ALL_ROLES
 from vramplan.core.plan.helpers.errors import shown
-from vramplan.core.plan.helpers.field_values import FROZEN_TABLE, caseless_choices, count_value, strict_scalars
+from vramplan.core.plan.helpers.field_values import (
+    FROZEN_TABLE,
+    caseless_choices,
+    count_value,
+    strict_scalars,
+    word_list,
+)
 from vramplan.core.plan.helpers.units import parse_number
 from vramplan.core.plan.schema.objectives import OBJECTIVES, Objective, ObjectiveName
 
@@ -109,9 +115,7 @@ class TrainingConfig(BaseModel):
     def _targets_tuple(cls, v: Any) -> Any:
         """``"q,v"``, ``"q v"`` (as the planner's field and ``--set training.lora_targets=q,v`` take them) or a
         list."""
-        if isinstance(v, str):
-            return tuple(w.lower() for w in v.replace(",", " ").split() if w) or (v,)
-        return v
+        return word_list(v, lower=True)
 
     @field_validator("lora_targets")
     @classmethod

@@ -124,8 +124,8 @@ def test_export_plan_writes_atomically_and_refuses_to_overwrite(tmp_path: Path) 
     path = tmp_path / default_file_name(plan)
     export_plan(path, "toml", plan)
     first = path.read_bytes()
-    with pytest.raises(OverwriteRefused):
-        export_plan(path, "markdown", plan)
+    with pytest.raises(OverwriteRefused):  # a report into a .toml name: the format given, as --format gives it
+        export_plan(path, "markdown", plan, format_given=True)
     assert path.read_bytes() == first
-    export_plan(path, "markdown", plan, overwrite=True)
+    export_plan(path, "markdown", plan, overwrite=True, format_given=True)
     assert path.read_text().startswith("# Qwen")

@@ -46,7 +46,7 @@ def test_nemotron_h_8b_by_hand() -> None:
     attention = 4096 * (32 + 16) * 128 + 32 * 128 * 4096
     mlp = 2 * 4096 * 21504
     total = 24 * mamba + 4 * attention + 24 * mlp + 52 * 4096 + 2 * 131_072 * 4096 + 4096
-    assert total == COUNTS["nemotron-h-8b-base-8k"]["total"] == 8_100_852_736
+    assert total == COUNTS["nemotron-h-8b"]["total"] == 8_100_852_736
 
 
 @pytest.mark.parametrize("name", IDS)
@@ -55,7 +55,8 @@ def test_refused_in_one_line_with_the_count(name: str, capsys: pytest.CaptureFix
     assert run(["estimate", "--hf-config", str(CONFIGS / f"{name}.json")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"({COUNTS[name]['total']:,} parameters;" in err[0]
-    assert "is not modelled yet, so it is not estimated" in err[0]
+    assert f"unsupported model_type '{json.loads((CONFIGS / f'{name}.json').read_text())['model_type']}': " in err[0]
+    assert "memory is not modelled yet; vramplan trace --hf-config gives its memory" in err[0]
 
 
 def test_infinity_is_read_as_hugging_face_writes_it(tmp_path: Path) -> None:
@@ -65,7 +66,7 @@ def test_infinity_is_read_as_hugging_face_writes_it(tmp_path: Path) -> None:
     for limit in ("[0.0, Infinity]", '[0.0, {"__float__": "Infinity"}]', "[NaN, -Infinity]"):
         p = tmp_path / "config.json"
         p.write_text('{"model_type": "mamba2", "time_step_limit": ' + limit + "}")
-        with pytest.raises(PlanError, match="mamba2 is a Mamba2 state-space model"):
+        with pytest.raises(PlanError, match="unsupported model_type 'mamba2': a Mamba2 state-space model"):
             read_hf_config(p)
     p.write_text('{"model_type": "llama", "vocab_size": Infinity}')
     with pytest.raises(PlanError, match=r"vocab_size: must be a positive integer \(got inf\)"):
@@ -81,7 +82,7 @@ def test_infinity_is_read_as_hugging_face_writes_it(tmp_path: Path) -> None:
     ],
 )
 def test_bad_hybrid_keys_are_named(change: dict[str, Any], where: str) -> None:
-    raw = {**json.loads((CONFIGS / "nemotron-h-8b-base-8k.json").read_text()), **change}
+    raw = {**json.loads((CONFIGS / "nemotron-h-8b.json").read_text()), **change}
     if "layers_block_type" in change:
         raw.pop("hybrid_override_pattern")
     with pytest.raises(PlanError, match=where.replace("*", r"\*")):
