@@ -156,6 +156,9 @@ def sft_estimate(plan: Plan, *, cpu: bool = False) -> Estimate:
 
 
 def trainable_params(sc: StateCtx) -> int:
-    """Every trained parameter of the model (all ranks): the whole model, or every layer's adapters."""
+    """Every trained parameter of the model (all ranks): the whole model (less a frozen vision tower), or every
+    layer's adapters."""
     arch = sc.arch
-    return arch.total_params if sc.full else arch.L * lora_params_per_layer(arch, sc.lora_roles, sc.lora_rank)
+    if not sc.full:
+        return arch.L * lora_params_per_layer(arch, sc.lora_roles, sc.lora_rank)
+    return arch.total_params - (0 if sc.vision_trained else arch.vision_params)  # a frozen vision tower
