@@ -71,7 +71,7 @@ def accuracy_page() -> str:
     sources = _published_sources()
     median, under, worst = _published_summary(rows)
     n_cpu = sum(s.cases for s in summary)
-    versions = "; ".join(sorted({s.versions for s in summary}))
+    versions = "; ".join(sorted({v for s in summary for v in s.versions.split("; ")}))
     out = [
         HEADER.format(source="tests/data (bench/data/measured_cases.py) and core/memory/accuracy.json"),
         "# Accuracy and validation\n\n",

@@ -45,6 +45,7 @@ def presets_json(reg: Registry, kind: str | None) -> dict[str, Any]:
                     "layers": c.num_hidden_layers,
                     "hidden_size": c.hidden_size,
                     "vocab_size": c.vocab_size,
+                    "hub_ids": list(mp.hub_ids),
                     "user": reg.is_user("models", mp.id),
                 }
             )

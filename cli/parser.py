@@ -82,7 +82,13 @@ def _plan_args(p: argparse.ArgumentParser, required: bool = False) -> None:
         p.add_argument("plan", metavar="PLAN.toml", help="plan file")
     else:
         p.add_argument("plan", nargs="?", metavar="PLAN.toml", help="plan file (default: the built-in default plan)")
-    p.add_argument("--model", type=_named, metavar="ID", help="model preset id (vramplan presets models)")
+    p.add_argument(
+        "--model",
+        type=_named,
+        metavar="ID",
+        help="model preset id (vramplan presets models), or a Hugging Face id ORG/NAME: its config.json from the "
+        "local Hub cache (offline), else the preset that stands for it",
+    )
     p.add_argument(
         "--hf-config",
         type=_named,

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from vramplan.core.memory.kinds import kind_label
 from vramplan.core.memory.record import Estimate
+from vramplan.core.memory.states.vision import vision_note
 from vramplan.core.plan.catalogue import presets
 from vramplan.core.plan.catalogue.presets import Registry
 from vramplan.core.plan.describe import batch_label, gpu_name, method_label, model_name, parallel_summary
@@ -47,6 +48,7 @@ def _batch_lines(p: Plan) -> list[str]:
 def plan_summary(est: Estimate) -> list[str]:
     p = est.plan
     m, hw, s = p.model, p.hardware, p.strategy
+    trained = p.training.vision_tower == "trained"
     name = model_name(m) + (f" ({m.model_type}, config.json)" if m.hf_config else "")
     return [
         f"{name} on {hw.total_gpus} x {gpu_name(p)} ({hw.nodes} node{'s' if hw.nodes > 1 else ''})",
@@ -60,6 +62,7 @@ def plan_summary(est: Estimate) -> list[str]:
         + _moe_summary(est)
         + f" (trainable {fmt_count(est.params_trainable)})",
         *(_wrap(chose, 0, hang=2) if (chose := choices_text(p)) else []),
+        *(_wrap(f"note: {vision}", 0, hang=2) if (vision := vision_note(m.vision_params or 0, trained)) else []),
         *_ignored_keys(m.hf_config),
     ]
 

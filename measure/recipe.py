@@ -50,9 +50,15 @@ CONFIG_NAMES: dict[str, dict[str, str | None]] = {
     "mixtral": {"num_experts": "num_local_experts"},
     "gpt_oss": {"num_experts": "num_local_experts"},
     "deepseek_v3": {"num_experts": "n_routed_experts", "shared_expert_intermediate_size": None},
+    "llama4_text": {
+        "intermediate_size": "intermediate_size_mlp",
+        "moe_intermediate_size": "intermediate_size",
+        "num_experts": "num_local_experts",
+        "shared_expert_intermediate_size": None,
+    },
 }
 # plan keys that are vramplan's own (no config argument) or derived
-NOT_CONFIG = ("preset", "hf_config", "model_type", "dense_layers", "sliding_layers", "mtp_layers")
+NOT_CONFIG = ("preset", "hf_config", "model_type", "dense_layers", "sliding_layers", "mtp_layers", "vision_params")
 # config.json keys not passed on: the class, remote code, the checkpoint's dtype and quantization, versions
 FILE_ONLY = (
     "model_type",
@@ -114,6 +120,8 @@ def config_kwargs(plan: Plan) -> dict[str, Any]:
     if m.hf_config:
         hf = read_hf_config(m.hf_config)
         raw = parse_json(read_regular(str(hf.path)).decode("utf-8"), str(hf.path))
+        if isinstance(raw.get("text_config"), dict) and m.vision_params:  # multimodal: its text model is run
+            raw = {**raw["text_config"], "tie_word_embeddings": m.tie_word_embeddings}
         out = {k: v for k, v in raw.items() if k not in FILE_ONLY}
         from_file = hf.model
     for key, value in m.model_dump(exclude_none=True).items():
@@ -127,6 +135,8 @@ def config_kwargs(plan: Plan) -> dict[str, Any]:
     dense = m.dense_layers or 0
     if m.model_type in ("qwen2_moe", "qwen3_moe") and dense and "dense_layers" not in from_file:
         out["mlp_only_layers"] = list(range(dense))  # which layers is the config's; their number is the plan's
+    if m.model_type == "llama4_text" and dense and "dense_layers" not in from_file:
+        out["moe_layers"] = list(range(dense, m.num_hidden_layers))
     if m.model_type == "deepseek_v3" and not m.hf_config:
         out["first_k_dense_replace"] = dense
         shared, width = m.shared_expert_intermediate_size or 0, m.moe_intermediate_size or 1
@@ -155,7 +165,7 @@ def recipe(plan: Plan) -> Recipe:
         model_type=plan.model.model_type,
         config=config_kwargs(plan),
         hf_config_path=plan.model.hf_config,
-        expected_params=plan.model.arch().total_params,
+        expected_params=plan.model.arch().total_params - plan.model.arch().vision_params,  # the text model is run
         weights_dtype=weights,
         autocast=auto,
         method=t.method,

@@ -60,12 +60,15 @@ def load_truth(name: str) -> dict[str, Any]:
 
 @pytest.fixture(autouse=True)
 def isolated_machine(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Every test sees the same machine: no user presets (an empty VRAMPLAN_CONFIG_DIR) and no GPU detection
-    (VRAMPLAN_DETECT=0), whatever the developer's ~/.config or nvidia-smi; tests of those features opt back in."""
+    """Every test sees the same machine: no user presets (an empty VRAMPLAN_CONFIG_DIR), no GPU detection
+    (VRAMPLAN_DETECT=0) and an empty Hugging Face cache (HF_HUB_CACHE), whatever the developer's ~/.config,
+    nvidia-smi or ~/.cache; tests of those features opt back in."""
     from vramplan.core.plan.catalogue import presets
 
     monkeypatch.setenv("VRAMPLAN_CONFIG_DIR", str(tmp_path_factory.getbasetemp() / "no-user-config"))
     monkeypatch.setenv("VRAMPLAN_DETECT", "0")
+    # no Hugging Face Hub cache: `--model ORG/NAME` and the importers never read the developer's
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path_factory.getbasetemp() / "no-hub-cache"))
     presets.reload()
 
 

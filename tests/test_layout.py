@@ -45,6 +45,8 @@ PARALLEL_NAMES: dict[str, str] = {
     "(core/memory), a stage's model states (core/memory/states)",
     "overhead.py": "GPU memory outside the step's tensors: the plan's [overhead] table (core/plan), its terms "
     "(core/memory)",
+    "vision.py": "a multimodal model's vision tower: its parameters from the config.json (core/plan/architecture), "
+    "its place in the model states (core/memory/states)",
 }
 
 

@@ -54,6 +54,11 @@ SOURCES = {
     "torchtitan": "torchtitan's performance docs",
     "aai": "Answer.AI's fsdp_qlora benchmark tables",
     "peft": "PEFT's README and accelerate guides",
+    "fms": "IBM fms-fsdp's throughput table",
+    "unsloth": "Unsloth's 'Hugging Face + FA2' maximum-context table",
+    "llamafactory": "LLaMA-Factory's context-length table",
+    "qlora": "the QLoRA paper's 65B-on-48GB claim",
+    "deepspeed": "DeepSpeed ZeRO-Offload's 10B-on-one-V100 claim",
 }
 
 

@@ -122,7 +122,9 @@ TRUTH_FILES = (
     TruthFile("random_truth.json", "random cases of the oracle's space (seed 7), measured after the model", False),
     TruthFile("random2_truth.json", "random cases with varied dimensions too (seed 11)", False),
     TruthFile("families_truth.json", "GPT-2, GPT-NeoX, Falcon, Gemma, Phi-3 from their config.json keys", True),
-    TruthFile("moe_truth.json", "mixture of experts: Qwen3-MoE, Qwen2-MoE, Mixtral, DeepSeek-V3, gpt-oss", True),
+    TruthFile(
+        "moe_truth.json", "mixture of experts: Qwen3-MoE, Qwen2-MoE, Mixtral, DeepSeek-V3, gpt-oss, Llama 4", True
+    ),
 )
 
 

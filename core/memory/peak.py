@@ -116,12 +116,11 @@ def _busiest(ctx: ActCtx, lay: Layout, sc: StateCtx, plan: Plan) -> tuple[str, S
     return best
 
 
-def _freed_logits(ctx: ActCtx, lay: Layout, sp: StagePeak) -> int:
-    """The 16-bit logits freed before the loss's backward (HF, torchtitan: upcast to fp32 for the loss) stay
-    reserved when the peak is that backward's start."""
-    upcast = not lay.fused_ce_set and lay.loss_chunks == 1 and ctx.reg.act_bytes != 4
+def _freed_logits(sp: StagePeak) -> int:
+    """The 16-bit logits freed before the loss's backward (the loss path's `logits_freed`) stay reserved when the
+    peak is that backward's start."""
     last = sp.view.stage.last and sp.moment == BACKWARD_START
-    return ctx.reg.act_bytes * ctx.T * ctx.arch.V // lay.tp if (upcast and last) else 0
+    return sp.view.a.logits_freed if last else 0
 
 
 def sft_estimate(plan: Plan, *, cpu: bool = False, pack: bool = True) -> Estimate:
@@ -133,7 +132,7 @@ def sft_estimate(plan: Plan, *, cpu: bool = False, pack: bool = True) -> Estimat
     ctx, lay, sc = plan_ctx(plan, cpu), plan_layout(plan), state_ctx(plan)
     stage_name, sp = _busiest(ctx, lay, sc, plan)
     v, peak = sp.view, sp.phases[sp.moment]
-    freed = _freed_logits(ctx, lay, sp)
+    freed = _freed_logits(sp)
     expandable = plan.overhead.expandable_segments
     rules = 0
     if plan.overhead.allocator_reserve_percent is None and pack:
@@ -168,6 +167,9 @@ def sft_estimate(plan: Plan, *, cpu: bool = False, pack: bool = True) -> Estimat
 
 
 def trainable_params(sc: StateCtx) -> int:
-    """Every trained parameter of the model (all ranks): the whole model, or every layer's adapters."""
+    """Every trained parameter of the model (all ranks): the whole model (less a frozen vision tower), or every
+    layer's adapters."""
     arch = sc.arch
-    return arch.total_params if sc.full else arch.L * lora_params_per_layer(arch, sc.lora_roles, sc.lora_rank)
+    if not sc.full:
+        return arch.L * lora_params_per_layer(arch, sc.lora_roles, sc.lora_rank)
+    return arch.total_params - (0 if sc.vision_trained else arch.vision_params)  # a frozen vision tower

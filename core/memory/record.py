@@ -84,7 +84,8 @@ class Estimate:
         """``active``: every parameter one token passes through (embedding and lm_head included, the top-k routed
         experts of each MoE layer; with LoRA the adapters too); equal to ``total`` for a dense model.
         ``experts``: the routed experts' parameters (0: dense); ``mtp``: DeepSeek's multi-token-prediction
-        module, not in ``total`` (transformers does not build it)."""
+        module, not in ``total`` (transformers does not build it); ``vision``: a multimodal model's vision tower and
+        projector, in ``total``, not in ``active``."""
         arch = self.plan.model.arch()
         adapters = self.params_total - arch.total_params
         out = {
@@ -95,6 +96,8 @@ class Estimate:
         }
         if arch.mtp_params:
             out["mtp"] = arch.mtp_params
+        if arch.vision_params:  # a multimodal model's vision tower and projector, in ``total``
+            out["vision"] = arch.vision_params
         return out
 
     @property

@@ -8,7 +8,7 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
-from vramplan.core.plan.catalogue import presets
+from vramplan.core.plan.catalogue import hub_ids, presets
 from vramplan.core.plan.helpers.errors import PlanError, PlanNotice, shown
 from vramplan.core.plan.helpers.paths import absolute
 from vramplan.core.plan.helpers.tomlio import loads
@@ -59,11 +59,16 @@ def apply_overrides(
     sets: list[str] | tuple[str, ...] = (),
     hf_config: str | None = None,
 ) -> Plan:
-    """``--model`` or ``--hf-config``, ``--gpu`` and ``--set table.key=value`` applied to a plan (validated)."""
+    """``--model`` (a preset id, or a Hugging Face id ``ORG/NAME``: `core.plan.catalogue.hub_ids`) or
+    ``--hf-config``, ``--gpu`` and ``--set table.key=value`` applied to a plan (validated)."""
     if model and hf_config:
         raise PlanError("give --model or --hf-config, not both", "--hf-config")
     changes: dict[str, Any] = {}
-    if model:
+    if model and "/" in model:  # a Hugging Face id: the Hub cache's config.json, else the preset standing for it
+        found = hub_ids.model_changes(model.strip())
+        warnings.warn(f"--model {model.strip()}: {found.how}", PlanNotice, stacklevel=2)
+        changes.update(found.changes)
+    elif model:
         changes["model.preset"] = model
     if hf_config:
         changes["model.hf_config"] = str(absolute(hf_config))

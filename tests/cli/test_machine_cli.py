@@ -54,7 +54,8 @@ def test_hf_config_in_a_plan_file(tmp_path: Path, capsys: pytest.CaptureFixture[
     ("config", "expected"),
     [
         (None, "no such file or directory"),
-        ({"model_type": "jamba", "num_experts": 16}, "mixture-of-experts"),
+        ({"model_type": "jamba", "num_experts": 16}, "'jamba': a hybrid of Mamba and attention blocks with experts ("),
+        ({"model_type": "olmoe", "num_experts": 64}, "mixture-of-experts"),
         ({"model_type": "t5"}, "unsupported model_type 't5'; supported: llama, mistral, qwen2, gemma, phi3"),
         ({"model_type": "gpt2", "n_embd": 768, "n_head": -1}, "n_head: must be a positive integer"),
     ],

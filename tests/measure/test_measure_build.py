@@ -49,3 +49,17 @@ def test_every_model_preset_builds_with_the_estimates_parameters(preset: str) ->
 def test_a_measured_cases_model_from_plan_keys_builds_the_same(case: str) -> None:
     built, planned = meta_params(map_config(CASES[case]))
     assert built == planned
+
+
+@pytest.mark.parametrize("name", ["gemma-3-12b-it", "llama-4-scout-17b-16e"])
+def test_a_multimodal_config_measures_its_text_model(name: str) -> None:
+    """`vramplan measure` runs a multimodal model's text model (its frozen vision tower is not run): built from
+    text_config, as many parameters as the plan's total less model.vision_params."""
+    path = Path(__file__).resolve().parents[1] / "data" / "multimodal" / f"{name}.json"
+    built, planned = meta_params({"hf_config": str(path)})
+    assert (
+        built
+        == planned
+        == plan_from_dict({"model": {"hf_config": str(path)}}).model.arch().total_params
+        - (plan_from_dict({"model": {"hf_config": str(path)}}).model.vision_params or 0)
+    )

@@ -17,8 +17,11 @@ from textual.widgets import Input, Label, OptionList, Static
 from vramplan.core.memory.record import Estimate
 from vramplan.core.plan.architecture.config import ModelConfig
 from vramplan.core.plan.architecture.families import FAMILIES
+from vramplan.core.plan.architecture.hub_cache import is_repo_id
 from vramplan.core.plan.catalogue import presets
+from vramplan.core.plan.catalogue.hub_ids import hub_table, model_changes
 from vramplan.core.plan.describe import model_name, modified_keys
+from vramplan.core.plan.helpers.errors import PlanError
 from vramplan.core.plan.helpers.memo import memoised
 from vramplan.core.plan.helpers.units import fmt_count
 from vramplan.tui.choices import Choice
@@ -76,10 +79,13 @@ def model_rows(query: str) -> tuple[tuple[str, str], ...]:
     punctuation and case ignored, letters in order (``qwen72`` finds Qwen2.5-72B); exact substrings first. Worked
     out once per query: the list is shown again after every plan change."""
     words = [_squash(w) for w in query.split() if _squash(w)]
+    named = hub_table().get(query.strip().lower()) if "/" in query else None  # a Hugging Face id a preset names
     ranked = []
     for mp in presets.registry().sorted_models():
         hay = _squash(f"{mp.name} {mp.id} {mp.config.get('model_type', '')}")
-        if all(_subsequence(w, hay) for w in words):
+        if mp.id == named:
+            ranked.append((False, mp))
+        elif all(_subsequence(w, hay) for w in words):
             exact = all(w in hay for w in words)
             ranked.append((not exact, mp))
     ranked.sort(key=lambda r: r[0])  # stable: keeps the preset order within each group
@@ -164,6 +170,9 @@ class ModelPane(PlanPane):
         reg = presets.registry()
         if m.preset and reg.is_user("models", m.preset):
             text += Content.styled(f"\nuser preset: {reg.origin[f'models/{m.preset}']}", "dim")
+        if m.vision_params:  # a multimodal model: its vision tower, in the total, frozen unless the plan trains it
+            how = "trained" if est.plan.training.vision_tower == "trained" else "frozen"
+            text += Content.styled(f"\nvision tower {fmt_count(m.vision_params)} params ({how})", "dim")
         if m.hf_config and not m.preset:
             text += Content.styled(f"\nfrom {short_path(m.hf_config)}", "dim")
         if changed:
@@ -195,7 +204,19 @@ class ModelPane(PlanPane):
 
     @on(Input.Submitted, "#model-filter")
     def _pick_first(self, event: Input.Submitted) -> None:
+        """Enter in the filter: a Hugging Face id ``ORG/NAME`` as ``--model`` takes one (the Hub cache's
+        config.json, else its preset); anything else picks the highlighted preset."""
         event.stop()
+        text = event.input.value.strip()
+        if is_repo_id(text):
+            try:
+                found = model_changes(text)
+            except PlanError as exc:
+                self.post_message(PlanPane.Invalid("model.preset", exc.message))
+                return
+            self.post_message(PlanPane.Changed(dict(found.changes)))
+            event.input.value = ""
+            return
         options = self.query_one("#model-list", PresetList)
         option = options.highlighted_option
         if option is not None and option.id:

@@ -1,52 +1,16 @@
-"""The model a config names -> a model preset: a Hugging Face repo id (axolotl ``base_model``, LLaMA-Factory
-``model_name_or_path``: ``NousResearch/Llama-2-7b-hf`` -> llama-2-7b) or a torchtune model builder
-(``torchtune.models.llama2.qlora_llama2_7b`` -> llama-2-7b, lora/qlora)."""
+"""The model a config names -> the plan's model: a Hugging Face repo id (axolotl ``base_model``, LLaMA-Factory
+``model_name_or_path``) resolved as ``--model`` resolves one (`core.plan.catalogue.hub_ids`: the Hub cache's
+config.json, else the preset standing for it, ``NousResearch/Llama-2-7b-hf`` -> llama-2-7b), a local checkpoint,
+or a torchtune model builder (``torchtune.models.llama2.qlora_llama2_7b`` -> llama-2-7b, lora/qlora)."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from vramplan.core.files.importers.record import ImportLog
-from vramplan.core.plan.catalogue import presets
+from vramplan.core.plan.architecture.hub_cache import cached_config, is_repo_id
+from vramplan.core.plan.catalogue.hub_ids import preset_for_repo
 from vramplan.core.plan.helpers.errors import PlanError
-
-_SUFFIXES = ("-hf", "-instruct", "-chat", "-base", "-it", "-pt")
-
-
-def _norm(name: str) -> str:
-    n = name.strip().rstrip("/").rsplit("/", 1)[-1].lower().replace("_", "-")
-    changed = True
-    while changed:
-        changed = False
-        for suffix in _SUFFIXES:
-            if n.endswith(suffix):
-                n, changed = n[: -len(suffix)], True
-    return n.removeprefix("meta-")
-
-
-def _source_repo(source: str) -> str | None:
-    m = re.search(r"huggingface\.co/([^/\s]+/[^/\s]+)/", source)
-    return m.group(1) if m else None
-
-
-def preset_for_repo(name: str) -> str | None:
-    """The model preset whose id or Hugging Face repo matches ``name`` (a repo id or a local path), if any."""
-    wanted = _norm(name)
-    if not wanted:
-        return None
-    reg = presets.registry()
-    for preset_id in reg.models:
-        if _norm(preset_id) == wanted:
-            return preset_id
-    for preset_id in reg.models:
-        try:
-            repo = _source_repo(reg.models[preset_id].source)
-        except (PlanError, KeyError):  # a broken user preset is not a match
-            continue
-        if repo and (_norm(repo) == wanted or repo.lower() == name.strip().lower()):
-            return preset_id
-    return None
 
 
 def local_config(name: str) -> str | None:
@@ -109,12 +73,22 @@ def read_model(log: ImportLog, key: str, name: object) -> None:
     if not isinstance(name, str) or not name.strip():
         log.ignore(key, name, "no model name")
         return
-    preset = preset_for_repo(name)
-    if preset is not None:
-        log.set(key, name, "model.preset", preset)
+    broken = ""  # the Hub cache holds the repo but cannot be read: said with whatever is used instead
+    try:
+        hit = cached_config(name.strip()) if is_repo_id(name.strip()) else None
+    except PlanError as exc:
+        hit, broken = None, f"the Hugging Face cache's copy is not used: {exc.line()}"
+    if hit is not None:
+        note = f"config.json from the Hugging Face cache, revision {hit.revision[:12]}"
+        log.set(key, name, "model.hf_config", str(hit.path), note)
+        return
+    found = preset_for_repo(name)
+    if found is not None:
+        log.set(key, name, "model.preset", found[0], broken)
         return
     local = local_config(name)
     if local is not None:
         log.set(key, name, "model.hf_config", local, "a local checkpoint's config.json")
         return
-    log.ignore(key, name, "no model preset matches it: give --model ID or --hf-config PATH (the plan's model is kept)")
+    why = broken or "no model preset matches it"
+    log.ignore(key, name, f"{why}: give --model ID or --hf-config PATH (the plan's model is kept)")

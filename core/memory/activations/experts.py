@@ -30,14 +30,18 @@ def moe_saved(c: ActCtx, out: Saved) -> bool:
     if full:
         out.add("router: input copy", C * T * h, T * h, False)
     fam = arch.fam
-    if fam.router_softmax_topk:  # gpt-oss GptOssTopKRouter: topk(logits), softmax of the k values (logits' dtype)
+    if fam.all_experts:  # Llama4Router: topk of the logits scattered into -inf, an fp32 sigmoid over all E
+        out.add("router: top-k indices (int64), fp32 sigmoid of the scattered scores", 8 * S + 4 * T * E, T * E, False)
+    elif fam.router_softmax_topk:  # gpt-oss GptOssTopKRouter: topk(logits), softmax of the k values (logits' dtype)
         out.add("router: top-k indices (int64), softmax of the top-k logits", 8 * S + C * S, S, False)
     else:
         out.add("router: fp32 softmax, top-k indices, sum and values", 4 * T * E + 8 * S + 4 * T + 4 * S, T * E, False)
     if c.reg.compute == "autocast":  # the router's bf16 weight copy [h, E] (measured: TBackward0 param_copy)
         out.copies += 2 * E * h
         out.cache += 2 * E * h
-    if c.experts == "loop":
+    if fam.all_experts:
+        _experts_all(c, out)
+    elif c.experts == "loop":
         _experts_loop(c, out)
     elif c.experts == "batched":
         _experts_batched(c, out)
@@ -56,7 +60,8 @@ def moe_saved(c: ActCtx, out: Saved) -> bool:
             )
         else:
             out.add("experts: gate/up output, act(gate), product", W * S * 4 * i, S * 4 * i, True)
-    out.add("experts: routing weights", C * S, S, True)
+    if not fam.all_experts:
+        out.add("experts: routing weights", C * S, S, True)
     if moe.shared_f:  # reads the router's input; saves gate and up outputs, the activation's output, the product
         f = moe.shared_f
         out.add("shared expert: gate and up outputs, activation output, product", 4 * C * T * f, 4 * T * f, True)
@@ -66,9 +71,38 @@ def moe_saved(c: ActCtx, out: Saved) -> bool:
             out.cache += 2 * 3 * h * f
         if moe.shared_gate:
             out.add("shared expert gate: sigmoid [T, 1] and the gated output", C * (T + T * h), T * h, True)
-    if c.experts == "grouped":
+    if c.experts == "grouped" and not fam.all_experts:
         out.work = max(out.work, W * S * 4 * i + 2 * c.reg.resid_bytes * T * h)
     return True
+
+
+def _experts_all(c: ActCtx, out: Saved) -> None:
+    """Llama 4 (transformers ``Llama4TextMoe.forward``, ``Llama4TextExperts.forward``): every routed expert runs on
+    every token, the tokens off an expert's top-k scaled by a score of 0. The MoE input [T, h] (the norm's output:
+    the residual dtype) is repeated E times; the product with the scores' column [E T, 1] (a copy of the transposed
+    scores, compute dtype) saves both; ``bmm`` with ``gate_up_proj`` [E, h, 2 i] saves its input (under autocast
+    its 16-bit cast; a frozen expert weight needs none) and gives gate/up [E, T, 2 i], which SiLU saves; act(gate)
+    and the product [E, T, i] are saved by the multiply and the down ``bmm``. The summed output saves nothing.
+    Under autocast, both 3-D weights' 16-bit copies (2 x 3 E h i bytes, cached for the forward). E x T rows in all:
+    at E = 16 sixteen times the rows of a top-1 dispatch."""
+    arch, T = c.arch, c.T
+    moe = arch.moe
+    assert moe is not None
+    E, h, i = moe.n_experts, arch.h, moe.expert_f
+    C, R = c.reg.act_bytes, c.reg.resid_bytes
+    rows = E * T
+    out.add("experts (all tokens): the repeated input, and the scores' column", R * rows * h + C * rows, rows * h, True)
+    if c.full:
+        out.add("experts (all tokens): gate_up bmm's input", C * rows * h, rows * h, True)
+    out.add("experts (all tokens): gate/up output, act(gate), product", C * rows * 4 * i, rows * 4 * i, True)
+    if c.reg.compute == "autocast":
+        copies = 2 * 3 * E * h * i
+        out.copies += copies
+        if c.full:
+            out.cache += copies
+        else:
+            out.frozen_copies += copies
+    out.work = max(out.work, C * rows * 4 * i + R * rows * h)
 
 
 def _experts_loop(c: ActCtx, out: Saved) -> None:

@@ -66,6 +66,8 @@ class StageActs(NamedTuple):
     logsm: int  # saved fp32 log-softmax
     loss_grads: int  # the loss's two fp32 gradients at backward start
     logits_fwd: int  # lm_head output (+ fp32 upcast) while the loss is computed
+    logits_kept: int  # logits held from the loss to the end of backward (`core.memory.activations.loss`)
+    logits_freed: int  # 16-bit logits freed before the loss's backward (their block stays reserved)
     copies: int  # saved 16-bit weight copies at the start of backward
     copies_fwd: int  # weight copies alive at the end of forward (autocast cache)
     head_copies: int
@@ -130,7 +132,7 @@ def stage_acts(ctx: ActCtx, stage: Stage, lay: Layout) -> StageActs:
         else 0
     )
     embed = embed_saved(ctx, ctx.full or recompute).local(tp, sp) if stage.first else 0
-    hd = _head(ctx, lay) if stage.last else Head(0, 0, 0, 0, 0, 0, 0, 0)
+    hd = _head(ctx, lay) if stage.last else Head(0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
     frozen += hd.frozen_copies
     layers, offloaded = _offload(ctx, lay, layers, rest_b, n_ck)
     copies = layer_copies + hd.copies
@@ -143,6 +145,8 @@ def stage_acts(ctx: ActCtx, stage: Stage, lay: Layout) -> StageActs:
         logsm=hd.logsm,
         loss_grads=hd.loss_grads,
         logits_fwd=hd.logits_fwd,
+        logits_kept=hd.logits_kept,
+        logits_freed=hd.logits_freed,
         copies=copies,
         copies_fwd=max(copies, cache + hd.cache + frozen),
         head_copies=hd.copies,
@@ -161,6 +165,8 @@ class Head(NamedTuple):
     logsm: int
     logits_fwd: int
     loss_grads: int
+    logits_kept: int
+    logits_freed: int
     copies: int  # autocast's saved 16-bit lm_head weight copy
     cache: int  # and its cached copy through the forward (a trained head)
     frozen_copies: int  # a frozen head's saved copy
@@ -194,13 +200,15 @@ def _head(ctx: ActCtx, lay: Layout) -> Head:
     if lay.dtensor_tp and sp and ctx.full:
         saved += gathered_head_input(ctx, tp)
     copied = lay.zero != 3  # ZeRO-3 re-gathers the head's weight instead
-    logsm, logits_fwd, loss_grads, chunk_copies = loss_bytes(ctx, lay)
+    lb = loss_bytes(ctx, lay)
     quantized = "lm_head" in ctx.quantized_roles
     return Head(
-        saved=saved + chunk_copies,
-        logsm=logsm,
-        logits_fwd=logits_fwd,
-        loss_grads=loss_grads,
+        saved=saved + lb.copies,
+        logsm=lb.saved,
+        logits_fwd=lb.fwd,
+        loss_grads=lb.bwd,
+        logits_kept=lb.kept,
+        logits_freed=lb.freed,
         copies=hs.copies // tp if copied else 0,
         cache=hs.cache // tp if copied else 0,
         frozen_copies=hs.frozen_copies // tp if copied else 0,

@@ -53,6 +53,7 @@ def state_ctx(plan: Plan) -> StateCtx:
         fsdp2=fsdp_sharded(plan) and s.fsdp_version != 1,
         fsdp1=s.fsdp_version == 1 and s.zero_stage >= 2 and plan.data_parallel > 1,
         adapter_wrap=s.fsdp_adapter_wrap or "own",
+        vision_trained=t.vision_tower == "trained",
     )
 
 

@@ -33,6 +33,7 @@ class StateCtx(NamedTuple):
     fsdp2: bool = False  # ZeRO-3 is FSDP2's fully_shard (per-block units and a root unit)
     fsdp1: bool = False  # ZeRO-2/3 is FSDP1's FullyShardedDataParallel (flat parameters: `states.fsdp1`)
     adapter_wrap: str = "own"  # FSDP1 LoRA: the adapters' units (strategy.fsdp_adapter_wrap)
+    vision_trained: bool = False  # a multimodal model's vision tower is trained (training.vision_tower)
 
     @property
     def full(self) -> bool:

@@ -14,6 +14,7 @@ from typing import NamedTuple
 
 from vramplan.core.memory.states.record import StateCtx
 from vramplan.core.memory.states.stages import Stage
+from vramplan.core.memory.states.vision import vision_frozen, vision_held, with_vision
 from vramplan.core.memory.terms import Term, headline
 from vramplan.core.plan.architecture.arch import lora_params_per_layer
 from vramplan.core.plan.schema.precision import OPTIMIZERS, quantized_bytes
@@ -44,7 +45,8 @@ def stage_shapes(sc: StateCtx, stage: Stage) -> StageShapes:
     embed = (vocab + arch.embed_extra_params) if stage.first else 0  # + BLOOM's norm, GPT-2's positions
     head = (arch.norm_params + (vocab if (not arch.tied or not stage.first) else 0)) if stage.last else 0
     experts = n * arch.expert_params // (arch.L * ep * tp)
-    return StageShapes(lin_w, lin_b, norms, vocab, embed + n * (lin_w + lin_b + norms) + head, experts)
+    local = embed + n * (lin_w + lin_b + norms) + head + vision_held(sc, stage)
+    return StageShapes(lin_w, lin_b, norms, vocab, local, experts)
 
 
 class Weights(NamedTuple):
@@ -83,16 +85,16 @@ def _source(sc: StateCtx) -> str:
 def _full(sc: StateCtx, stage: Stage, sh: StageShapes) -> Weights:
     arch, reg, tp = sc.arch, sc.reg, sc.tp
     spec = OPTIMIZERS[sc.optimizer]
-    trainable = sh.params_local
+    trainable = sh.params_local - vision_frozen(sc, stage)
     largest = max(sh.vocab if (stage.first or stage.last) else 0, arch.max_linear_weight // tp)
     term = headline(
-        "parameters", "{:,} params{} x {} B ({} weights)", trainable, _split(sc), reg.weight_bytes, reg.name,
+        "parameters", "{:,} params{} x {} B ({} weights)", sh.params_local, _split(sc), reg.weight_bytes, reg.name,
         source=_source(sc),
     )  # fmt: skip
     return Weights(
-        params_local=trainable,
+        params_local=sh.params_local,
         trainable=trainable,
-        bytes=trainable * reg.weight_bytes,
+        bytes=sh.params_local * reg.weight_bytes,
         grad_elem=reg.grad_bytes,
         state_elem=4 if spec.fp32_states else reg.state_bytes,
         master=reg.master_bytes,
@@ -101,7 +103,7 @@ def _full(sc: StateCtx, stage: Stage, sh: StageShapes) -> Weights:
         head_train=sh.vocab if stage.last else 0,
         layer_store=0,
         frozen_bytes=reg.weight_bytes,
-        term=term,
+        term=with_vision(term, sc, stage),
     )
 
 
@@ -150,5 +152,5 @@ def _adapters(sc: StateCtx, stage: Stage, sh: StageShapes) -> Weights:
         head_train=0,
         layer_store=layer_store,
         frozen_bytes=frozen_bytes,
-        term=term,
+        term=with_vision(term, sc, stage),
     )

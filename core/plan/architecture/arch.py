@@ -108,6 +108,7 @@ class Arch:
     mtp_params: int = 0  # DeepSeek's multi-token-prediction module(s): not built by transformers, not in the total
     window: int = 0  # sliding-window attention: the window (0: none)
     window_layers: int = 0  # layers with a window (Gemma 2 every other one, Gemma 3 five in six)
+    vision_params: int = 0  # a multimodal model's vision tower and projector (core.plan.architecture.vision)
     # derived (set in __post_init__)
     h_q: int = field(init=False)
     h_kv: int = field(init=False)
@@ -119,8 +120,8 @@ class Arch:
     embed_extra_params: int = field(init=False)  # besides the token embedding: BLOOM's norm, GPT-2's positions
     embed_params: int = field(init=False)  # token embedding + embed_extra_params
     head_params: int = field(init=False)  # final norm + an untied lm_head (a tied head reuses the embedding)
-    total_params: int = field(init=False)
-    active_params: int = field(init=False)  # what one token passes through (embedding and lm_head included)
+    total_params: int = field(init=False)  # the vision tower included
+    active_params: int = field(init=False)  # what one text token passes through (embedding and lm_head included)
     expert_params: int = field(init=False)  # routed experts, all layers (0: dense)
     max_linear_weight: int = field(init=False)
     by_role: dict[str, Linear] = field(init=False, repr=False, compare=False)
@@ -150,7 +151,7 @@ class Arch:
             ("embed_extra_params", extra),
             ("embed_params", embed),
             ("head_params", head),
-            ("total_params", active + inactive),
+            ("total_params", active + inactive + self.vision_params),
             ("active_params", active),
             ("expert_params", moe.expert_params(self.h) if moe else 0),
             ("max_linear_weight", max(lin.weight_params for lin in self.linears)),
@@ -167,7 +168,8 @@ class Arch:
         """Parameters per block (averaged over the blocks) beyond the block's linears and norms: the experts a
         token does not pass through, routers, q/k norms, sinks, MLA's low-rank projections. With expert
         parallelism ``ep`` a rank holds 1/ep of the routed experts (the top-k ones in the linears included)."""
-        beyond = (self.total_params - self.embed_params - self.head_params) // self.L - self.layer_params
+        text = self.total_params - self.vision_params
+        beyond = (text - self.embed_params - self.head_params) // self.L - self.layer_params
         if ep > 1 and self.expert_params:
             beyond -= self.expert_params // self.L - self.expert_params // (self.L * ep)
         return beyond
@@ -244,6 +246,7 @@ def build_arch(
     mtp_layers: int | None = None,
     sliding_window: int | None = None,
     sliding_layers: int | None = None,
+    vision_params: int | None = None,
 ) -> Arch:
     """An `Arch` from model-table keys (HF config.json names; None: the family's default)."""
     # Long: one keyword per [model] key (35 of them, as config.json names them) and one line each to resolve it
@@ -317,6 +320,7 @@ def build_arch(
         window_layers=min(sliding_layers if sliding_layers is not None else num_hidden_layers, num_hidden_layers)
         if sliding_window
         else 0,
+        vision_params=vision_params or 0,
     )
 
 

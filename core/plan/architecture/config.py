@@ -81,6 +81,14 @@ class ModelConfig(BaseModel):
     # sliding-window attention (Mistral, Gemma 2/3, gpt-oss): the window and how many layers use it
     sliding_window: int | None = Field(default=None, ge=1, le=10**9)
     sliding_layers: int | None = Field(default=None, ge=0, le=100_000)
+    # a multimodal config.json's vision side (core.plan.architecture.vision)
+    vision_params: int | None = Field(
+        default=None,
+        ge=0,
+        le=10**13,
+        description="a multimodal model's vision tower and projector, parameters (from its config.json's "
+        "vision_config; frozen unless training.vision_tower = trained)",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -201,6 +209,7 @@ class ModelConfig(BaseModel):
                     "qk_layernorm",
                     "sliding_window",
                     "sliding_layers",
+                    "vision_params",
                 )
             },
         )

@@ -40,6 +40,7 @@ class Family(NamedTuple):
     half_rope_table: bool = False  # gpt-oss: cos/sin hold d/2 frequencies, not duplicated to d
     router_softmax_topk: bool = False  # gpt-oss: top-k of the logits first, then a softmax over those k
     clamped_swiglu: bool = False  # gpt-oss: clamp(gate), clamp(up), gate * sigmoid(alpha gate) * (up + 1)
+    all_experts: bool = False  # Llama 4: every routed expert runs on every token (sigmoid scores, 0 off the top-k)
 
     @property
     def gated(self) -> bool:
@@ -165,6 +166,13 @@ FAMILIES: dict[str, Family] = {
             "transformers models/gpt_oss/modeling_gpt_oss.py (biased attention with sinks, alternating "
             "sliding-window layers, routed experts with biases and clamped SwiGLU)",
             sinks=True, moe=True, half_rope_table=True, router_softmax_topk=True, clamped_swiglu=True,
+        ),
+        Family(
+            "llama4_text", "Llama 4", "rms", "gated", False, False, False, False, "rope", "silu", False,
+            "transformers models/llama4/modeling_llama4.py Llama4TextModel (llama attention, weightless q/k norm; "
+            "MoE layers: a sigmoid top-k router, 3-D experts run on every token, a shared expert; dense layers of "
+            "intermediate_size_mlp)",
+            moe=True, all_experts=True, options=frozenset({"attention_bias"}),
         ),
     )
 }  # fmt: skip

@@ -21,13 +21,16 @@ from vramplan.core.plan.architecture.config import upper_bound
 from vramplan.core.plan.architecture.families import FAMILIES
 from vramplan.core.plan.architecture.hf_families import NEW_MAPPERS, window_keys
 from vramplan.core.plan.architecture.hf_keys import MISSING, ConfigKeys, ignored_keys
+from vramplan.core.plan.architecture.hub_cache import repo_id_of
+from vramplan.core.plan.architecture.hybrid import HYBRIDS, hybrid_params
+from vramplan.core.plan.architecture.vision import VISION_KEYS, vision
 from vramplan.core.plan.helpers.errors import PlanError, clip, printable, shown
 from vramplan.core.plan.helpers.jsonio import loads_json
 from vramplan.core.plan.helpers.paths import user_path
 from vramplan.core.plan.helpers.readfile import path_problem, read_regular
 from vramplan.core.plan.helpers.tomlio import depth_problem
 
-SUPPORTED: tuple[str, ...] = tuple(FAMILIES)
+SUPPORTED: tuple[str, ...] = (*FAMILIES, "gemma3", "llama4")  # the text families, and multimodal configs of them
 # keys whose presence (with a value > 0) marks a mixture-of-experts model
 MOE_KEYS: tuple[str, ...] = (
     "num_local_experts",
@@ -78,11 +81,13 @@ def read_hf_config(path: str | Path) -> HFModel:
         resolved = str(p.resolve())
     except (OSError, RuntimeError) as exc:  # RuntimeError: pathlib's symlink loop on Python < 3.13
         raise PlanError(f"cannot read: {getattr(exc, 'strerror', None) or exc}", str(p)) from None
-    return _read(resolved, st.st_size, st.st_mtime_ns)
+    return _read(resolved, st.st_size, st.st_mtime_ns, repo_id_of(p))
 
 
 @lru_cache(maxsize=64)
-def _read(path: str, size: int, mtime_ns: int) -> HFModel:
+def _read(path: str, size: int, mtime_ns: int, repo_id: str | None = None) -> HFModel:
+    """``repo_id``: the Hub id of a config.json in the Hub cache, its name where the file has none (the snapshot's
+    folder is a commit hash, the file a symlink into ``blobs/``)."""
     try:
         text = read_regular(path).decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -94,15 +99,18 @@ def _read(path: str, size: int, mtime_ns: int) -> HFModel:
         raise exc.at(path) if exc.where else PlanError(exc.message, path) from None
     name = raw.get("_name_or_path")
     if not isinstance(name, str) or not name.strip():
-        name = os.path.basename(os.path.dirname(path)) or path
+        name = repo_id or os.path.basename(os.path.dirname(path)) or path
     name = clip(printable(name), 120)  # shown in titles: never an escape sequence to the terminal
     return HFModel(Path(path), name, model["model_type"], model, ignored)
 
 
 def parse_json(text: str, where: str) -> dict[str, Any]:
-    """A config.json's object; `PlanError` for invalid JSON, ``NaN``/``Infinity`` (not JSON), integers of more than
-    4,300 digits, and nesting deep enough to exhaust the stack (`core.plan.helpers.jsonio.loads_json`)."""
-    raw = loads_json(text, where)
+    """A config.json's object; `PlanError` for invalid JSON, integers of more than 4,300 digits, and nesting deep
+    enough to exhaust the stack (`core.plan.helpers.jsonio.loads_json`). ``NaN`` and ``Infinity`` are read as Python's
+    json reads them: Hugging Face wrote config.json with it (Mamba2's and Nemotron-H's ``time_step_limit`` is
+    ``[0.0, Infinity]``) and transformers reads it back; a size that is not a whole number is still refused by the
+    key that reads it."""
+    raw = loads_json(text, where, constants=True)
     if not isinstance(raw, dict):
         raise PlanError("not a config.json: expected a JSON object", where)
     problem = depth_problem(raw)
@@ -127,6 +135,10 @@ def map_config_noted(raw: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ..
         raise PlanError(f"must be a string (got {shown(mt)})", "model_type")
     if mt is None:
         raise PlanError(f'no "model_type" key; supported: {", ".join(SUPPORTED)}')
+    if mt in MULTIMODAL and mt not in _MAPPERS:
+        return _multimodal(raw, mt)
+    if mt in HYBRIDS:  # counted, not estimated: the memory of its blocks is not modelled yet
+        raise PlanError(_hybrid_line(raw, mt), "model_type")
     if mt not in _MAPPERS:
         moe = [(k, raw[k]) for k in MOE_KEYS if _positive(raw.get(k))]
         what = f" (a mixture-of-experts config: {moe[0][0]} = {moe[0][1]})" if moe else ""
@@ -139,6 +151,63 @@ def map_config_noted(raw: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ..
         if limit is not None and isinstance(value, int | float) and value > limit:
             raise PlanError(f"must be at most {limit:,} (got {shown(value)})", key)
     return model, ignored_keys(raw, keys.read)
+
+
+# Multimodal model_types: the model_type of their text model (``text_config``'s, which may leave it out) and the
+# outer config class's ``tie_word_embeddings`` default: transformers ties the lm_head by the outer config's flag
+# (modeling_utils ``get_expanded_tied_weights_keys`` reads ``self.config``; Gemma3Config True, Llama4Config False).
+MULTIMODAL: dict[str, tuple[str, bool]] = {"gemma3": ("gemma3_text", True), "llama4": ("llama4_text", False)}
+# keys of a multimodal config's outer object that change neither the parameters nor what a step saves
+_MULTIMODAL_HARMLESS = frozenset(
+    {"boi_token_index", "eoi_token_index", "image_token_index", "image_token_id", "boi_token_id", "eoi_token_id",
+     "mm_tokens_per_image", "vision_config", "text_config"}
+)  # fmt: skip
+# vision_config keys that change neither the parameters nor the text model (activation, norms' epsilon, dropout
+# at 0, init, RoPE of the tower, which layer's features are taken)
+_VISION_HARMLESS = frozenset(
+    {"hidden_act", "layer_norm_eps", "norm_eps", "attention_dropout", "projector_dropout", "initializer_range",
+     "torch_dtype", "dtype", "rope_theta", "vision_feature_layer", "vision_feature_select_strategy",
+     "num_attention_heads", "multi_modal_projector_bias", "_attn_implementation_autoset"}
+)  # fmt: skip
+
+
+def _multimodal(raw: dict[str, Any], mt: str) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """A multimodal config (Gemma 3 4B-27B, Llama 4): its text model read through ``text_config`` as that family's
+    config.json is read, and the vision tower and projector counted (`core.plan.architecture.vision`)."""
+    text_mt, tied = MULTIMODAL[mt]
+    text = raw.get("text_config")
+    text = {} if text is None else text
+    if not isinstance(text, dict):
+        raise PlanError(f"must be an object (got {shown(text)})", "text_config")
+    inner_mt = text.get("model_type", text_mt)
+    if inner_mt != text_mt:
+        raise PlanError(f"a {mt} config's text model is {text_mt!r} (got {shown(inner_mt)})", "text_config.model_type")
+    tie = raw.get("tie_word_embeddings", tied)
+    if not isinstance(tie, bool):
+        raise PlanError(f"must be true or false (got {shown(tie)})", "tie_word_embeddings")
+    try:
+        model, ignored = map_config_noted({**text, "model_type": text_mt, "tie_word_embeddings": tie})
+    except PlanError as exc:
+        raise PlanError(exc.message, f"text_config.{exc.where}" if exc.where else "text_config") from None
+    seen = vision(mt, raw, model["hidden_size"])
+    model = {**model, "model_type": text_mt, "vision_params": seen.params}
+    cfg = raw.get("vision_config") or {}
+    outer = ignored_keys(raw, {"tie_word_embeddings", *_MULTIMODAL_HARMLESS})
+    left = sorted(k for k in cfg if k not in VISION_KEYS and k not in _VISION_HARMLESS)
+    return model, (*outer, *(f"text_config.{k}" for k in ignored), *(f"vision_config.{k}" for k in left))
+
+
+def _hybrid_line(raw: dict[str, Any], mt: str) -> str:
+    """Why a hybrid is not estimated, with its exact parameter count (`core.plan.architecture.hybrid`); a config
+    whose sizes cannot be counted is said unsupported as any other (``vramplan trace`` still builds it)."""
+    try:
+        n = hybrid_params(raw)
+    except PlanError:
+        return f"unsupported model_type {shown(mt)}; supported: {', '.join(SUPPORTED)}; {TRACE_GIVES_IT}"
+    return (
+        f"unsupported model_type {shown(mt)}: {HYBRIDS[mt]} ({n.total:,} parameters; {n.kinds()} blocks) whose "
+        f"state-space / linear-attention blocks' memory is not modelled yet; {TRACE_GIVES_IT}"
+    )
 
 
 def _positive(v: Any) -> bool:

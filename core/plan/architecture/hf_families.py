@@ -168,6 +168,31 @@ def _gpt_oss(k: ConfigKeys) -> dict[str, Any]:
     return out | window_keys(k, out["num_hidden_layers"], 128, 2)
 
 
+def _llama4_text(k: ConfigKeys) -> dict[str, Any]:
+    """Llama4TextConfig: experts and the shared expert of width ``intermediate_size``, dense layers of width
+    ``intermediate_size_mlp``; the MoE layers are ``moe_layers``, else every ``interleave_moe_layer_step``-th from
+    step - 1 (its ``__post_init__``); head_dim 128; untied."""
+    sizes = _sizes(k)
+    n_layers = sizes["num_hidden_layers"]
+    expert_f = sizes["intermediate_size"]
+    out = {**sizes, "intermediate_size": k.count("intermediate_size_mlp"), "head_dim": k.count("head_dim")}
+    out["tie_word_embeddings"] = k.flag("tie_word_embeddings", default=False)
+    out["attention_bias"] = k.flag("attention_bias", default=False)
+    out["num_experts"] = k.count("num_local_experts")
+    out["num_experts_per_tok"] = k.count("num_experts_per_tok")
+    out["moe_intermediate_size"] = expert_f
+    out["shared_expert_intermediate_size"] = expert_f
+    k.read.update(("moe_layers", "interleave_moe_layer_step"))
+    moe = k.raw.get("moe_layers")
+    if moe is None:
+        step = k.count("interleave_moe_layer_step", default=1) or 1
+        moe = list(range(step - 1, n_layers, step))
+    if not isinstance(moe, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in moe):
+        raise PlanError(f"must be a list of layer indices (got {shown(moe)})", "moe_layers")
+    out["dense_layers"] = n_layers - len({i for i in moe if 0 <= i < n_layers})
+    return out
+
+
 NEW_MAPPERS: dict[str, Callable[[ConfigKeys], dict[str, Any]]] = {
     "qwen3": _qwen3,
     "qwen3_moe": _qwen3_moe,
@@ -179,4 +204,5 @@ NEW_MAPPERS: dict[str, Callable[[ConfigKeys], dict[str, Any]]] = {
     "phi": _phi,
     "deepseek_v3": _deepseek_v3,
     "gpt_oss": _gpt_oss,
+    "llama4_text": _llama4_text,
 }

@@ -9,7 +9,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from vramplan.core.plan.helpers.errors import printable
+from vramplan.core.plan.architecture.hub_cache import is_repo_id
+from vramplan.core.plan.helpers.errors import printable, shown
 from vramplan.core.plan.helpers.field_values import strict_scalars
 from vramplan.core.plan.helpers.units import MiB
 
@@ -157,4 +158,17 @@ class ModelPreset(BaseModel):
         default=None, ge=1, le=10**9, description="trained context in tokens (config.json max_position_embeddings)"
     )
     source: str
+    hub_ids: tuple[str, ...] = Field(
+        default=(),
+        description="the Hugging Face model ids this preset stands for (ORG/NAME): `--model ORG/NAME` and the "
+        "importers take the preset for them when the Hub cache does not hold the repo",
+    )
     config: dict[str, Any]
+
+    @field_validator("hub_ids")
+    @classmethod
+    def _repo_ids(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        bad = next((i for i in v if not is_repo_id(i)), None)
+        if bad is not None:
+            raise ValueError(f"{shown(bad)} is not a Hugging Face model id ORG/NAME")
+        return v

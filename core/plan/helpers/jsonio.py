@@ -21,12 +21,13 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
-def loads_json(text: str, where: str) -> Any:
-    """The data of a JSON text; every failure is one `PlanError` naming ``where``."""
+def loads_json(text: str, where: str, constants: bool = False) -> Any:
+    """The data of a JSON text; every failure is one `PlanError` naming ``where``. ``constants``: read ``NaN`` and
+    ``Infinity`` as Python's json does (a model's config.json, which Hugging Face wrote with them)."""
     import json  # here: `tomlio` shares this module's wording, and the planner's first frame loads no json
 
     try:
-        return json.loads(text, parse_constant=_no_constant)
+        return json.loads(text) if constants else json.loads(text, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
         raise PlanError(f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})", where) from None
     except RecursionError:

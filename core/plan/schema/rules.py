@@ -78,6 +78,9 @@ def _check_method(p: PlanTables) -> None:
             raise PlanError(
                 f"{m.model_type} has {why} (its block: {', '.join(roles)}, or all-linear)", "training.lora_targets"
             )
+    if t.vision_tower == "trained" and (t.method != "full" or not m.vision_params):
+        why = "needs full fine-tuning" if m.vision_params else "needs a multimodal model (model.vision_params)"
+        raise PlanError(f"a trained vision tower {why}", "training.vision_tower")
     positions = m.arch().positions
     if positions and t.seq_len > positions:
         raise PlanError(

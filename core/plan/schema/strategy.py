@@ -42,6 +42,13 @@ class StrategyConfig(BaseModel):
         le=65_536,
         description="chunked cross-entropy (torchtune), 1: off; replaces fused_cross_entropy when > 1",
     )
+    loss_path: Literal["upcast", "upcast-shifted", "model-upcast", "model-upcast-kept", "model-dtype"] | None = Field(
+        default=None,
+        description="the unfused loss's logits: upcast: the loss upcasts the 16-bit logits to fp32 (transformers "
+        ">= 4.49, torchtitan); upcast-shifted: and copies the shifted fp32 logits (4.46-4.48); model-upcast: the "
+        "model returns fp32 logits and the loss copies them shifted (before 4.46); model-upcast-kept: and the loop "
+        "keeps that output through backward; model-dtype: cross-entropy on the 16-bit logits; unset: the stack's",
+    )
     float8: bool = Field(default=False, description="torchao Float8 linears (fp8 tensor cores)")
     attention: Attention = "flash"
     activation_compression: Literal["none", "int8"] = "none"

@@ -75,6 +75,11 @@ class TrainingConfig(BaseModel):
     quant_compute_dtype: Literal["bf16", "fp16", "fp32"] | None = Field(
         default=None, description="bnb_4bit_compute_dtype; unset: the precision's 16-bit type"
     )
+    vision_tower: Literal["frozen", "trained"] | None = Field(
+        default=None,
+        description="a multimodal model's vision tower and projector (model.vision_params): unset, frozen (held in "
+        "the weights' dtype, no gradients), or trained with the text model (full fine-tuning)",
+    )
     learning_rate: float | None = Field(default=None, gt=0, le=100)
     grad_clip: float | None = Field(default=None, ge=0, le=1e9)
     loss_scaling: Literal["dynamic", "static", "none"] = "dynamic"

@@ -268,6 +268,34 @@ STACK_DEFAULTS: tuple[StackDefault, ...] = (
         "train_step: loss.backward() per micro-batch, no no_sync, so fully_shard reduce-scatters each; DeepSpeed "
         "engine.py no_sync refuses ZeRO-2/3 (gradients partitioned every micro-batch); vramplan's custom stack",
     ),
+    # -- the unfused loss's logits: where they are upcast to fp32, what copies them ------------------------------
+    StackDefault(
+        "strategy.loss_path",
+        "model-upcast",
+        ("hf-trainer", "trl", "accelerate", "axolotl", "llamafactory", "custom"),
+        "transformers models/llama/modeling_llama.py LlamaForCausalLM.forward (before 4.46): logits = "
+        "logits.float(), shift_logits = logits[..., :-1, :].contiguous(), CrossEntropyLoss; the output holds the "
+        "fp32 logits, which trainer.py Trainer.compute_loss drops before backward (it returns the loss only)",
+        package="transformers",
+        before=(4, 46),
+    ),
+    StackDefault(
+        "strategy.loss_path",
+        "upcast-shifted",
+        ("hf-trainer", "trl", "accelerate", "axolotl", "llamafactory", "custom"),
+        "transformers loss/loss_utils.py ForCausalLMLoss (4.46-4.48): logits = logits.float(), then shift_logits = "
+        "logits[..., :-1, :].contiguous() while the model's 16-bit logits live (removed by PR #35646)",
+        package="transformers",
+        before=(4, 49),
+    ),
+    StackDefault(
+        "strategy.loss_path",
+        "upcast",
+        ALL,
+        "transformers loss/loss_utils.py ForCausalLMLoss (4.49+): logits.float(), the labels padded and shifted "
+        "(nn.functional.pad(labels, (0, 1), value=ignore_index)), no copy of the logits; torchtitan train.py "
+        "cross_entropy(pred.flatten(0, 1).float(), ...)",
+    ),
     # -- the bitsandbytes generation ---------------------------------------------------------------------------
     StackDefault(
         "training.bnb_generation",

@@ -11,8 +11,9 @@ top-k-then-softmax router, clamped SwiGLU, half-width RoPE tables), Qwen3/Gemma 
 four norms per block, Gemma 2's soft-capped eager scores and final logits, Gemma 3's second (local) RoPE table and
 the sliding-window mask under SDPA (core/memory/activations/attention.py). The other experts paths
 (``strategy.experts``): the per-expert Python loop (``experts_implementation="eager"``, transformers 4.x's only
-path) and ``batched_mm`` (an inference path that gathers each pair's expert weights). Not modelled: DeepSeek-V3's
-group-limited routing indices (12 KB of a 10 MB case).
+path) and ``batched_mm`` (an inference path that gathers each pair's expert weights). Llama 4's MoE, which runs every
+expert on every token (``Llama4TextMoe``; the ``llama4_*`` cases, measured with transformers 5.25). Not modelled:
+DeepSeek-V3's group-limited routing indices (12 KB of a 10 MB case).
 """
 
 from __future__ import annotations
@@ -57,6 +58,9 @@ WITHIN = (
     "mixtral_eager_experts_bf16mixed",
     "gptoss_eager_experts",
     "qwen3moe_batched_mm",
+    "llama4_base",
+    "llama4_bf16mixed",
+    "llama4_interleave2",
 )
 
 

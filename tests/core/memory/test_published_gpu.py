@@ -5,10 +5,10 @@ writes the estimate's expected error from the same rows). Throughput rows compar
 bound rows (a run that fit, or ran out of memory) compare the verdict.
 
 The bounds are issue 12's and 13's acceptance: memory median |error| <= 8% (7.2% over the 55 memory rows at
-2026-12-03), no run that fit predicted not to fit, throughput median |error| <= 15%. They are medians on purpose:
-several sources leave settings unstated or measure something the plan does not describe (each case's `notes`;
-docs/accuracy.md names the rows that stay off and why), so single rows are not held to a bound except where the
-mechanism is known (litgpt's 4-bit rows below).
+2026-12-03, 7.2% over the 68 of the 81 cases copied on 2026-12-06), no run that fit predicted not to fit, throughput
+median |error| <= 15%. They are medians on purpose: several sources leave settings unstated or measure something the
+plan does not describe (each case's `notes`; docs/accuracy.md names the rows that stay off and why), so single rows
+are not held to a bound except where the mechanism is known (litgpt's 4-bit rows below).
 """
 
 from __future__ import annotations
@@ -51,11 +51,14 @@ def _rows() -> dict[str, Row]:
 
 
 def test_every_case_has_an_estimate_and_every_technique_is_expressible(rows: dict[str, Row]) -> None:
-    """All 61 cases resolve; every `future_sets` key (the techniques and the stack the run used) is accepted by its
+    """All 81 cases resolve; every `future_sets` key (the techniques and the stack the run used) is accepted by its
     plan, `stack.framework` and `strategy.checkpoint_impl` included."""
-    assert len(rows) == len(CASES) == 61
+    assert len(rows) == len(CASES) == 81
     refused = {r.id: sorted(set(r.case.get("future_sets", {})) - set(r.accepted)) for r in rows.values()}
-    assert {k: v for k, v in refused.items() if v} == {}
+    # The QLoRA paper's case states bitsandbytes' optimizer as ``optimizer_impl = "fused"`` (no foreach
+    # temporaries) and its paged AdamW in future_sets; PyTorch has no fused paged AdamW, so the plan refuses the pair
+    # with one line and the case keeps plain AdamW's states (on the safe side of its "fits" bound).
+    assert {k: v for k, v in refused.items() if v} == {"qlora-paper-llama65b-48gb": ["training.optimizer"]}
     # The copied user presets of the three GPUs (torchtitan's 96 GB H100, RTX A6000, RTX A5000) predate the step-time
     # model's fields (issue 38): they are refused, one line each, and the built-in presets of the same ids are used;
     # the built-in 96 GB H100 states the SXM part's fp8 peak, so torchtitan's Float8 row is expressed.
@@ -73,10 +76,11 @@ def test_every_case_has_an_estimate_and_every_technique_is_expressible(rows: dic
 
 
 def test_memory_median_error_within_8_percent(rows: dict[str, Row]) -> None:
-    """7.2% over the 55 memory rows at 2026-12-03 (3.8% over the first 34; the 21 released cases, Answer.AI's and
-    PEFT's, are mostly under: docs/estimate.md, "Training stacks")."""
+    """7.2% over the 68 memory rows of the 81 cases at 2026-12-06 (7.2% over the 55 rows at 2026-12-03; 3.8% over
+    the first 34; the released cases, Answer.AI's, PEFT's, LLaMA-Factory's and Unsloth's, are mostly under:
+    docs/estimate.md, "Training stacks")."""
     errors = {r.id: r.memory_error() for r in memory_rows(rows)}
-    assert len(errors) == 55
+    assert len(errors) == 68
     median = statistics.median(abs(e) for e in errors.values())
     assert median <= 0.08, f"memory median |error| {median:.1%}: {errors}"
 
@@ -104,10 +108,13 @@ def test_no_run_that_fit_is_predicted_not_to_fit(rows: dict[str, Row]) -> None:
     ran = [r for r in memory_rows(rows) if r.case.get("gpu_named_in_source", True)]
     assert len(ran) >= 40 and [r.id for r in ran if not r.est.fits] == []
     bound = [r for r in rows.values() if "published_bound" in r.case]
-    assert {r.case["published_bound"] for r in bound} == {"over"} and len(bound) == 3
+    assert {r.case["published_bound"] for r in bound} == {"over", "under"} and len(bound) == 6
     for r in bound:
         b = r.case["published_bound_gib"]
         total_gib = r.est.total / GiB
+        if r.case["published_bound"] == "under":  # a run that fit in `b` (the QLoRA paper's 65B, ZeRO-Offload's 10B)
+            assert total_gib <= b, f"{r.id}: {total_gib:.1f} GiB predicted; the run fit in {b} GiB"
+            continue
         agrees = total_gib > b * 0.985 or not r.est.fits
         if r.id in OOM_NOT_HELD:
             assert total_gib >= b * (1 - OOM_NOT_HELD[r.id]), f"{r.id}: {total_gib:.1f} GiB, ran out on {b} GiB"
@@ -140,6 +147,9 @@ def test_throughput_within_the_step_times_expected_error(rows: dict[str, Row]) -
     torchtitan's other eager FSDP runs (docs/accuracy.md): each within what its own `time.expected_error` says
     (the worst too-fast error of the timings nearest to it), not a bound fitted to these three."""
     thr = [r for r in rows.values() if "published_bound" not in r.case and r.case["figure_kind"] == "throughput"]
+    assert len(thr) == 7
+    # fms-fsdp's four (released 2026-12) are not held here: the step-time model's accuracy on them is issue 38's
+    thr = [r for r in thr if r.id.startswith("torchtitan-")]
     assert len(thr) == 3
     for r in thr:
         assert r.plan.training.mfu is None  # the matmuls' efficiency modelled, not fitted to the run

@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 
 from tests.conftest import DATA
-from vramplan.core.memory.activations.context import Layout, plan_ctx
-from vramplan.core.memory.activations.loss import loss_bytes
+from vramplan.core.memory.activations.context import plan_ctx
+from vramplan.core.memory.activations.loss import LossBytes, loss_bytes
+from vramplan.core.memory.activations.stage import plan_layout
 from vramplan.core.memory.peak import estimate
 from vramplan.core.memory.record import Estimate
 from vramplan.core.plan.helpers.errors import PlanError
@@ -173,7 +174,7 @@ def test_compile_never_raises_activations(precision: str, mode: str) -> None:
 # --- chunked cross-entropy (strategy.loss_chunks) -----------------------------------------------------------------
 
 
-def _loss(chunks: int, compiled: bool) -> tuple[int, int, int, int]:
+def _loss(chunks: int, compiled: bool) -> LossBytes:
     c = CHUNKED["config"]
     plan = plan_from_dict(
         {
@@ -191,8 +192,7 @@ def _loss(chunks: int, compiled: bool) -> tuple[int, int, int, int]:
             "strategy": {"loss_chunks": chunks, "compile": compiled, "fused_cross_entropy": False},
         }
     )
-    lay = Layout(tp=1, sp=False, dp=1, zero=0, int8=False, fused_ce=False, accum=False, loss_chunks=chunks)
-    return loss_bytes(plan_ctx(plan, True), lay)
+    return loss_bytes(plan_ctx(plan, True), plan_layout(plan))
 
 
 # The loss's own small tensors the model leaves out: int64 labels (T·8 = 4,096 B), the loss scalars and, chunked,
@@ -206,7 +206,7 @@ LOSS_SLACK = 8 * 1024 + 20
 )
 def test_loss_saves_and_transients_as_measured(variant: str, chunks: int, compiled: bool) -> None:
     run = next(r for r in CHUNKED["runs"] if r["variant"] == variant)
-    saved, fwd, bwd, copies = _loss(chunks, compiled)
+    saved, fwd, bwd, copies, *_ = _loss(chunks, compiled)
     assert 0 <= run["saved_after_loss"] - (saved + copies) <= LOSS_SLACK
     assert 0 <= run["fwd_peak"] - (saved + fwd + copies) <= LOSS_SLACK
     if not compiled:  # compiled, the backward also holds the lm_head's partial gradients (checked in peak.py's phases)

@@ -39,6 +39,8 @@ def test_published_parameter_count_exact(tmp_path: Path, name: str) -> None:
 
 def test_every_family_has_a_real_config() -> None:
     new = {json.loads(p.read_text())["model_type"] for p in HF_CONFIGS.glob("*.json")}
+    multimodal = [json.loads(p.read_text()) for p in (HF_CONFIGS.parent / "multimodal").glob("*.json")]
+    new |= {c["model_type"] for c in multimodal} | {c["text_config"]["model_type"] for c in multimodal}
     assert {c["model_type"] for c, _, _ in REAL.values()} | new == set(SUPPORTED)
 
 
@@ -129,7 +131,8 @@ def test_changing_hf_config_replaces_the_model(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("config", "needle"),
     [
-        ({"model_type": "jamba", "num_experts": 16, "hidden_size": 4096}, "mixture-of-experts config: num_experts"),
+        ({"model_type": "olmoe", "num_experts": 64, "hidden_size": 2048}, "mixture-of-experts config: num_experts"),
+        ({"model_type": "jamba", "num_experts": 16, "hidden_size": 4096}, "'jamba': a hybrid of Mamba and attention"),
         ({"model_type": "mamba", "hidden_size": 768}, "unsupported model_type 'mamba'; supported: llama"),
         ({"hidden_size": 768}, 'no "model_type" key'),
         ({**REAL["gpt2"][0], "n_head": 0}, "n_head: must be a positive integer"),
