@@ -80,8 +80,11 @@ def short_gpu_name(name: str) -> str:
 
 
 def method_label(training: TrainingConfig, *, compact: bool = False) -> str:
-    """``full fine-tuning``, ``LoRA r=8``, ``QLoRA r=16``; compact: ``full``, ``LoRA r8``."""
+    """``full fine-tuning`` (``pretraining`` from scratch), ``LoRA r=8``, ``QLoRA r=16``; compact: ``full``
+    (``pretrain``), ``LoRA r8``."""
     r = training.lora_rank
+    if training.objective_spec.from_scratch:  # every weight, from random ones (the plan allows no adapters)
+        return "pretrain" if compact else "pretraining"
     if compact:
         return {"full": "full", "lora": f"LoRA r{r}", "qlora": f"QLoRA r{r}"}[training.method]
     return {"full": "full fine-tuning", "lora": f"LoRA r={r}", "qlora": f"QLoRA r={r}"}[training.method]

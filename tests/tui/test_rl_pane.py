@@ -73,3 +73,21 @@ async def test_every_rl_key_has_a_row() -> None:
         await pilot.pause()
         for name in RLConfig.model_fields:
             assert app.planner.query(f"#f-rl-{name}"), name
+
+
+async def test_choose_pretraining_by_keyboard_and_adapters_are_struck() -> None:
+    """Issue 43.3: Pretrain is the objective bar's first choice (left of SFT); a pretraining plan strikes LoRA and
+    QLoRA from the method bar, saying why, and the gauges call it "pretrain"."""
+    app = VramplanApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("3")
+        app.planner.query_one("#f-training-objective ChoiceBar", ChoiceBar).focus()
+        await pilot.press("left")  # SFT -> Pretrain
+        await pilot.pause()
+        assert app.planner.plan.training.objective == "pretrain"
+        assert not shown(app, "rl.beta") and not app.planner.query_one("#rl-details").display
+        method = app.planner.query_one("#f-training-method ChoiceBar", ChoiceBar)
+        assert method.blocked == frozenset({1, 2})  # full, [LoRA], [QLoRA]
+        note = text_of(app, "#f-training-method .field-note")
+        assert "LoRA, QLoRA: pretraining trains every weight from scratch" in note
+        assert text_of(app, "#plan-summary").startswith("LLaMA-7B pretrain, 8 x ")

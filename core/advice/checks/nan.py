@@ -10,6 +10,7 @@ from typing import NamedTuple
 
 from vramplan.core.advice.checks.base import Context, Item, Rule
 from vramplan.core.plan.helpers.units import fmt_count
+from vramplan.core.plan.schema.objectives import OBJECTIVES
 from vramplan.core.plan.schema.precision import REGIMES
 
 LOSS_SCALING_SRC = (
@@ -33,7 +34,8 @@ CLIP_SRC = (
 )
 PRETRAIN_LR_SRC = (
     "pretraining peaks for AdamW: GPT-3 (Brown et al. 2020) Table 2.1 (125M 6e-4 ... 175B 0.6e-4), LLaMA (Touvron "
-    "et al. 2023) Table 2 (7B/13B 3e-4, 33B/65B 1.5e-4)"
+    "et al. 2023) Table 2 (7B/13B 3e-4, 33B/65B 1.5e-4), Llama 2 (Touvron et al. 2023b) §2.2 and Table 1 (7B/13B "
+    "3e-4, 34B/70B 1.5e-4)"
 )
 LR_SRC = (
     "fine-tuning every weight: 2e-5 (Llama 2 SFT, Touvron et al. 2023b §3.1; TRL SFTConfig's default; Tulu 2, "
@@ -142,7 +144,8 @@ def grad_clip(c: Context) -> Item:
 
 class LrRule(NamedTuple):
     """The usual peak learning rate for a plan's objective, method, size and optimizer (`LR_SRC`): ``low`` to
-    ``high`` (equal: "about"), what it is for, and the pretraining peak at this size (full SFT only; 0 otherwise)."""
+    ``high`` (equal: "about"), what it is for, and the pretraining peak at this size to say beside it (full SFT
+    only; 0 otherwise: pretraining's own rule is that peak)."""
 
     low: float
     high: float
@@ -160,6 +163,11 @@ RL_RATES: dict[str, tuple[tuple[float, float], tuple[float, float]]] = {
     "grpo": ((1e-6, 1e-6), (1e-5, 1e-5)),
     "ppo": ((1e-6, 3e-6), (1e-5, 3e-5)),
 }
+# GPT-3 Table 2.1: parameters -> peak learning rate, the low end of the pretraining rates (LLaMA's the high end)
+GPT3_RATES: tuple[tuple[float, float], ...] = (
+    (125e6, 6e-4), (350e6, 3e-4), (760e6, 2.5e-4), (1.3e9, 2e-4), (2.7e9, 1.6e-4), (6.7e9, 1.2e-4), (13e9, 1e-4),
+    (175e9, 0.6e-4),
+)  # fmt: skip
 WARN_FACTOR = 2.5  # above 2.5x the usual high end: warn; above 10x that (or 10x the pretraining peak): fail
 
 
@@ -170,18 +178,27 @@ def lr_rule(objective: str, method: str, optimizer: str, params: int) -> LrRule 
         return None
     adapters = method != "full"
     kind = "LoRA" if method == "lora" else "QLoRA" if method == "qlora" else "full fine-tuning"
-    if objective in RL_RATES:
+    if OBJECTIVES[objective].from_scratch:  # pretraining: no fine-tuning rate, the peak itself
+        # LLaMA/Llama 2's peak at this size on top; GPT-3's of the next size up (its largest past 175B) below it
+        high = _pretrain_peak(params)
+        low = min(high, next((lr for n, lr in GPT3_RATES if n >= params), GPT3_RATES[-1][1]))
+        rule = LrRule(low, high, "pretraining")
+    elif objective in RL_RATES:
         low, high = RL_RATES[objective][adapters]
         rule = LrRule(low, high, f"{objective.upper()} with {kind}")
     elif adapters:
         rule = LrRule(1e-4, 2e-4, f"{kind} SFT") if params < 2e10 else LrRule(5e-5, 1e-4, f"{kind} SFT")
     else:
-        pretrain = 6e-4 if params < 1e9 else 3e-4 if params < 2e10 else 1.5e-4 if params < 1e11 else 6e-5
         low, high = (1e-5, 2e-5) if params < 3e10 else (5e-6, 1e-5)
-        rule = LrRule(low, high, "full fine-tuning (SFT)", pretrain)
+        rule = LrRule(low, high, "full fine-tuning (SFT)", _pretrain_peak(params))
     if optimizer == "lion":
         return rule._replace(low=rule.low / 3, high=rule.high / 3, pretrain=rule.pretrain / 3)
     return rule
+
+
+def _pretrain_peak(params: int) -> float:
+    """The usual pretraining peak at this size: LLaMA's and Llama 2's (GPT-3's below 1B and past 100B)."""
+    return 6e-4 if params < 1e9 else 3e-4 if params < 2e10 else 1.5e-4 if params < 1e11 else 6e-5
 
 
 def learning_rate(c: Context) -> Item:
@@ -196,7 +213,7 @@ def learning_rate(c: Context) -> Item:
         detail = f"{said} with {t.optimizer}: vramplan has no reference rate for it; check it by hand."
         return Item("nan.learning_rate", "nan", "manual", title, detail, LR_SRC, ticked=ticked)
     what = f"{rule.what} of {size} parameters with {t.optimizer}"
-    scratch = f"pretraining from scratch: about {rule.pretrain:.0e}" if rule.pretrain else ""
+    scratch = f"pretraining from scratch, objective pretrain: about {rule.pretrain:.0e}" if rule.pretrain else ""
     if lr is None:
         detail = f"not set in the plan (training.learning_rate): check yours by hand; usual for {what}: "
         detail += rule.text() + (f" ({scratch})" if scratch else "")

@@ -7,7 +7,11 @@ forward, ``max_length`` 1024, ``beta`` 0.1, ``precompute_ref_log_probs``); trl/t
 ``GRPOConfig`` and grpo_trainer.py (``num_generations`` 8 completions per prompt, ``max_completion_length`` 512,
 ``beta`` 0.0 loads no reference model, old-policy log-probs when generation is off-policy: vLLM's importance
 sampling or ``num_iterations`` > 1); trl/trainer/ppo_config.py ``PPOConfig`` (``kl_coef`` 0.05,
-``response_length`` 53, a reward model and a value model trained beside the policy).
+``response_length`` 53, a reward model and a value model trained beside the policy). Pretraining is SFT's
+next-token loss on every position from randomly initialized weights (torchtitan train.py builds the model on the
+meta device and calls ``init_weights``; transformers examples/pytorch/language-modeling/run_clm.py without
+``model_name_or_path``: ``AutoModelForCausalLM.from_config``, "Training new model from scratch"): the same memory
+and step, every weight trained, a pretraining learning rate.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-ObjectiveName = Literal["sft", "dpo", "grpo", "ppo"]
+ObjectiveName = Literal["pretrain", "sft", "dpo", "grpo", "ppo"]
 OldLogProbs = Literal["never", "off-policy", "always"]
 
 
@@ -41,6 +45,7 @@ class Objective:
     default_beta: float  # KL coefficient when rl.beta is unset
     default_completion_len: int  # generated tokens when rl.max_completion_length is unset (0: does not generate)
     default_max_length: int  # trained tokens when rl.max_length is unset (0: prompt + completion)
+    from_scratch: bool = False  # random initial weights (pretraining): every weight trained, no LoRA/QLoRA
 
 
 SFT = Objective(
@@ -64,6 +69,27 @@ SFT = Objective(
     default_max_length=0,
 )
 OBJECTIVES: dict[str, Objective] = {
+    "pretrain": Objective(
+        name="pretrain",
+        label="Pretrain",
+        about="(next-token loss, from scratch)",
+        post_training=False,
+        sequences_per_example=1,
+        example="sequences",
+        prompt="prompts",
+        generates=False,
+        scores_completion=False,
+        groups=False,
+        reward_model=False,
+        value_model=False,
+        precomputable_reference=False,
+        reference_needs_beta=False,
+        old_logprobs="never",
+        default_beta=0.0,
+        default_completion_len=0,
+        default_max_length=0,
+        from_scratch=True,
+    ),
     "sft": SFT,
     "dpo": Objective(
         name="dpo",

@@ -90,8 +90,9 @@ class Plan(BaseModel):
         for key in self._stack_chosen:
             table, _, field = key.partition(".")
             exclude.setdefault(table, set()).add(field)
-        if not self.training.objective_spec.post_training:  # an SFT plan's file, export and JSON: no [rl] table
+        if self.training.objective == _DEFAULT_OBJECTIVE:  # an SFT plan's file, export and JSON: no objective
             exclude.setdefault("training", set()).add("objective")
+        if not self.training.objective_spec.post_training:  # SFT, pretraining: no [rl] table
             exclude["rl"] = True
         return self.model_dump(mode="json", exclude_none=True, exclude=exclude or None)
 
@@ -130,6 +131,7 @@ class Plan(BaseModel):
 
 
 _DEFAULT_RL = RLConfig()
+_DEFAULT_OBJECTIVE = TrainingConfig.model_fields["objective"].default  # "sft": left out of files, as TOML omits it
 
 
 def _with_changed_tables(plan: Plan, changes: dict[str, Any]) -> Plan | None:
@@ -149,17 +151,17 @@ def _with_changed_tables(plan: Plan, changes: dict[str, Any]) -> Plan | None:
         if table not in TABLES or not field or "." in field or table == "model" or key == "training.objective":
             return None
         by_table.setdefault(table, {})[field] = value
-    sft = not plan.training.objective_spec.post_training
-    if sft and plan.rl != _DEFAULT_RL:
+    no_rl = not plan.training.objective_spec.post_training  # SFT, pretraining
+    if no_rl and plan.rl != _DEFAULT_RL:
         return None
     before = plan.stack_chosen
 
     def dumped(table: str) -> dict[str, Any]:
         """The table as `Plan.dump` writes it: no None, no key the stack chose (an SFT plan: no objective, no rl)."""
-        if sft and table == "rl":
+        if no_rl and table == "rl":
             return {}
         exclude = {k.partition(".")[2] for k in before if k.startswith(f"{table}.")}
-        if sft and table == "training":
+        if table == "training" and plan.training.objective == _DEFAULT_OBJECTIVE:
             exclude.add("objective")
         data: dict[str, Any] = getattr(plan, table).model_dump(mode="json", exclude_none=True, exclude=exclude)
         return data

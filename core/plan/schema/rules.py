@@ -45,8 +45,8 @@ def check_combinations(p: PlanTables) -> None:
 
 
 def _check_method(p: PlanTables) -> None:
-    """What is trained: a 4-bit base for QLoRA, none for full fine-tuning, LoRA targets the model has, a sequence
-    its learned positions hold, an optimizer PyTorch fuses."""
+    """What is trained: a 4-bit base for QLoRA, none for full fine-tuning, no adapters for pretraining, LoRA
+    targets the model has, a sequence its learned positions hold, an optimizer PyTorch fuses."""
     t, m = p.training, p.model
     fam = FAMILIES[m.model_type]
     quant = t.base_quantization
@@ -55,6 +55,8 @@ def _check_method(p: PlanTables) -> None:
             'qlora needs a 4-bit base (nf4 or fp4); use method = "lora" for an int8 or 16-bit base',
             "training.quantization",
         )
+    if t.method != "full" and t.objective_spec.from_scratch:
+        raise PlanError('pretraining trains every weight from scratch: method = "full"', "training.method")
     if t.method == "full" and quant != "none":
         raise PlanError(
             "full fine-tuning trains every weight and cannot keep a quantized base; use lora or qlora",

@@ -39,8 +39,8 @@ class TrainingConfig(BaseModel):
 
     objective: ObjectiveName = Field(
         default="sft",
-        description="sft (next-token loss), dpo (preference pairs), grpo, ppo (RL with generation); [rl] holds "
-        "the keys of dpo/grpo/ppo",
+        description="pretrain (next-token loss from random weights), sft (next-token loss), dpo (preference "
+        "pairs), grpo, ppo (RL with generation); [rl] holds the keys of dpo/grpo/ppo",
     )
     micro_batch_size: int = Field(default=1, ge=1, le=1_000_000)
     seq_len: int = Field(default=2048, ge=1, le=100_000_000)

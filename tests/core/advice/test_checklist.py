@@ -216,6 +216,9 @@ def test_gradient_clipping(clip: float | None, status: str) -> None:
         ({"training.learning_rate": 2e-5, "training.objective": "grpo"}, "warn"),  # an SFT rate for GRPO
         ({"training.learning_rate": 1e-5, "training.objective": "grpo", "training.method": "lora"}, "ok"),
         ({"training.learning_rate": 1e-2, "training.optimizer": "sgd"}, "manual"),  # no reference for SGD
+        ({"training.learning_rate": 3e-4, "training.objective": "pretrain"}, "ok"),  # LLaMA-7B's own peak
+        ({"training.learning_rate": 1e-3, "training.objective": "pretrain"}, "warn"),  # 3.3x it
+        ({"training.learning_rate": 1e-2, "training.objective": "pretrain"}, "fail"),  # > 10 x 2.5 x 3e-4
     ],
 )
 def test_learning_rate(changes: dict[str, Any], status: str) -> None:
@@ -245,6 +248,12 @@ def test_usual_learning_rates_depend_on_method_objective_and_size() -> None:
     assert lr_rule("sft", "qlora", "adamw-8bit", 7 * b)[:2] == (1e-4, 2e-4)  # QLoRA 7B: 2e-4
     assert lr_rule("sft", "lora", "adamw", 65 * b)[:2] == (5e-5, 1e-4)  # QLoRA 65B: 1e-4
     assert lr_rule("sft", "full", "adafactor", 7 * b) is None
+    # pretraining (issue 43.3): LLaMA / Llama 2's peak at the size on top, GPT-3 Table 2.1's next size up below
+    assert lr_rule("pretrain", "full", "adamw", 7 * b)[:] == (1e-4, 3e-4, "pretraining", 0.0)  # GPT-3 13B 1e-4
+    assert lr_rule("pretrain", "full", "adamw", 70 * b)[:2] == (6e-5, 1.5e-4)  # Llama 2 70B; GPT-3 175B 0.6e-4
+    assert lr_rule("pretrain", "full", "adamw", 125_000_000)[:2] == (6e-4, 6e-4)  # GPT-3 Small
+    assert lr_rule("pretrain", "full", "adamw", 405 * b)[:2] == (6e-5, 6e-5)  # past GPT-3's largest: its rate
+    assert lr_rule("pretrain", "full", "lion", 7 * b)[:2] == pytest.approx((1e-4 / 3, 1e-4))
     full = check(default_plan().with_changes({"model.preset": "llama-3.1-8b"}), "nan.learning_rate").detail
     assert "full fine-tuning (SFT) of 8.03 B parameters with adamw: 1e-05 to 2e-05" in full
     grpo = default_plan().with_changes({"model.preset": "qwen2.5-7b", "training.objective": "grpo"})
@@ -427,3 +436,18 @@ def test_single_gpu_qloras_parameter_offload_says_what_it_needs() -> None:
     titles = [e.title for e in check(full, "oom.capacity").alternatives]
     assert "optimizer and parameter offload to CPU with ZeRO-3" in titles  # a 16-bit base: no condition
     assert "optimizer and parameter offload to NVMe with ZeRO-3" in titles
+
+
+def test_pretraining_is_never_told_to_train_adapters() -> None:
+    """Issue 43.3: LLaMA-7B on one 24 GB RTX 4090 needs about 126 GiB. Fine-tuning, the fit advisor's answers are
+    LoRA and QLoRA; pretraining from scratch has no trained model to adapt: neither the advisor nor any checklist
+    fix or alternative changes the method (the plan refuses adapters for it, and what-if skips invalid plans)."""
+    from vramplan.core.advice.advisor import advise
+
+    one_4090 = {"hardware.gpu": "rtx-4090", "hardware.gpus_per_node": 1}
+    sft = advise(default_plan().with_changes(one_4090), limit=4)
+    assert any("training.method" in s.changes for s in sft.suggestions)  # the contrast: LoRA, QLoRA
+    pre = default_plan().with_changes(one_4090 | {"training.objective": "pretrain"})
+    assert not any("training.method" in s.changes for s in advise(pre, limit=4).suggestions)
+    remedies = [e for i in checklist(pre) for e in (i.fix, *i.alternatives) if e is not None]
+    assert remedies and not any("training.method" in dict(e.changes) for e in remedies)

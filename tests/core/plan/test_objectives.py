@@ -43,3 +43,46 @@ def test_dpo_trains_two_sequences_per_pair() -> None:
     assert dpo is not None and grpo is not None
     assert (dpo.update_sequences, dpo.update_seq_len) == (4, 1024)
     assert (grpo.update_sequences, grpo.update_seq_len) == (2, 512 + 256)
+
+
+def test_pretraining_is_full_fine_tunings_memory_and_step_from_scratch() -> None:
+    """Issue 43.3: a from-scratch plan is pretraining. The step is SFT's (the next-token loss on every position:
+    torchtitan train.py, transformers run_clm.py ``from_config``), so every memory term and the step time are full
+    fine-tuning's; what differs is its label, its learning rate and that it trains no adapters."""
+    from vramplan.core.plan.describe import method_label
+    from vramplan.core.time.step import step_time
+
+    pre = OBJECTIVES["pretrain"]
+    assert pre.from_scratch and not pre.post_training and not OBJECTIVES["sft"].from_scratch
+    sft = default_plan()
+    plan = sft.with_changes({"training.objective": "pretrain"})
+    assert estimate(plan).to_json("x") == estimate(sft).to_json("x") | {"plan": plan.dump()}
+    assert step_time(plan).to_json() == step_time(sft).to_json()
+    assert (method_label(plan.training), method_label(plan.training, compact=True)) == ("pretraining", "pretrain")
+    assert method_label(sft.training) == "full fine-tuning"
+
+
+def test_a_pretraining_plan_keeps_its_objective_in_its_file_and_has_no_rl_table() -> None:
+    """`Plan.dump` leaves out only the default objective (sft): a pretraining plan loaded back is pretraining."""
+    from vramplan.core.plan.schema.plan import plan_from_dict
+
+    plan = default_plan().with_changes({"training.objective": "pretrain"})
+    data = plan.dump()
+    assert data["training"]["objective"] == "pretrain" and "rl" not in data
+    assert plan_from_dict(data) == plan
+    assert "objective" not in default_plan().dump()["training"]
+    fast = plan.with_changes({"training.micro_batch_size": 4})  # the fast path keeps the objective too
+    assert fast == plan.with_changes({"training.micro_batch_size": 4}, whole=True)
+    assert fast.training.objective == "pretrain"
+
+
+def test_pretraining_refuses_adapters_in_one_line() -> None:
+    import pytest
+
+    from vramplan.core.plan.helpers.errors import PlanError
+
+    for adapters in ({"training.method": "lora"}, {"training.method": "qlora", "training.quantization": "nf4"}):
+        with pytest.raises(PlanError) as raised:
+            default_plan().with_changes({"training.objective": "pretrain", **adapters})
+        assert raised.value.where == "training.method"
+        assert raised.value.message == 'pretraining trains every weight from scratch: method = "full"'

@@ -17,7 +17,7 @@ def grpo(**changes: Any) -> Plan:
 
 def test_every_rl_key_is_listed_and_settable() -> None:
     keys = {k.key: k for k in settable_keys()}
-    assert keys["training.objective"].type == "sft|dpo|grpo|ppo"
+    assert keys["training.objective"].type == "pretrain|sft|dpo|grpo|ppo"
     assert keys["training.objective"].default == "sft"
     for name in RLConfig.model_fields:
         assert f"rl.{name}" in keys and keys[f"rl.{name}"].meaning, name
