@@ -20,6 +20,8 @@ from vramplan.core.plan.schema.plan import plan_from_dict
 DATA = Path(__file__).resolve().parents[2] / "tests" / "data"
 
 PRECISION = {"fp32": "fp32", "bf16-mixed": "bf16-autocast", "bf16": "bf16-pure"}
+# the dropout keys bench/measure/measure_step.py (HF_FAMILIES) sets to 0 before a case's own hf_config keys
+DROPOUT_OFF = {"gpt2": {"attn_pdrop": 0.0, "resid_pdrop": 0.0, "embd_pdrop": 0.0}}
 
 
 EXPERTS = {"grouped_mm": "grouped", "eager": "loop", "batched_mm": "batched"}  # transformers' names -> the plan's
@@ -93,7 +95,8 @@ def _hf_case_plan_data(case: dict[str, Any], gpu: str) -> dict[str, Any]:
         targets = (["qkv"] if fused else ["q", "v"]) if t == "qv" else ["all-linear"] if t == "all-linear" else list(t)
         training |= {"lora_rank": case.get("lora_rank", 8), "lora_targets": targets}
     return {
-        "model": map_config({"model_type": fam, **case["hf_config"]}),
+        # measure_step.py builds with every dropout at 0 unless the case's hf_config sets one
+        "model": map_config({"model_type": fam, **DROPOUT_OFF.get(fam, {}), **case["hf_config"]}),
         "hardware": {"gpu": gpu, "gpus_per_node": 1, "nodes": 1},
         "training": training,
         "strategy": {

@@ -9,7 +9,8 @@ the oracle's truth.json (its MemTracker cross-check and live_at_peak breakdown a
 a markdown table of OUT.json against a truth.json. Figure definitions: the oracle README, "What each figure means".
 
 Families: llama, qwen2, mistral and bloom from the oracle's size keys; gpt2, gpt_neox, falcon, gemma and phi3 from a
-case key "hf_config" holding the model's HF config.json keys (AutoConfig.for_model, every dropout set to 0).
+case key "hf_config" holding the model's HF config.json keys (AutoConfig.for_model, every dropout set to 0 unless
+the case's hf_config sets it).
 Model: AutoModelForCausalLM.from_config (random weights, torch.manual_seed(seed)), attn_implementation eager|sdpa,
 dropouts 0, use_cache=False (no KV cache in training: with HF's default the DynamicCache keeps a copy of every
 layer's post-RoPE keys alive until the output is dropped, which the oracle's bf16-mixed forward peaks exclude);
@@ -101,10 +102,11 @@ QV_TARGETS = {
 
 
 def hf_config(c):
-    """The transformers config of a case given as "hf_config" (config.json keys of its family)."""
+    """The transformers config of a case given as "hf_config" (config.json keys of its family); every dropout at 0
+    unless the case's hf_config sets it (bench/measure/dropout_cases.json)."""
     fam = c["family"]
     zero = HF_FAMILIES.get(fam, {"attention_dropout": 0.0})
-    return transformers.AutoConfig.for_model(fam, **{**c["hf_config"], **zero, "use_cache": False})
+    return transformers.AutoConfig.for_model(fam, **{**zero, **c["hf_config"], "use_cache": False})
 
 
 def resolve(case):

@@ -22,6 +22,7 @@ linear keeps no input), in which dtype, and whether two ops share one storage:
 - Loss (``ForCausalLMLoss``): logits are upcast to fp32, ``log_softmax`` saves its fp32 [b*s, V] output,
   ``nll_loss`` the shifted int64 labels.
 
+- Dropout in training (`core.memory.activations.dropout`): masks, and the dropped attention probabilities.
 - Fused q/k/v projections (GPT-2, GPT-NeoX, Falcon, Phi-3): SDPA's q, k, v are views of the projection output
   unless RoPE made new ones, and a view keeps the whole output alive. Parallel blocks (GPT-NeoX, Falcon) normalise
   the same input twice (the second LayerNorm saves only its statistics) or once (one saved tensor feeds attention
@@ -36,6 +37,11 @@ from __future__ import annotations
 
 from vramplan.core.memory.activations.attention import attention_saved
 from vramplan.core.memory.activations.context import ActCtx, Saved
+from vramplan.core.memory.activations.dropout import (
+    attention_dropout_saved,
+    embedding_dropout_saved,
+    residual_dropout_saved,
+)
 from vramplan.core.memory.activations.experts import moe_saved
 from vramplan.core.memory.activations.ops import linears_saved, norm_saved
 from vramplan.core.plan.architecture.arch import dense_layer_arch
@@ -144,6 +150,8 @@ def _layer_saved(c: ActCtx, x_rg: bool, notes: list[tuple[str, int]] | None) -> 
     arch = c.arch
     n_rg = norm_saved(c, out, "input norm", x_rg, c.full, R, src_bytes=R)
     attn_rg, attn_in_saved = attention_saved(c, out, n_rg, R)
+    attention_dropout_saved(c, out, n_rg)
+    residual_dropout_saved(c, out, "attention", attn_rg)
     if c.full:
         _qk_norm(c, out)
     mlp_in_saved = False
@@ -160,6 +168,7 @@ def _layer_saved(c: ActCtx, x_rg: bool, notes: list[tuple[str, int]] | None) -> 
     else:
         m_rg, mlp_in_saved = n_rg, attn_in_saved  # one LayerNorm feeds both
     mlp_rg = _mlp(c, out, m_rg, R, mlp_in_saved)
+    residual_dropout_saved(c, out, "MLP", mlp_rg)
     if arch.n_norms == 4 and not arch.parallel:  # Gemma 2/3: post_feedforward_layernorm of the MLP's output
         norm_saved(c, out, "post-feedforward norm (of the MLP's output)", mlp_rg, c.full, c.reg.act_bytes)
     return out
@@ -234,6 +243,7 @@ def embed_saved(c: ActCtx, out_rg: bool) -> Saved:
             out.add("position ids (int64)", 8 * c.s, c.s, False)
     if c.arch.fam.embed_norm:
         norm_saved(c, out, "embedding norm", out_rg, c.full, c.reg.resid_bytes)
+    embedding_dropout_saved(c, out, out_rg)
     return out
 
 

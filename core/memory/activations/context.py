@@ -61,6 +61,9 @@ class ActCtx(NamedTuple):
     experts: str = "grouped"  # how a mixture of experts runs: grouped (grouped_mm), loop (per expert), batched (bmm)
     logprob_rows: int = 0  # TRL's fused log-prob head projects this many rows in place of lm_head + loss (0: none)
     padded_mask: bool = False  # a padded batch: SDPA gets a [b, 1, s, s] mask, converted and saved by each layer
+    attn_dropout: bool = False  # the model's attention dropout > 0 (core.memory.activations.dropout)
+    resid_dropout: bool = False  # the model's residual (hidden) dropout > 0
+    embed_dropout: bool = False  # the model's embedding dropout > 0
 
     @property
     def dequant_bytes(self) -> int:
@@ -164,8 +167,8 @@ class Saved:
 
 def plan_ctx(plan: Plan, cpu: bool = False) -> ActCtx:
     """What the activation model reads from a plan, per micro-batch (``cpu``: PyTorch's CPU kernels)."""
-    t, s = plan.training, plan.strategy
-    arch = plan.model.arch()
+    t, s, m = plan.training, plan.strategy, plan.model
+    arch = m.arch()
     full = t.method == "full"
     lora = frozenset(() if full else lora_roles(arch, t.lora_targets))
     quant = t.base_quantization != "none"
@@ -206,6 +209,9 @@ def plan_ctx(plan: Plan, cpu: bool = False) -> ActCtx:
         experts=s.experts,
         logprob_rows=rows,
         padded_mask=padded and s.attention != "eager",
+        attn_dropout=bool(m.attention_dropout),
+        resid_dropout=bool(m.hidden_dropout),
+        embed_dropout=bool(m.embedding_dropout),
     )
 
 

@@ -81,6 +81,21 @@ class ModelConfig(BaseModel):
     # sliding-window attention (Mistral, Gemma 2/3, gpt-oss): the window and how many layers use it
     sliding_window: int | None = Field(default=None, ge=1, le=10**9)
     sliding_layers: int | None = Field(default=None, ge=0, le=100_000)
+    # dropout in training (core.memory.activations.dropout): on the attention probabilities (GPT-2 attn_pdrop), on
+    # each sublayer's output before the residual add (GPT-2 resid_pdrop, GPT-NeoX hidden_dropout), on the embedding
+    # output (GPT-2 embd_pdrop, GPT-NeoX hidden_dropout); None or 0: off
+    attention_dropout: float | None = Field(
+        default=None, ge=0, lt=1, description="dropout on the attention probabilities in training (GPT-2 attn_pdrop)"
+    )
+    hidden_dropout: float | None = Field(
+        default=None,
+        ge=0,
+        lt=1,
+        description="dropout on each sublayer's output before the residual add (GPT-2 resid_pdrop)",
+    )
+    embedding_dropout: float | None = Field(
+        default=None, ge=0, lt=1, description="dropout on the embedding output (GPT-2 embd_pdrop)"
+    )
     # a multimodal config.json's vision side (core.plan.architecture.vision)
     vision_params: int | None = Field(
         default=None,

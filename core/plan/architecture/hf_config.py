@@ -214,6 +214,29 @@ def _positive(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
 
 
+def _dropout(
+    k: ConfigKeys,
+    attention: tuple[str, ...] = (),
+    hidden: tuple[str, ...] = (),
+    embedding: tuple[str, ...] = (),
+    default: float = 0.0,
+) -> dict[str, Any]:
+    """The dropout probabilities a training step applies (the plan's ``attention_dropout``, ``hidden_dropout``,
+    ``embedding_dropout``), from the family's config keys; only those above 0 are set."""
+    out: dict[str, Any] = {}
+    for key, names in (("attention_dropout", attention), ("hidden_dropout", hidden), ("embedding_dropout", embedding)):
+        if not names:
+            continue
+        k.read.update(names)
+        name = next((n for n in names if k.raw.get(n) is not None), None)
+        v = default if name is None else k.raw[name]
+        if not isinstance(v, int | float) or isinstance(v, bool) or not 0 <= v < 1:
+            raise PlanError(f"must be a dropout probability in [0, 1) (got {shown(v)})", name or names[0])
+        if v > 0:
+            out[key] = float(v)
+    return out
+
+
 def _sizes(k: ConfigKeys, *, kv_default: Any) -> dict[str, Any]:
     h = k.count("hidden_size")
     a = k.count("num_attention_heads")
@@ -238,14 +261,14 @@ def _llama(k: ConfigKeys) -> dict[str, Any]:
     out["tie_word_embeddings"] = k.flag("tie_word_embeddings", default=False)
     out["attention_bias"] = k.flag("attention_bias", default=False)
     out["mlp_bias"] = k.flag("mlp_bias", default=False)
-    return out
+    return {**out, **_dropout(k, attention=("attention_dropout",))}
 
 
 def _mistral_like(k: ConfigKeys) -> dict[str, Any]:
     """MistralConfig / Qwen2Config: their num_key_value_heads defaults (8, 32) are constants, so it is required."""
     out = {**_sizes(k, kv_default=MISSING), **_head_dim(k)}
     out["tie_word_embeddings"] = k.flag("tie_word_embeddings", default=False)
-    return out
+    return {**out, **_dropout(k, attention=("attention_dropout",))}
 
 
 def _gemma(k: ConfigKeys) -> dict[str, Any]:
@@ -299,6 +322,8 @@ def _gpt2(k: ConfigKeys) -> dict[str, Any]:
         "tie_word_embeddings": k.flag("tie_word_embeddings", default=True),
         "max_position_embeddings": k.count("n_positions", "max_position_embeddings", default=1024),
         "hidden_act": k.act("activation_function", default="gelu_new"),
+        # GPT2Config's defaults: 0.1 each (modeling_gpt2.py: attn_dropout, resid_dropout, the MLP's dropout, drop)
+        **_dropout(k, attention=("attn_pdrop",), hidden=("resid_pdrop",), embedding=("embd_pdrop",), default=0.1),
     }
 
 
@@ -311,7 +336,9 @@ def _gpt_neox(k: ConfigKeys) -> dict[str, Any]:
     out["attention_bias"] = k.flag("attention_bias", default=True)
     out["hidden_act"] = k.act("hidden_act", default="gelu")
     out["partial_rotary_factor"] = k.rotary("rotary_pct", "partial_rotary_factor", default=0.25)
-    return out
+    # modeling_gpt_neox.py: hidden_dropout is post_attention_dropout, post_mlp_dropout and emb_dropout
+    drop = ("hidden_dropout",)
+    return {**out, **_dropout(k, attention=("attention_dropout",), hidden=drop, embedding=drop)}
 
 
 def _falcon(k: ConfigKeys) -> dict[str, Any]:

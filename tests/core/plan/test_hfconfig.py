@@ -230,3 +230,21 @@ def test_a_relative_hf_config_is_kept_absolute(tmp_path: Path, monkeypatch: pyte
     assert plan.model.hf_config == str(tmp_path / "ckpt")
     monkeypatch.chdir("/")
     assert plan_from_dict(plan.dump()) == plan  # still found from elsewhere
+
+
+def test_dropout_probabilities_are_read_per_family() -> None:
+    """GPT-2's attn_pdrop / resid_pdrop / embd_pdrop (GPT2Config defaults 0.1 each), GPT-NeoX's hidden_dropout
+    (its residual and embedding dropouts), Llama's attention_dropout; 0 leaves the key unset."""
+    gpt2 = {"model_type": "gpt2", "n_embd": 64, "n_head": 4, "n_layer": 2, "vocab_size": 100}
+    m = map_config(gpt2)
+    assert (m["attention_dropout"], m["hidden_dropout"], m["embedding_dropout"]) == (0.1, 0.1, 0.1)
+    off = map_config({**gpt2, "attn_pdrop": 0.0, "resid_pdrop": 0, "embd_pdrop": 0.0})
+    assert not {"attention_dropout", "hidden_dropout", "embedding_dropout"} & set(off)
+    neox = {"model_type": "gpt_neox", "hidden_size": 64, "intermediate_size": 256, "num_attention_heads": 4}
+    m = map_config({**neox, "num_hidden_layers": 2, "vocab_size": 100, "hidden_dropout": 0.2})
+    assert (m["hidden_dropout"], m["embedding_dropout"]) == (0.2, 0.2) and "attention_dropout" not in m
+    llama = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4}
+    m = map_config({**llama, "num_hidden_layers": 2, "vocab_size": 100, "attention_dropout": 0.1})
+    assert m["attention_dropout"] == 0.1 and "hidden_dropout" not in m
+    with pytest.raises(PlanError, match="attn_pdrop"):
+        map_config({**gpt2, "attn_pdrop": 1.5})
