@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from bench.cold_process import interleaved_cold
 from vramplan.machine.environment import read_environment
 
 SITE = "lib/python3.12/site-packages"
@@ -87,17 +87,7 @@ def main() -> int:
         for name, path in folders.items():
             label = f"--stack-from {name.removesuffix(' (the floor)')}"
             commands[label] = ["estimate", "--stack-from", str(path), "--json"]
-        cold: dict[str, list[float]] = {name: [] for name in commands}
-        env = {**os.environ, "VRAMPLAN_DETECT": "0"}
-        for _ in range(rounds):
-            for name, argv in commands.items():
-                cmd = [sys.executable, "-m", "vramplan", *argv]
-                timed_ms(lambda c=cmd: subprocess.run(c, capture_output=True, check=True, env=env), cold[name])
-        print(f"cold process, median of {rounds} interleaved rounds")
-        base = statistics.median(next(iter(cold.values())))
-        for name, ts in cold.items():
-            med = statistics.median(ts)
-            print(f"  {name:<46} {med:7.1f} ms  {med / base:5.2f}x")
+        interleaved_cold(commands, rounds)
     return 0
 
 

@@ -11,13 +11,12 @@ Usage: python -m bench.bench_gpus [ROUNDS]   (default 7; vramplan installed in t
 
 from __future__ import annotations
 
-import os
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable
 
+from bench.cold_process import interleaved_cold
 from vramplan.core.advice.gpuguide import ADVISOR_PLANS, gpu_guide
 from vramplan.core.plan.helpers import memo
 from vramplan.core.plan.schema.plan import default_plan
@@ -55,17 +54,7 @@ def main() -> int:
         "vramplan estimate --json (the floor)": ["estimate", "--json"],
         "vramplan gpus --json": ["gpus", "--json"],
     }
-    cold: dict[str, list[float]] = {name: [] for name in commands}
-    env = {**os.environ, "VRAMPLAN_DETECT": "0"}
-    for _ in range(rounds):
-        for name, argv in commands.items():
-            cmd = [sys.executable, "-m", "vramplan", *argv]
-            timed_ms(lambda c=cmd: subprocess.run(c, capture_output=True, check=True, env=env), cold[name])
-    print(f"cold process, median of {rounds} interleaved rounds")
-    floor = statistics.median(next(iter(cold.values())))
-    for name, ts in cold.items():
-        med = statistics.median(ts)
-        print(f"  {name:<36} {med:8.1f} ms  {med / floor:5.2f}x")
+    interleaved_cold(commands, rounds)
     return 0
 
 
