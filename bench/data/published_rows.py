@@ -102,10 +102,10 @@ def build_row(case: dict[str, Any], extra: tuple[str, ...] = ()) -> Row:
 
 
 @contextmanager
-def published_presets() -> Iterator[None]:
-    """The copy's user GPU presets on, GPU detection off (as check.py runs the CLI); restored on exit."""
+def presets_from(folder: Path | str) -> Iterator[None]:
+    """User presets read from ``folder`` (as VRAMPLAN_CONFIG_DIR), GPU detection off; both restored on exit."""
     saved = {k: os.environ.get(k) for k in ("VRAMPLAN_CONFIG_DIR", "VRAMPLAN_DETECT")}
-    os.environ["VRAMPLAN_CONFIG_DIR"] = str(HERE / "user_presets")
+    os.environ["VRAMPLAN_CONFIG_DIR"] = str(folder)
     os.environ["VRAMPLAN_DETECT"] = "0"
     presets.reload()
     try:
@@ -117,6 +117,13 @@ def published_presets() -> Iterator[None]:
             else:
                 os.environ[k] = v
         presets.reload()
+
+
+@contextmanager
+def published_presets() -> Iterator[None]:
+    """The copy's user GPU presets on, GPU detection off (as check.py runs the CLI); restored on exit."""
+    with presets_from(HERE / "user_presets"):
+        yield
 
 
 def build_rows() -> dict[str, Row]:

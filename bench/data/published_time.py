@@ -29,7 +29,6 @@ A data module: its length is its entries (one builder per source), not logic.
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -1282,22 +1281,10 @@ def check_references(figs: list[Entry], cases_path: Path) -> list[str]:
 @contextmanager
 def no_user_presets() -> Iterator[None]:
     """Built-in presets only (an empty VRAMPLAN_CONFIG_DIR) and no GPU detection, restored on exit."""
-    from vramplan.core.plan.catalogue import presets
+    from bench.data.published_rows import presets_from
 
-    saved = {k: os.environ.get(k) for k in ("VRAMPLAN_CONFIG_DIR", "VRAMPLAN_DETECT")}
-    with tempfile.TemporaryDirectory() as empty:
-        os.environ["VRAMPLAN_CONFIG_DIR"] = empty
-        os.environ["VRAMPLAN_DETECT"] = "0"
-        presets.reload()
-        try:
-            yield
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
-            presets.reload()
+    with tempfile.TemporaryDirectory() as empty, presets_from(empty):
+        yield
 
 
 def predict(e: Entry) -> dict[str, Any]:
