@@ -93,7 +93,7 @@ def _need_extra() -> None:
 
 def options_from(args: argparse.Namespace) -> Any:
     """The trace options of the arguments; a bad ``--lengths`` or ``--alloc-conf`` is one line."""
-    from vramplan.core.memory.caching_allocator import parse_alloc_conf
+    from vramplan.core.memory.alloc_conf import parse_alloc_conf
     from vramplan.measure.lengths import LengthsError, parse_lengths
     from vramplan.measure.trace_records import TraceOptions
 

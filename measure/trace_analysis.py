@@ -9,7 +9,8 @@ import re
 from collections import defaultdict
 from typing import Any
 
-from vramplan.core.memory.caching_allocator import ALLOC, AllocatorConfig, parse_alloc_conf, replay, round_size
+from vramplan.core.memory.alloc_conf import AllocatorConfig, parse_alloc_conf
+from vramplan.core.memory.caching_allocator import ALLOC, replay, round_size
 from vramplan.core.memory.peak import estimate
 from vramplan.core.memory.record import ALLOCATED_TERMS
 from vramplan.core.plan.catalogue import presets

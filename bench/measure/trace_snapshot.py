@@ -42,7 +42,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from vramplan.core.memory.caching_allocator import ALLOC, EMPTY_CACHE, FREE, AllocatorConfig, parse_alloc_conf, replay
+from vramplan.core.memory.alloc_conf import AllocatorConfig, parse_alloc_conf
+from vramplan.core.memory.caching_allocator import ALLOC, EMPTY_CACHE, FREE, replay
 
 # The plans, as `vramplan trace` / `vramplan measure` arguments: tiny ones for a first check, full-size ones for a
 # GPU with 80 GB (each fits an H100 with room: LoRA, checkpointed, 4k tokens).

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from bench.measure import trace_snapshot
-from vramplan.core.memory.caching_allocator import AllocatorConfig
+from vramplan.core.memory.alloc_conf import AllocatorConfig
 from vramplan.core.plan.helpers.units import MiB
 
 

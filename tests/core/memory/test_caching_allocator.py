@@ -7,15 +7,14 @@ from __future__ import annotations
 
 import pytest
 
+from vramplan.core.memory.alloc_conf import AllocatorConfig, parse_alloc_conf
 from vramplan.core.memory.caching_allocator import (
     ALLOC,
     EMPTY_CACHE,
     FREE,
-    AllocatorConfig,
     CachingAllocator,
     Event,
     next_division,
-    parse_alloc_conf,
     replay,
     round_size,
 )
