@@ -122,7 +122,7 @@ def cmd_keys(args: argparse.Namespace) -> int:
 
 
 def cmd_presets(args: argparse.Namespace) -> int:
-    from vramplan.cli.report import hardware_listing, model_listing
+    from vramplan.cli.listing import hardware_listing, model_listing
     from vramplan.core.plan.catalogue.presets import registry
 
     reg = registry()

@@ -1,5 +1,5 @@
-"""``vramplan keys`` (every settable key: type, default, meaning) and ``vramplan presets --json``: listings as
-text or one JSON object."""
+"""``vramplan keys`` (every settable key: type, default, meaning) and ``vramplan presets`` (the model and GPU
+presets, text or one JSON object): listings."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import Any
 
 from vramplan.core.plan.catalogue import presets
 from vramplan.core.plan.catalogue.presets import Registry
+from vramplan.core.plan.helpers.units import fmt_count
 from vramplan.core.plan.keyref import KeyInfo
 
 
@@ -68,3 +69,33 @@ def presets_json(reg: Registry, kind: str | None) -> dict[str, Any]:
         ]
     out["problems"] = list(reg.problems)
     return out
+
+
+def model_listing(reg: Registry) -> str:
+    """One line per model preset within 80 columns: total parameters and, for mixture-of-experts models, the
+    parameters one token passes through (active; equal to the total for a dense model)."""
+    rows = ["models", f"  {'id':<17} {'name':<18} {'type':<11} {'params':>9} {'active':>9} {'layers':>6}"]
+    for mp in reg.sorted_models():
+        c = presets.model_config({"preset": mp.id})  # fills what a user preset leaves to defaults
+        arch = c.arch()
+        user = "  (user)" if reg.is_user("models", mp.id) else ""
+        rows.append(
+            f"  {mp.id:<17} {mp.name:<18} {c.model_type:<11} {fmt_count(arch.total_params):>9} "
+            f"{fmt_count(arch.active_params):>9} {c.num_hidden_layers:>6}{user}"
+        )
+    return "\n".join(rows) + "\n"
+
+
+def hardware_listing(reg: Registry) -> str:
+    rows = ["hardware", f"  {'id':<13} {'name':<30} {'memory':>9} {'bf16 TF':>8} {'memory GB/s':>12} {'link GB/s':>9}"]
+    for g in reg.sorted_gpus():
+        tf = f"{g.bf16_tflops:g}" if g.bf16 else f"{g.fp16_tflops:g}*"
+        origin = reg.origin.get(f"hardware/{g.id}", "built-in")
+        user = "  (user)" if reg.is_user("hardware", g.id) else "  (detected)" if origin == "detected" else ""
+        rows.append(
+            f"  {g.id:<13} {g.name:<30} {g.memory_mib / 1024:>5.1f} GiB {tf:>8} "
+            f"{f'{g.memory_type} {g.memory_bandwidth_gbs:g}':>12} "
+            f"{g.gpu_link_gbs:>9g}{user}"
+        )
+    rows.append("  * no bf16: fp16 figure; TFLOP/s are dense; link bandwidth per direction")
+    return "\n".join(rows) + "\n"

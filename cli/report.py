@@ -7,8 +7,6 @@ from typing import TYPE_CHECKING, Any
 from vramplan.core.memory.kinds import kind_label
 from vramplan.core.memory.record import Estimate
 from vramplan.core.memory.states.vision import vision_note
-from vramplan.core.plan.catalogue import presets
-from vramplan.core.plan.catalogue.presets import Registry
 from vramplan.core.plan.describe import batch_label, gpu_name, method_label, model_name, parallel_summary
 from vramplan.core.plan.helpers.errors import PlanError
 from vramplan.core.plan.helpers.units import GiB, fmt_count, fmt_seconds, fmt_steps, gib_text
@@ -255,36 +253,6 @@ def rl_time_lines(st: StepTime) -> list[str]:
         return []
     prompts = objective(rl.objective).prompt
     return _wrap(f"{', '.join(rl.phase_texts())}; {rl.prompts_per_step:,} {prompts} per step", 2, hang=2)
-
-
-def model_listing(reg: Registry) -> str:
-    """One line per model preset within 80 columns: total parameters and, for mixture-of-experts models, the
-    parameters one token passes through (active; equal to the total for a dense model)."""
-    rows = ["models", f"  {'id':<17} {'name':<18} {'type':<11} {'params':>9} {'active':>9} {'layers':>6}"]
-    for mp in reg.sorted_models():
-        c = presets.model_config({"preset": mp.id})  # fills what a user preset leaves to defaults
-        arch = c.arch()
-        user = "  (user)" if reg.is_user("models", mp.id) else ""
-        rows.append(
-            f"  {mp.id:<17} {mp.name:<18} {c.model_type:<11} {fmt_count(arch.total_params):>9} "
-            f"{fmt_count(arch.active_params):>9} {c.num_hidden_layers:>6}{user}"
-        )
-    return "\n".join(rows) + "\n"
-
-
-def hardware_listing(reg: Registry) -> str:
-    rows = ["hardware", f"  {'id':<13} {'name':<30} {'memory':>9} {'bf16 TF':>8} {'memory GB/s':>12} {'link GB/s':>9}"]
-    for g in reg.sorted_gpus():
-        tf = f"{g.bf16_tflops:g}" if g.bf16 else f"{g.fp16_tflops:g}*"
-        origin = reg.origin.get(f"hardware/{g.id}", "built-in")
-        user = "  (user)" if reg.is_user("hardware", g.id) else "  (detected)" if origin == "detected" else ""
-        rows.append(
-            f"  {g.id:<13} {g.name:<30} {g.memory_mib / 1024:>5.1f} GiB {tf:>8} "
-            f"{f'{g.memory_type} {g.memory_bandwidth_gbs:g}':>12} "
-            f"{g.gpu_link_gbs:>9g}{user}"
-        )
-    rows.append("  * no bf16: fp16 figure; TFLOP/s are dense; link bandwidth per direction")
-    return "\n".join(rows) + "\n"
 
 
 def _wrap(text: str, indent: int, width: int = 80, hang: int = 0) -> list[str]:

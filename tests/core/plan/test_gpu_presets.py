@@ -47,7 +47,7 @@ def test_fp8_only_where_the_hardware_has_it() -> None:
 def test_every_preset_names_its_memory_type_and_reports_say_it() -> None:
     """Issue 40.7: the RTX A6000 was described as HBM; it is GDDR6 (its datasheet, as the preset's source says).
     The type is read from each preset's source, so every built-in preset has one."""
-    from vramplan.cli.report import hardware_listing
+    from vramplan.cli.listing import hardware_listing
 
     reg = presets.registry()
     kinds = {g.id: g.memory_type for g in reg.sorted_gpus()}
